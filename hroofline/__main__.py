@@ -1,0 +1,3 @@
+from hroofline.cli.main import main
+
+raise SystemExit(main())

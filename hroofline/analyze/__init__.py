@@ -1,0 +1,1 @@
+"""Analysis stage: tables and figures computed from runs, with no rendering."""

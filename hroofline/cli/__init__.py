@@ -1,0 +1,1 @@
+"""Command-line interface: one module per group of commands, wired together in main.py."""

@@ -1,0 +1,30 @@
+"""Options and helpers shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hroofline.store import DEFAULT_STORE, STORE_ENV, RunStore, store_path
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        help=f"the run store (default: ${STORE_ENV}, else ./{DEFAULT_STORE})",
+    )
+
+
+def open_store(args: argparse.Namespace) -> RunStore:
+    return RunStore(store_path(args.store))
+
+
+def write_out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def say(text: str) -> None:
+    """Progress and notes go to stderr so that stdout stays machine-readable."""
+    print(text, file=sys.stderr, flush=True)

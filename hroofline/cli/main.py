@@ -1,0 +1,73 @@
+"""``hroofline`` entry point: parser, dispatch, and the one-line error contract.
+
+Errors print one line on stderr and exit 1; usage errors exit 2; no traceback reaches the user unless
+HROOFLINE_DEBUG=1 is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from hroofline import __version__
+from hroofline.cli import import_cmd, query_cmds
+from hroofline.errors import HrooflineError
+
+DESCRIPTION = """\
+Hierarchical roofline analysis of the GPU kernels of deep-learning workloads.
+
+Import Nsight Compute (ncu) output into a run, then ask which kernels take the time and how they
+use the L1, L2 and HBM bandwidth and the FP64/FP32/FP16/tensor compute of the GPU.
+"""
+
+EPILOG = """\
+typical use:
+  hroofline import prof/fw.ncu-rep --run resnet34-fp32 --gpu v100 --phase forward
+  hroofline import prof/bw.ncu-rep --run resnet34-fp32 --phase backward
+  hroofline summary resnet34-fp32
+  hroofline kernels resnet34-fp32 --group-by name --top 10
+
+the store: runs live in --store DIR, else $HROOFLINE_STORE, else ./hroofline-runs
+units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hroofline",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hroofline {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    import_cmd.register(commands)
+    query_cmds.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run_command(args) or 0)
+    except HrooflineError as error:
+        print(f"hroofline: error: {error.one_line()}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("hroofline: interrupted; the store is unchanged", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        sys.stderr.close()
+        return 0
+    except Exception as error:  # the one-line contract holds for bugs too
+        if os.environ.get("HROOFLINE_DEBUG"):
+            raise
+        print(
+            f"hroofline: internal error: {type(error).__name__}: {error} (set HROOFLINE_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

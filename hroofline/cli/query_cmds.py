@@ -1,0 +1,112 @@
+"""``hroofline runs``, ``kernels`` and ``summary``: read-only queries of the store."""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from hroofline.analyze.kernels import KERNEL_COLUMNS, SUMMARY_COLUMNS, KernelQuery, kernel_table, phase_summary
+from hroofline.cli.common import add_store_option, open_store, write_out
+from hroofline.phases import parse_phase_option
+from hroofline.render.text import render_frame, summary_table, to_json
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    runs = commands.add_parser("runs", help="list the runs in the store", description="List the runs in the store.")
+    runs.add_argument("--format", choices=("table", "json"), default="table")
+    add_store_option(runs)
+    runs.set_defaults(run_command=list_runs)
+
+    kernels = commands.add_parser(
+        "kernels",
+        help="per-launch or per-kernel-name table of time, FLOPs, bytes and intensities",
+        description="Kernel table of a run: time (s), FLOPs per precision, bytes at L1/L2/HBM, "
+        "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
+        epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
+        "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kernels.add_argument("run", metavar="RUN")
+    kernels.add_argument(
+        "--group-by",
+        choices=("launch", "name"),
+        default="launch",
+        help="one row per launch (default) or per kernel name within a phase",
+    )
+    kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
+    kernels.add_argument("--top", type=_positive_int, metavar="N", help="only the first N rows after sorting")
+    kernels.add_argument(
+        "--sort", default="time_s", metavar="COLUMN", help="column to sort by, largest first (default: time_s)"
+    )
+    kernels.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    add_store_option(kernels)
+    kernels.set_defaults(run_command=show_kernels)
+
+    summary = commands.add_parser(
+        "summary",
+        help="time, FLOPs and bytes per phase and in total",
+        description="Per phase and in total: time (s), FLOPs, tensor FLOPs, bytes at L1/L2/HBM and the "
+        "number of kernel launches.",
+    )
+    summary.add_argument("run", metavar="RUN")
+    summary.add_argument("--format", choices=("table", "json"), default="table")
+    add_store_option(summary)
+    summary.set_defaults(run_command=show_summary)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    rows = []
+    for name in store.run_names():
+        meta = store.load_meta(name)
+        rows.append(
+            {
+                "run": name,
+                "gpu": meta.gpu or meta.device_name,
+                "cc": meta.cc,
+                "arch": meta.arch,
+                "precision": meta.precision,
+                "sources": len(meta.sources),
+                "launches": sum(s.launches for s in meta.sources),
+                "ncu": ", ".join(meta.ncu_versions) or None,
+                "updated": meta.updated,
+            }
+        )
+    if args.format == "json":
+        write_out(to_json(rows))
+    elif rows:
+        write_out(render_frame(pd.DataFrame(rows), "table"))
+    else:
+        write_out(f"no runs in {store.root}\n")
+    return 0
+
+
+def show_kernels(args: argparse.Namespace) -> int:
+    run = open_store(args).load(args.run)
+    query = KernelQuery(
+        group_by=args.group_by,
+        phase=parse_phase_option(args.phase) if args.phase else None,
+        top=args.top,
+        sort=args.sort,
+    )
+    write_out(render_frame(kernel_table(run, query), args.format))
+    return 0
+
+
+def show_summary(args: argparse.Namespace) -> int:
+    run = open_store(args).load(args.run)
+    phases = phase_summary(run)
+    if args.format == "json":
+        total = phases.pop("total")
+        write_out(to_json({"run": run.name, "phases": phases, "total": total}))
+    else:
+        write_out(summary_table(phases, SUMMARY_COLUMNS))
+    return 0

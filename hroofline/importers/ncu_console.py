@@ -1,0 +1,82 @@
+"""ncu console logs (``--log-file`` or captured stdout without ``--csv``).
+
+Per launch a header line, indented by two spaces, then sections of fixed-width rows::
+
+      void implicit_convolve_sgemm<...>(...), 2023-Oct-29 22:56:31, Context 1, Stream 7
+        Section: Command line profiler metrics
+        ---------------------------------------------------------------------- --------------- ---------
+        dram__bytes.sum                                                                  Mbyte      208.82
+
+Newer ncu prints ``  name (grid)x(block), Context 1, Stream 7, Device 0, CC 8.6`` and a
+``Metric Name  Metric Unit  Metric Value`` title row. Units are auto-scaled per row.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from hroofline.errors import InputError
+from hroofline.importers.raw import RawProfile
+from hroofline.importers.units import parse_number_text, unit_scale
+
+_LAUNCH = re.compile(r"^  (?! )(?P<head>.+?), Context (?P<context>\d+), Stream (?P<stream>\d+)(?P<rest>.*)$")
+_DATE_SUFFIX = re.compile(r", \d{4}-[A-Za-z]{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}$")
+_LAUNCH_DIMS = re.compile(r"^(?P<name>.+) \((?P<grid>\d+, \d+, \d+)\)x\((?P<block>\d+, \d+, \d+)\)$")
+_DEVICE = re.compile(r"Device (?P<device>\d+)")
+_CC = re.compile(r"CC (?P<cc>\d+\.\d+)")
+_ROW = re.compile(r"^    (?! )(?P<name>\S+)\s{2,}(?:(?P<unit>\S+)\s{2,})?(?P<value>\S+)\s*$")
+
+
+def looks_like_console_log(text: str) -> bool:
+    return bool(re.search(r"(?m)^    Section: ", text)) and any(_LAUNCH.match(line) for line in text.splitlines())
+
+
+def read_ncu_console(text: str, where: str) -> RawProfile:
+    launches: list[dict[str, object]] = []
+    values: list[dict[str, float]] = []
+    units: dict[str, str] = {}
+    for line in text.splitlines():
+        header = _LAUNCH.match(line)
+        if header:
+            launches.append(_launch_identity(header, len(launches)))
+            values.append({})
+            continue
+        row = _ROW.match(line)
+        if not row or not launches or row.group("name") in ("Metric", "Section:") or set(row.group("name")) == {"-"}:
+            continue
+        name, unit = row.group("name"), row.group("unit") or ""
+        if not re.search(r"__|\.", name):
+            continue
+        units.setdefault(name, unit)
+        values[-1][name] = parse_number_text(row.group("value")) * unit_scale(unit)
+    if not launches:
+        raise InputError(f"{where}: no kernel launches found in the ncu console log")
+    if not any(values):
+        raise InputError(f"{where}: the ncu console log names kernels but holds no metric values")
+    identity = pd.DataFrame(launches)
+    metrics = pd.DataFrame(values).astype(np.float64)
+    return RawProfile(kind="ncu-console", identity=identity, metrics=metrics, units=units)
+
+
+def _launch_identity(match: re.Match[str], index: int) -> dict[str, object]:
+    head = _DATE_SUFFIX.sub("", match.group("head"))
+    grid = block = None
+    dims = _LAUNCH_DIMS.match(head)
+    if dims:
+        head, grid, block = dims.group("name"), f"({dims.group('grid')})", f"({dims.group('block')})"
+    rest = match.group("rest")
+    device = _DEVICE.search(rest)
+    cc = _CC.search(rest)
+    return {
+        "launch_id": index,
+        "kernel": head.strip(),
+        "grid": grid,
+        "block": block,
+        "device": device.group("device") if device else None,
+        "cc": cc.group("cc") if cc else None,
+        "stream": match.group("stream"),
+        "nvtx_ranges": (),
+    }

@@ -1,0 +1,224 @@
+"""ncu CSV exports of any version from 2020 on.
+
+Long ("details") format: one row per launch per metric, ``Metric Name, Metric Unit, Metric Value``.
+Wide ("raw") format, ``--page raw --csv``: a header row, a units row, then one row per launch.
+Either may follow the profiled program's own output and ``==PROF==`` lines, and rows may be ragged
+(ncu 2021.2 leaves off the trailing rule columns) or hold quoted newlines (rule descriptions).
+Parsing is done by pyarrow; Python's csv module takes over only for files pyarrow rejects.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from hroofline.errors import InputError
+from hroofline.importers import nvtx
+from hroofline.importers.raw import RawProfile
+from hroofline.importers.units import parse_numbers, scale_by_units, unit_scale, uses_decimal_comma
+
+_HEADER = re.compile(rb'(?m)^"?ID"?,"?Process ID"?,')
+NO_KERNELS = re.compile(r"No kernels were profiled")
+
+IDENTITY_FIELDS = {
+    "Kernel Name": "kernel",
+    "Grid Size": "grid",
+    "Block Size": "block",
+    "Device": "device",
+    "CC": "cc",
+    "Stream": "stream",
+}
+NON_METRIC_FIELDS = {
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Kernel Time",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Section Name",
+    "Metric Name",
+    "Metric Unit",
+    "Metric Value",
+    "Rule Name",
+    "Rule Type",
+    "Rule Description",
+    "Estimated Speedup Type",
+    "Estimated Speedup",
+    "Body Item Label",
+}
+
+
+def find_csv_header(data: bytes) -> int:
+    """Offset of the ncu CSV header line, or -1."""
+    match = _HEADER.search(data)
+    return match.start() if match else -1
+
+
+def read_ncu_csv(data: bytes, where: str) -> RawProfile:
+    start = find_csv_header(data)
+    if start < 0:
+        raise InputError(f'{where}: no ncu CSV header (a line starting with "ID","Process ID")')
+    body = data[start:]
+    header = next(csv.reader([body.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")]))
+    if "Body Item Label" in header:
+        raise InputError(
+            f"{where}: this is an ncu section export (a 'Body Item Label' column): it holds display labels, "
+            "not per-kernel metrics",
+            "export with 'ncu --import REPORT --csv --page raw' or '--page details' instead",
+        )
+    table = _read_strings(body, header, where, long_format="Metric Name" in header)
+    if table.num_rows == 0:
+        raise InputError(f"{where}: the CSV has a header but no kernel rows")
+    if "Metric Name" in header:
+        return _long_profile(table, where)
+    return _wide_profile(table, where)
+
+
+def _read_strings(body: bytes, header: list[str], where: str, long_format: bool) -> pa.Table:
+    """Every column as strings. pyarrow first; Python's csv for ragged or odd files."""
+    if not body.endswith(b"\n"):
+        body = _check_last_row(body, header, where, long_format)
+    convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in header}, strings_can_be_null=False)
+    for newlines_in_values in (False, True):
+        try:
+            return pacsv.read_csv(
+                io.BytesIO(body),
+                parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),
+                convert_options=convert,
+            )
+        except (pa.ArrowInvalid, pa.ArrowKeyError):
+            continue
+    return _read_with_python_csv(body, header, where, long_format)
+
+
+def _check_last_row(body: bytes, header: list[str], where: str, long_format: bool) -> bytes:
+    last_line = body.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    try:
+        fields = next(csv.reader([last_line], strict=True))
+    except (csv.Error, StopIteration):
+        fields = []
+    needed = header.index("Metric Value") + 1 if long_format else len(header)
+    if last_line.count('"') % 2 == 1 or len(fields) < needed:
+        raise InputError(f"{where}: the CSV ends in the middle of a row (is the file truncated?)")
+    return body + b"\n"
+
+
+def _read_with_python_csv(body: bytes, header: list[str], where: str, long_format: bool) -> pa.Table:
+    text = body.decode("utf-8", "replace")
+    needed = header.index("Metric Value") + 1 if long_format else len(header)
+    rows: list[list[str]] = []
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        next(reader)
+        for fields in reader:
+            if not fields:
+                continue
+            if len(fields) < needed:
+                raise InputError(
+                    f"{where}: CSV line {reader.line_num} has {len(fields)} fields where the header has "
+                    f"{len(header)} (is the file truncated or not an ncu export?)"
+                )
+            rows.append((fields + [""] * len(header))[: len(header)])
+    except csv.Error as error:
+        raise InputError(f"{where}: malformed CSV at line {reader.line_num}: {error}") from None
+    columns = list(zip(*rows, strict=False)) if rows else [()] * len(header)
+    return pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(header, columns, strict=False)})
+
+
+def _launch_keys(table: pa.Table) -> np.ndarray:
+    ids = _int_column(table["ID"].combine_chunks(), "ID")
+    if "Process ID" in table.column_names:
+        pids = _int_column(table["Process ID"].combine_chunks(), "Process ID", missing_ok=True)
+        return pids.astype(np.int64) * (1 << 32) + ids
+    return ids
+
+
+def _int_column(values: pa.Array, name: str, missing_ok: bool = False) -> np.ndarray:
+    numbers = parse_numbers(values, decimal_comma=False)
+    if np.isnan(numbers).any():
+        if missing_ok:
+            return np.nan_to_num(numbers, nan=0).astype(np.int64)
+        raise InputError(f"the {name!r} column holds something that is not a number")
+    return numbers.astype(np.int64)
+
+
+def _identity(table: pa.Table, first_rows: np.ndarray, launch_ids: np.ndarray) -> pd.DataFrame:
+    picked = table.take(pa.array(first_rows))
+    frame = pd.DataFrame({"launch_id": launch_ids})
+    for field_name, column in IDENTITY_FIELDS.items():
+        if field_name in picked.column_names:
+            frame[column] = picked[field_name].to_pylist()
+        else:
+            frame[column] = None
+    push_pop = next((c for c in picked.column_names if "Push/Pop_Range" in c), None)
+    start_end = next((c for c in picked.column_names if "Start/Stop_Range" in c), None)
+    stacks = []
+    for i in range(picked.num_rows):
+        ranges = nvtx.push_pop_ranges(picked[push_pop][i].as_py()) if push_pop else ()
+        ranges += nvtx.start_end_ranges(picked[start_end][i].as_py()) if start_end else ()
+        stacks.append(ranges)
+    frame["nvtx_ranges"] = stacks
+    return frame
+
+
+def _long_profile(table: pa.Table, where: str) -> RawProfile:
+    names = pc.utf8_trim_whitespace(table["Metric Name"].combine_chunks())
+    table = table.filter(pc.not_equal(names, ""))
+    if table.num_rows == 0:
+        raise InputError(f"{where}: the CSV has rule rows but no metric values")
+    keys = _launch_keys(table)
+    launch_codes, unique_keys = pd.factorize(keys, sort=False)
+    metric_dict = pc.dictionary_encode(pc.utf8_trim_whitespace(table["Metric Name"].combine_chunks()))
+    metric_names = metric_dict.dictionary.to_pylist()
+    metric_codes = metric_dict.indices.to_numpy(zero_copy_only=False)
+    raw_values = table["Metric Value"].combine_chunks()
+    numbers = parse_numbers(raw_values, uses_decimal_comma(raw_values))
+    units_column = table["Metric Unit"].combine_chunks()
+    values = scale_by_units(numbers, units_column)
+
+    matrix = np.full((len(unique_keys), len(metric_names)), np.nan)
+    # Reversed so that the first row of a (launch, metric) pair wins when ncu repeats a metric.
+    matrix[launch_codes[::-1], metric_codes[::-1]] = values[::-1]
+    first_rows = np.unique(launch_codes, return_index=True)[1]
+    launch_ids = _int_column(table["ID"].combine_chunks().take(pa.array(first_rows)), "ID")
+    identity = _identity(table, first_rows, launch_ids)
+    metrics = pd.DataFrame(matrix, columns=metric_names)
+    first_metric_rows = np.unique(metric_codes, return_index=True)[1]
+    units = dict(zip(metric_names, units_column.take(pa.array(first_metric_rows)).to_pylist(), strict=False))
+    return RawProfile(kind="ncu-csv-long", identity=identity, metrics=metrics, units=units)
+
+
+def _wide_profile(table: pa.Table, where: str) -> RawProfile:
+    units_row = {name: table[name][0].as_py() for name in table.column_names}
+    if units_row.get("ID", "") != "":
+        raise InputError(f"{where}: a wide (--page raw) CSV needs its units row after the header")
+    table = table.slice(1)
+    if table.num_rows == 0:
+        raise InputError(f"{where}: the CSV has a header but no kernel rows")
+    keys = _launch_keys(table)
+    launch_codes, _ = pd.factorize(keys, sort=False)
+    first_rows = np.unique(launch_codes, return_index=True)[1]
+    launch_ids = _int_column(table["ID"].combine_chunks().take(pa.array(first_rows)), "ID")
+    identity = _identity(table, first_rows, launch_ids)
+    metric_columns = [c for c in table.column_names if c not in NON_METRIC_FIELDS and "Range" not in c and "__" in c]
+    picked = table.take(pa.array(first_rows))
+    data = {}
+    for name in metric_columns:
+        column = picked[name].combine_chunks()
+        data[name] = parse_numbers(column, uses_decimal_comma(column)) * unit_scale(units_row.get(name) or "")
+    metrics = pd.DataFrame(data, index=range(len(first_rows)))
+    units = {name: units_row.get(name) or "" for name in metric_columns}
+    return RawProfile(kind="ncu-csv-wide", identity=identity, metrics=metrics, units=units)

@@ -1,0 +1,146 @@
+"""Binary ``.ncu-rep`` reports, read with NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, no GPU).
+
+``ncu_report`` loads a truncated report without complaint and simply returns fewer kernels, so the
+file's framing is checked first: after the 4-byte magic ``NVR\\0`` a report is a chain of messages,
+each a little-endian u32 length and that many bytes, which must end exactly at the end of the file.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hroofline.errors import InputError
+from hroofline.importers.raw import RawProfile
+from hroofline.importers.units import unit_scale
+from hroofline.metricset import MetricSet
+
+MAGIC = b"NVR\x00"
+# The ncu version that wrote a report is stored as a string property named "Nsight Compute Target"
+# (reports from ncu 2020.2 on; older ones do not carry it).
+_VERSION = re.compile(rb"Nsight Compute Target[\x00-\x1f].{0,2}?(\d{4}\.\d+\.\d+)", re.DOTALL)
+
+
+def is_ncu_report(data: bytes) -> bool:
+    return data[:4] == MAGIC
+
+
+def check_framing(data: bytes, where: str) -> None:
+    offset, size = 4, len(data)
+    while offset + 4 <= size:
+        (length,) = struct.unpack_from("<I", data, offset)
+        offset += 4 + length
+    if offset != size:
+        raise InputError(f"{where}: the .ncu-rep report is truncated or corrupt (its last block is incomplete)")
+
+
+def read_ncu_rep(data: bytes, where: str, metric_set: MetricSet) -> RawProfile:
+    check_framing(data, where)
+    try:
+        import ncu_report
+    except ImportError:
+        raise InputError(
+            f"{where}: reading .ncu-rep needs NVIDIA's ncu_report module", "pip install ncu-report"
+        ) from None
+    # ncu_report opens paths only; a gzip-compressed report is written out decompressed first.
+    with tempfile.TemporaryDirectory(prefix="hroofline-") as folder:
+        path = Path(folder) / "report.ncu-rep"
+        path.write_bytes(data)
+        try:
+            context = ncu_report.load_report(str(path))
+        except Exception as error:  # the SWIG layer raises plain Exceptions
+            raise InputError(f"{where}: ncu_report cannot load the report ({error})") from None
+        profile = _profile_from_context(context, where, metric_set)
+    version = _VERSION.search(data)
+    profile.ncu_version = version.group(1).decode() if version else None
+    return profile
+
+
+def _profile_from_context(context: Any, where: str, metric_set: MetricSet) -> RawProfile:
+    identities: list[dict[str, object]] = []
+    rows: list[dict[str, float]] = []
+    units: dict[str, str] = {}
+    device_name = None
+    launch_index = 0
+    for range_index in range(context.num_ranges()):
+        report_range = context.range_by_idx(range_index)
+        for action_index in range(report_range.num_actions()):
+            action = report_range.action_by_idx(action_index)
+            identities.append(_identity(action, launch_index))
+            launch_index += 1
+            values: dict[str, float] = {}
+            for name in action.metric_names():
+                if not metric_set.feeds_a_formula(name):
+                    units.setdefault(name, "")
+                    continue
+                metric = action.metric_by_name(name)
+                value = metric.value()
+                if isinstance(value, (int, float)):
+                    unit = metric.unit() or ""
+                    # ncu_report returns values in the metric's own unit (ns for durations).
+                    values[name] = float(value) * unit_scale(unit)
+                    units[name] = unit
+            rows.append(values)
+            device_name = device_name or _string_metric(action, "device__attribute_display_name")
+    if not identities:
+        raise InputError(f"{where}: the report holds no kernel launches")
+    reader_version = context.get_version() if hasattr(context, "get_version") else None
+    return RawProfile(
+        kind="ncu-rep",
+        identity=pd.DataFrame(identities),
+        metrics=pd.DataFrame(rows, index=range(len(rows))).astype(np.float64),
+        units=units,
+        device_name=device_name,
+        notes=[f"read with ncu_report {reader_version}"] if reader_version else [],
+    )
+
+
+def _identity(action: Any, index: int) -> dict[str, object]:
+    ranges: tuple[str, ...] = ()
+    state = action.nvtx_state()
+    if state is not None:
+        for domain_id in state.domains():
+            domain = state.domain_by_id(domain_id)
+            ranges += tuple(domain.push_pop_ranges()) + tuple(domain.start_end_ranges())
+    major = _number_metric(action, "device__attribute_compute_capability_major")
+    minor = _number_metric(action, "device__attribute_compute_capability_minor")
+    return {
+        "launch_id": index,
+        "kernel": action.name(action.NameBase_DEMANGLED),
+        "grid": _dims(action, "launch__grid_dim", "launch__grid_size"),
+        "block": _dims(action, "launch__block_dim", "launch__block_size"),
+        "device": _int_text(_number_metric(action, "device__attribute_device_index")),
+        "cc": f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None,
+        "stream": _int_text(_number_metric(action, "launch__stream_id")),
+        "nvtx_ranges": ranges,
+    }
+
+
+def _dims(action: Any, prefix: str, total_name: str) -> str | None:
+    parts = [_number_metric(action, f"{prefix}_{axis}") for axis in "xyz"]
+    if all(p is not None for p in parts):
+        return "(" + ", ".join(str(int(p)) for p in parts if p is not None) + ")"
+    return _int_text(_number_metric(action, total_name))
+
+
+def _number_metric(action: Any, name: str) -> float | None:
+    metric = action.metric_by_name(name)
+    if metric is None:
+        return None
+    value = metric.value()
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _string_metric(action: Any, name: str) -> str | None:
+    metric = action.metric_by_name(name)
+    return metric.as_string() if metric is not None else None
+
+
+def _int_text(value: float | None) -> str | None:
+    return None if value is None else str(int(value))

@@ -1,0 +1,59 @@
+"""What every reader returns before the metric formulas run: per-launch identity and raw metrics."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hroofline.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class RawProfile:
+    """Launches as a reader found them.
+
+    ``identity`` has one row per launch with the columns launch_id, kernel, nvtx_ranges (a tuple of
+    push/pop range names, outermost first, then start/end ranges), grid, block, device, cc, stream.
+    ``metrics`` has the same index and one float column per ncu metric, already in SI base units.
+    """
+
+    kind: str
+    identity: pd.DataFrame
+    metrics: pd.DataFrame
+    units: dict[str, str] = field(default_factory=dict)
+    ncu_version: str | None = None
+    device_name: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def read_source_bytes(path: Path) -> bytes:
+    """A file's content, gunzipped when it is gzip-compressed (by content, not by name)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error):
+            raise InputError(f"{path}: the gzip data is truncated or corrupt") from None
+    return data
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def decode_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,97 @@
+"""ncu numbers and units to SI base values.
+
+ncu prints values with thousands separators (``690,974,304``; a European locale gives ``27.595.520``
+and ``65,77``), ``n/a`` for unsupported metrics, and units that change from row to row
+(``byte``/``Kbyte``/``Mbyte``, ``nsecond``/``usecond``/``us``, ``cycle/nsecond``, ``Ghz``). Prefixes are
+decimal: ncu's ``Kbyte`` is 1000 bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "u": 1e-6, "n": 1e-9, "p": 1e-12}
+_TIME = {"second": 1.0, "s": 1.0, "msecond": 1e-3, "ms": 1e-3, "usecond": 1e-6, "us": 1e-6, "nsecond": 1e-9, "ns": 1e-9}
+_WORD = re.compile(r"^([KMGTPmunp]?)([a-z%]+)$")
+
+
+@cache
+def unit_scale(unit: str) -> float:
+    """Factor from a value in ``unit`` to the SI base unit (bytes, seconds, cycles, Hz, ...)."""
+    text = unit.strip()
+    if not text or text == "%":
+        return 1.0
+    numerator, _, denominator = text.partition("/")
+    scale = _numerator_scale(numerator)
+    if denominator:
+        scale /= _TIME.get(denominator, 1.0)
+    return scale
+
+
+def _numerator_scale(word: str) -> float:
+    if word in _TIME:
+        return _TIME[word]
+    lower = word.lower()
+    if lower.endswith("hz"):
+        prefix = word[:-2].upper()
+        return _PREFIX.get(prefix, 1.0)
+    match = _WORD.match(word)
+    if match and match.group(1) and len(match.group(2)) > 1:
+        return _PREFIX[match.group(1)]
+    return 1.0
+
+
+# Only a decimal comma explains these: "27.595.520", "65,77", "0,1234", "1.234,5".
+_EUROPEAN_HINTS = re.compile(
+    r"^-?\d{1,3}(\.\d{3}){2,}(,\d+)?$|^-?\d+,\d{1,2}$|^-?\d+,\d{4,}$|^-?\d{1,3}(\.\d{3})+,\d+$"
+)
+
+
+def uses_decimal_comma(values: pa.Array) -> bool:
+    """Whether a column of number strings was written in a locale with a decimal comma."""
+    sample = values.filter(pc.match_substring_regex(values, r"\d[.,]\d")) if len(values) else values
+    if len(sample) == 0:
+        return False
+    if len(sample) > 200_000:
+        sample = sample.slice(0, 200_000)
+    return bool(pc.any(pc.match_substring_regex(sample, _EUROPEAN_HINTS.pattern)).as_py())
+
+
+def parse_numbers(values: pa.Array, decimal_comma: bool) -> np.ndarray:
+    """Strings such as ``1,209,826.20`` or ``n/a`` to float64 (NaN where there is no number)."""
+    strings = pc.utf8_trim_whitespace(values.cast(pa.string()))
+    if decimal_comma:
+        strings = pc.replace_substring(strings, ".", "")
+        strings = pc.replace_substring(strings, ",", ".")
+    else:
+        strings = pc.replace_substring(strings, ",", "")
+    is_number = pc.match_substring_regex(strings, r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+    is_number = pc.fill_null(is_number, False)
+    cleaned = pc.if_else(is_number, strings, pa.scalar(None, pa.string()))
+    return cleaned.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def scale_by_units(numbers: np.ndarray, units: pa.Array) -> np.ndarray:
+    """Multiply each value by the SI factor of its own unit."""
+    encoded = pc.dictionary_encode(pc.fill_null(units.cast(pa.string()), ""))
+    factors = np.array([unit_scale(u) for u in encoded.dictionary.to_pylist()], dtype=np.float64)
+    if len(factors) == 0:
+        return numbers
+    if np.all(factors == 1.0):
+        return numbers
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return numbers * factors[codes]
+
+
+def parse_number_text(text: str) -> float:
+    """One value from a console log (US separators; ncu console output is not localized)."""
+    cleaned = text.strip().replace(",", "")
+    try:
+        return float(cleaned)
+    except ValueError:
+        return float("nan")

@@ -1,0 +1,205 @@
+"""The run store: a folder of runs, each its metadata (JSON) and its launches (Parquet).
+
+Layout::
+
+    STORE/runs/<run>/meta.json                 metadata; names the current launches file
+    STORE/runs/<run>/launches-<id>.parquet     one row per launch
+    STORE/runs/<run>/.lock                     serialises writers
+
+Writes are atomic: a new launches file is written and synced under a fresh name, then ``meta.json`` is
+replaced in one ``os.replace``. A reader sees the old run or the new one, never a mix; an import that
+is interrupted at any point leaves the run as it was (at worst an unreferenced launches file, removed
+by the next write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hroofline.errors import StoreError, UsageError
+from hroofline.importers import ImportedSource
+from hroofline.metricset import load_metric_set
+from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches
+
+DEFAULT_STORE = "hroofline-runs"
+STORE_ENV = "HROOFLINE_STORE"
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+def store_path(option: str | None) -> Path:
+    """--store DIR, else $HROOFLINE_STORE, else ./hroofline-runs."""
+    return Path(option or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+
+
+def check_run_name(name: str) -> str:
+    if not _RUN_NAME.match(name):
+        raise UsageError(
+            f"invalid run name {name!r}", "use letters, digits, '.', '_', '+' and '-', starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass
+class AddResult:
+    added: list[ImportedSource]
+    already_present: list[ImportedSource]
+    run: Run
+
+
+class RunStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_names(self) -> list[str]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.runs_dir.iterdir() if (p / "meta.json").is_file())
+
+    def has_run(self, name: str) -> bool:
+        return (self.runs_dir / name / "meta.json").is_file()
+
+    def load_meta(self, name: str) -> RunMeta:
+        return RunMeta.from_json(self._read_meta_json(name))
+
+    def load(self, name: str) -> Run:
+        raw = self._read_meta_json(name)
+        path = self.runs_dir / name / raw["launches_file"]
+        try:
+            frame = pq.read_table(path).to_pandas()
+        except (OSError, pa.ArrowException) as error:
+            raise StoreError(f"run {name!r}: cannot read {path} ({error})") from None
+        return Run(meta=RunMeta.from_json(raw), launches=conform_launches(frame))
+
+    def _read_meta_json(self, name: str) -> dict:
+        check_run_name(name)
+        path = self.runs_dir / name / "meta.json"
+        if not path.is_file():
+            known = ", ".join(self.run_names()) or "none"
+            raise StoreError(f"no run named {name!r} in store {self.root}", f"runs there: {known}")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise StoreError(f"run {name!r}: unreadable metadata {path} ({error})") from None
+        if data.get("schema_version", 0) > SCHEMA_VERSION:
+            raise StoreError(
+                f"run {name!r} was written by a newer hroofline (schema {data['schema_version']})",
+                "upgrade hroofline",
+            )
+        return data
+
+    def add_sources(
+        self, name: str, sources: list[ImportedSource], gpu: str | None = None, precision: str | None = None
+    ) -> AddResult:
+        """Append sources to a run (creating it); a source already in the run is skipped."""
+        check_run_name(name)
+        run_dir = self.runs_dir / name
+        created = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._add_locked(run_dir, name, sources, gpu, precision)
+        except BaseException:
+            if created and not (run_dir / "meta.json").exists():
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+
+    def _add_locked(
+        self, run_dir: Path, name: str, sources: list[ImportedSource], gpu: str | None, precision: str | None
+    ) -> AddResult:
+        with _locked(run_dir / ".lock"):
+            existing = self.load(name) if self.has_run(name) else None
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            meta = existing.meta if existing else RunMeta(name=name, created=now)
+            frames = [existing.launches] if existing else [empty_launches()]
+            known = {s.sha256 for s in meta.sources}
+            added, skipped = [], []
+            for source in sources:
+                if source.info.sha256 in known:
+                    skipped.append(source)
+                    continue
+                _check_same_device(meta, source, name)
+                meta.cc = meta.cc or source.cc
+                meta.device_name = meta.device_name or source.device_name
+                frame = source.launches.copy()
+                frame["source"] = len(meta.sources)
+                meta.sources.append(source.info)
+                frames.append(frame)
+                known.add(source.info.sha256)
+                added.append(source)
+            meta.gpu = meta.gpu or gpu
+            meta.precision = meta.precision or precision
+            if added:
+                meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
+                meta.updated = now
+                launches = conform_launches(pd.concat([f for f in frames if len(f)], ignore_index=True))
+                self._write(run_dir, meta, launches)
+                run = Run(meta, launches)
+            else:
+                run = existing if existing else Run(meta, empty_launches())
+            return AddResult(added=added, already_present=skipped, run=run)
+
+    def _write(self, run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
+        launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
+        table = pa.Table.from_pandas(launches, preserve_index=False)
+        tmp_parquet = run_dir / f".{launches_file}.tmp"
+        pq.write_table(table, tmp_parquet, compression="zstd")
+        _fsync(tmp_parquet)
+        os.replace(tmp_parquet, run_dir / launches_file)
+        data = meta.to_json()
+        data["launches_file"] = launches_file
+        tmp_meta = run_dir / ".meta.json.tmp"
+        tmp_meta.write_text(json.dumps(data, indent=2, sort_keys=True))
+        _fsync(tmp_meta)
+        os.replace(tmp_meta, run_dir / "meta.json")
+        _fsync_dir(run_dir)
+        for stale in run_dir.glob("launches-*.parquet"):
+            if stale.name != launches_file:
+                stale.unlink(missing_ok=True)
+
+
+def _check_same_device(meta: RunMeta, source: ImportedSource, name: str) -> None:
+    if meta.cc and source.cc and meta.cc != source.cc:
+        raise StoreError(
+            f"run {name!r} holds data of a compute capability {meta.cc} GPU; {source.info.path} is from {source.cc}",
+            "import it into another run",
+        )
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fsync(path: Path) -> None:
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
