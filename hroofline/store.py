@@ -157,21 +157,32 @@ class RunStore:
 
     def _write(self, run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
         launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
-        table = pa.Table.from_pandas(launches, preserve_index=False)
-        tmp_parquet = run_dir / f".{launches_file}.tmp"
-        pq.write_table(table, tmp_parquet, compression="zstd")
-        _fsync(tmp_parquet)
-        os.replace(tmp_parquet, run_dir / launches_file)
-        data = meta.to_json()
-        data["launches_file"] = launches_file
-        tmp_meta = run_dir / ".meta.json.tmp"
-        tmp_meta.write_text(json.dumps(data, indent=2, sort_keys=True))
-        _fsync(tmp_meta)
-        os.replace(tmp_meta, run_dir / "meta.json")
+        new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
+        try:
+            pq.write_table(pa.Table.from_pandas(launches, preserve_index=False), new_files[0], compression="zstd")
+            _fsync(new_files[0])
+            os.replace(new_files[0], new_files[1])
+            data = meta.to_json()
+            data["launches_file"] = launches_file
+            new_files[2].write_text(json.dumps(data, indent=2, sort_keys=True))
+            _fsync(new_files[2])
+            os.replace(new_files[2], run_dir / "meta.json")  # the commit point
+        except BaseException:
+            if not _meta_names(run_dir, launches_file):  # interrupted before the commit point
+                for path in new_files:
+                    path.unlink(missing_ok=True)
+            raise
         _fsync_dir(run_dir)
         for stale in run_dir.glob("launches-*.parquet"):
             if stale.name != launches_file:
                 stale.unlink(missing_ok=True)
+
+
+def _meta_names(run_dir: Path, launches_file: str) -> bool:
+    try:
+        return json.loads((run_dir / "meta.json").read_text()).get("launches_file") == launches_file
+    except (OSError, json.JSONDecodeError):
+        return False
 
 
 def _check_same_device(meta: RunMeta, source: ImportedSource, name: str) -> None:

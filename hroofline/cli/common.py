@@ -25,6 +25,12 @@ def write_out(text: str) -> None:
     sys.stdout.flush()
 
 
+def progress(text: str) -> None:
+    """Progress for people watching a terminal; kept out of logs so an error stays one line."""
+    if sys.stderr.isatty():
+        print(text, file=sys.stderr, flush=True)
+
+
 def say(text: str) -> None:
     """Progress and notes go to stderr so that stdout stays machine-readable."""
     print(text, file=sys.stderr, flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hroofline.cli.common import add_store_option, open_store, say
+from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.importers import ImportedSource, ImportOptions, import_source, source_digest
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.phases import parse_phase_option
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if path.exists() and source_digest(path) in already:
             say(f"{prefix}: already in run {name!r}, nothing added")
             continue
-        say(f"{prefix}: reading")
+        progress(f"{prefix}: reading")
         imported.append(import_source(path, options, metric_set))
     if not imported:
         return 0

@@ -25,7 +25,7 @@ from hroofline.importers.raw import RawProfile
 from hroofline.importers.units import parse_numbers, scale_by_units, unit_scale, uses_decimal_comma
 
 _HEADER = re.compile(rb'(?m)^"?ID"?,"?Process ID"?,')
-NO_KERNELS = re.compile(r"No kernels were profiled")
+NO_KERNELS = re.compile(r"(?m)^(==[A-Z]+==\s*)?No kernels were profiled")
 
 IDENTITY_FIELDS = {
     "Kernel Name": "kernel",

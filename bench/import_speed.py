@@ -1,0 +1,307 @@
+"""Benchmark: importing a large long-format ncu CSV, against pyarrow just reading it.
+
+Builds a long-format ("--page details") ncu CSV of 100,000 launches x 12 metrics (1.2 M rows) by
+replicating the real rows of Yang et al.'s DeepCAM logs in ``../shared/fixtures/deepcam/pt-O1-Adam-fw``
+with fresh consecutive launch IDs, every field quoted and a ``==PROF==`` line before the header, as ncu
+writes it. Then, each in its own subprocess so that peak memory (max RSS) is per measurement:
+
+* baseline: ``pyarrow.csv.read_csv`` on the file with default options (the preamble skipped), the
+  time of that call alone, best of 3;
+* hroofline: ``hroofline import FILE --run bench --store NEW_STORE --gpu v100`` via the CLI, wall
+  time of the whole command (interpreter start, reading, formulas, writing the store), best of 3;
+* for information: the in-process ``import_source`` call alone, best of 3.
+
+Targets (from the issue): the CLI import takes at most 3x the pyarrow read time, and its peak memory
+stays under 3 GB (3,000 MB). The imported run must hold 100,000 launches. Prints a table and the
+ratio, then ``PASS`` or ``FAIL`` with the reason; exits 1 on FAIL. Progress goes to stderr.
+
+Run as ``make bench`` or ``.venv/bin/python bench/import_speed.py [--launches N] [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO.parent / "shared" / "fixtures" / "deepcam" / "pt-O1-Adam-fw"
+BIN = Path(sys.executable).parent
+HEADER_START = '"ID","Process ID",'
+PREAMBLE = "==PROF== Connected to process 64848 (/usr/bin/python3.7)\n"
+PREAMBLE_LINES = 1
+METRICS_PER_LAUNCH = 12
+MAX_RATIO = 3.0
+MAX_PEAK_MB = 3000.0
+
+
+@dataclass
+class Measurement:
+    label: str
+    seconds: list[float]
+    peak_mb: list[float]
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    @property
+    def peak(self) -> float:
+        return max(self.peak_mb)
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- building the input
+
+
+def read_fixture_rows(folder: Path) -> tuple[list[str], dict[int, list[list[str]]]]:
+    """The CSV header and, per launch ID, its rows from every ``out.<metric>.gz`` log."""
+    files = sorted(folder.glob("out.*.gz"))
+    if len(files) != METRICS_PER_LAUNCH:
+        raise SystemExit(f"expected {METRICS_PER_LAUNCH} out.*.gz files in {folder}, found {len(files)}")
+    header: list[str] = []
+    by_launch: dict[int, list[list[str]]] = {}
+    for path in files:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        start = text.find("\n" + HEADER_START)
+        if start < 0:
+            raise SystemExit(f"{path}: no ncu CSV header")
+        reader = csv.reader(io.StringIO(text[start + 1 :]))
+        header = next(reader)
+        for row in reader:
+            if row:
+                by_launch.setdefault(int(row[0]), []).append(row)
+    return header, by_launch
+
+
+def quote(fields: Sequence[str]) -> str:
+    return ",".join('"' + field.replace('"', '""') + '"' for field in fields)
+
+
+def build_long_csv(path: Path, launches: int) -> int:
+    """Write the benchmark CSV; return the number of data rows."""
+    header, by_launch = read_fixture_rows(FIXTURE)
+    metric_column = header.index("Metric Name")
+    # Per real launch, its rows in ncu's order (by metric name) without the ID field: '"<rest>\n...'.
+    templates: list[list[str]] = []
+    for launch_id in sorted(by_launch):
+        rows = sorted(by_launch[launch_id], key=lambda row: row[metric_column])
+        if len(rows) != METRICS_PER_LAUNCH:
+            raise SystemExit(f"launch {launch_id} has {len(rows)} metric rows, expected {METRICS_PER_LAUNCH}")
+        # Each log comes from its own profiled process: give all rows of a launch the identity fields
+        # (process ID, kernel time, ...) of its first row, as one ncu run writes them.
+        identity = rows[0][1:metric_column]
+        templates.append(["," + quote(identity + row[metric_column:]) + "\n" for row in rows])
+    log(f"building {path}: {launches} launches from {len(templates)} real ones x {METRICS_PER_LAUNCH} metrics")
+    rows_written = 0
+    with path.open("w", encoding="utf-8", newline="") as out:
+        out.write(PREAMBLE)
+        out.write(quote(header) + "\n")
+        chunk: list[str] = []
+        for launch_id in range(launches):
+            id_field = f'"{launch_id}"'
+            chunk.extend(id_field + rest for rest in templates[launch_id % len(templates)])
+            if len(chunk) >= 120_000:
+                out.write("".join(chunk))
+                rows_written += len(chunk)
+                chunk.clear()
+        out.write("".join(chunk))
+        rows_written += len(chunk)
+    return rows_written
+
+
+# ---------------------------------------------------------------- workers (run in a subprocess)
+
+
+def worker_pyarrow(path: Path) -> dict[str, object]:
+    import pyarrow.csv as pacsv
+
+    start = time.perf_counter()
+    table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(skip_rows=PREAMBLE_LINES))
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": table.num_rows}
+
+
+def worker_library(path: Path) -> dict[str, object]:
+    from hroofline.importers import ImportOptions, import_source
+    from hroofline.metricset import load_metric_set, resolve_gpu
+
+    start = time.perf_counter()
+    imported = import_source(path, ImportOptions(gpu=resolve_gpu("v100")), load_metric_set())
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": len(imported.launches)}
+
+
+def worker_profile(path: Path) -> dict[str, object]:
+    import cProfile
+    import pstats
+
+    from hroofline.importers import ImportOptions, import_source
+    from hroofline.metricset import load_metric_set, resolve_gpu
+
+    options, metric_set = ImportOptions(gpu=resolve_gpu("v100")), load_metric_set()
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(import_source, path, options, metric_set)
+    seconds = time.perf_counter() - start
+    stats = pstats.Stats(profiler, stream=sys.stderr)
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(20)
+    return {"seconds": seconds, "rows": 0}
+
+
+WORKERS: dict[str, Callable[[Path], dict[str, object]]] = {
+    "pyarrow": worker_pyarrow,
+    "library": worker_library,
+    "profile": worker_profile,
+}
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def run_child(command: Sequence[str], show_stderr: bool = False) -> tuple[float, float, str]:
+    """Run a command; return its wall seconds, its peak RSS in MB (its own, by wait4) and its stdout."""
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=stdout, stderr=None if show_stderr else stderr, cwd=REPO)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stdout.seek(0)
+        stderr.seek(0)
+        if process.returncode != 0:
+            sys.stderr.write(stderr.read().decode("utf-8", "replace"))
+            raise SystemExit(f"FAIL: {' '.join(command)} exited with status {process.returncode}")
+        return seconds, usage.ru_maxrss * 1024 / 1e6, stdout.read().decode("utf-8", "replace")
+
+
+def measure_worker(kind: str, path: Path, repeat: int, label: str, expected_rows: int) -> Measurement:
+    result = Measurement(label, [], [])
+    for attempt in range(1, repeat + 1):
+        _, peak, stdout = run_child([sys.executable, __file__, "--worker", kind, str(path)])
+        report = json.loads(stdout.strip().splitlines()[-1])
+        if report["rows"] != expected_rows:
+            raise SystemExit(f"FAIL: {label} gave {report['rows']} rows, expected {expected_rows}")
+        result.seconds.append(float(report["seconds"]))
+        result.peak_mb.append(peak)
+        log(f"  {label} #{attempt}: {result.seconds[-1]:.2f} s, peak {peak:.0f} MB")
+    return result
+
+
+def measure_cli(path: Path, repeat: int, workdir: Path, launches: int) -> Measurement:
+    result = Measurement("hroofline import (CLI, wall)", [], [])
+    hroofline = str(BIN / "hroofline")
+    for attempt in range(1, repeat + 1):
+        store = workdir / f"store-{attempt}"
+        shutil.rmtree(store, ignore_errors=True)
+        command = [hroofline, "import", str(path), "--run", "bench", "--store", str(store), "--gpu", "v100"]
+        seconds, peak, _ = run_child(command)
+        result.seconds.append(seconds)
+        result.peak_mb.append(peak)
+        log(f"  {result.label} #{attempt}: {seconds:.2f} s, peak {peak:.0f} MB")
+        if attempt == 1:
+            check_store(store, launches)
+        shutil.rmtree(store, ignore_errors=True)
+    return result
+
+
+def check_store(store: Path, launches: int) -> None:
+    command = [str(BIN / "hroofline"), "summary", "bench", "--store", str(store), "--format", "json"]
+    _, _, stdout = run_child(command)
+    kernels = json.loads(stdout)["total"]["kernels"]
+    if kernels != launches:
+        raise SystemExit(f"FAIL: the imported run has {kernels} launches, expected {launches}")
+    log(f"  check: the imported run has {kernels} launches")
+
+
+def report(baseline: Measurement, cli: Measurement, library: Measurement) -> list[str]:
+    """Print the table; return the reasons for failing (empty on success)."""
+    rows = [("measurement", "best s", "x pyarrow", "peak MB")]
+    for item in (baseline, cli, library):
+        rows.append((item.label, f"{item.best:.2f}", f"{item.best / baseline.best:.2f}", f"{item.peak:.0f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print(
+            "  ".join([row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)])
+        )
+    ratio = cli.best / baseline.best
+    print(f"ratio hroofline/pyarrow: {ratio:.2f} (target <= {MAX_RATIO:.1f})")
+    print(f"peak memory of hroofline import: {cli.peak:.0f} MB (target < {MAX_PEAK_MB:.0f} MB)")
+    failures = []
+    if ratio > MAX_RATIO:
+        failures.append(f"hroofline import takes {ratio:.2f}x the pyarrow read time (limit {MAX_RATIO:.1f}x)")
+    if cli.peak >= MAX_PEAK_MB:
+        failures.append(f"hroofline import peaks at {cli.peak:.0f} MB (limit {MAX_PEAK_MB:.0f} MB)")
+    return failures
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--launches", type=int, default=100_000, help="launches in the CSV (default 100000)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement, the best counts (default 3)")
+    parser.add_argument("--workdir", type=Path, help="keep the CSV and stores here (default: a temp dir, removed)")
+    parser.add_argument("--profile", action="store_true", help="also cProfile the in-process import (to stderr)")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def benchmark(args: argparse.Namespace, workdir: Path) -> int:
+    if not FIXTURE.is_dir():
+        print(f"FAIL: needs the DeepCAM data in {FIXTURE}")
+        return 1
+    path = workdir / f"long-{args.launches}x{METRICS_PER_LAUNCH}.csv"
+    start = time.perf_counter()
+    rows = build_long_csv(path, args.launches)
+    log(f"  {rows} rows, {path.stat().st_size / 1e6:.0f} MB, in {time.perf_counter() - start:.1f} s")
+    log("pyarrow.csv.read_csv (baseline)")
+    baseline = measure_worker("pyarrow", path, args.repeat, "pyarrow.csv.read_csv", rows)
+    log("hroofline import via the CLI")
+    cli = measure_cli(path, args.repeat, workdir, args.launches)
+    log("hroofline import_source in process (for information)")
+    library = measure_worker("library", path, args.repeat, "import_source (in-process)", args.launches)
+    if args.profile:
+        log("cProfile of import_source")
+        run_child([sys.executable, __file__, "--worker", "profile", str(path)], show_stderr=True)
+    print(
+        f"input: {rows} rows ({args.launches} launches x {METRICS_PER_LAUNCH} metrics), "
+        f"{path.stat().st_size / 1e6:.0f} MB; best of {args.repeat}"
+    )
+    failures = report(baseline, cli, library)
+    if failures:
+        print("FAIL: " + "; ".join(failures))
+        return 1
+    print("PASS")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        result = WORKERS[args.worker](args.path)
+        print(json.dumps(result))
+        return 0
+    if args.workdir:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        return benchmark(args, args.workdir)
+    with tempfile.TemporaryDirectory(prefix="hroofline-bench-") as workdir:
+        return benchmark(args, Path(workdir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

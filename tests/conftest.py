@@ -1,0 +1,88 @@
+"""Shared test helpers: the real data in ../shared, and running the CLI in-process or as a program."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hroofline.cli.main import main
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+def _need(path: Path) -> Path:
+    if path.exists():
+        return path
+    reason = f"needs the real data at {path} (../shared beside the checkout)"
+    if os.environ.get("HROOFLINE_REQUIRE_FIXTURES") == "1":
+        pytest.fail(reason + "; HROOFLINE_REQUIRE_FIXTURES=1 makes this a failure")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def ncu_dir() -> Path:
+    return _need(SHARED / "fixtures" / "ncu")
+
+
+@pytest.fixture(scope="session")
+def deepcam_dir() -> Path:
+    return _need(SHARED / "fixtures" / "deepcam")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path):
+    """Run `hroofline ARGS` in-process against a store in tmp_path."""
+    store = tmp_path / "store"
+
+    def run(*args: str, store_dir: Path | None = None) -> Result:
+        argv = [str(a) for a in args]
+        if argv and argv[0] in {"import", "runs", "kernels", "summary"} and "--store" not in argv:
+            argv += ["--store", str(store_dir or store)]
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    run.store = store  # type: ignore[attr-defined]
+    return run
+
+
+def run_program(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+    """Run hroofline as a separate process, as a user would."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "hroofline", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def tree_digest(root: Path) -> str:
+    """A digest of every file name and content under root (empty string when root is absent)."""
+    if not root.exists():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

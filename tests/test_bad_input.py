@@ -1,0 +1,158 @@
+"""Bad input: one clear line on stderr, exit 1, and the store exactly as it was."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_program, tree_digest
+
+BASE = "v100_gene_dgdxy_time_dram.csv"
+
+
+@pytest.fixture
+def store_with_run(cli, ncu_dir: Path) -> Path:
+    assert cli("import", ncu_dir / BASE, "--run", "base").code == 0
+    return cli.store
+
+
+def _assert_refused(cli, store: Path, source: Path, expected: str, *extra: str) -> None:
+    before = tree_digest(store)
+    for run in ("base", "fresh"):
+        result = cli("import", source, "--run", run, *extra)
+        assert result.code == 1, result
+        assert result.err.count("\n") == 1, result.err
+        assert result.err.startswith("hroofline: error: ")
+        assert expected in result.err, result.err
+        assert "Traceback" not in result.err
+        assert tree_digest(store) == before
+
+
+def test_truncated_report(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.ncu-rep"
+    cut.write_bytes((ncu_dir / "rtx3070_manual_nvtx_daxpy.ncu-rep").read_bytes()[:80_000])
+    _assert_refused(cli, store_with_run, cut, "truncated")
+
+
+def test_csv_cut_mid_row(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    data = (ncu_dir / "t4_resnet18_trainstep_nvtx_details.csv").read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 40  # 40 bytes into a row
+    cut = tmp_path / "cut.csv"
+    cut.write_bytes(data[:middle])
+    _assert_refused(cli, store_with_run, cut, "middle of a row")
+
+
+def test_csv_cut_mid_row_of_a_ragged_file(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    data = (ncu_dir / "a100_bert_attention_fp32_nersc_metrics.csv").read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 60
+    cut = tmp_path / "cut.csv"
+    cut.write_bytes(data[:middle])
+    _assert_refused(cli, store_with_run, cut, "middle of a row")
+
+
+def test_csv_without_kernels(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    header_only = tmp_path / "header.csv"
+    header_only.write_bytes((ncu_dir / BASE).read_bytes().split(b"\n", 1)[0] + b"\n")
+    _assert_refused(cli, store_with_run, header_only, "no kernel rows")
+    log = tmp_path / "nothing.log"
+    log.write_text("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n")
+    _assert_refused(cli, store_with_run, log, "profiled no kernels")
+
+
+def test_empty_file(cli, store_with_run: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    _assert_refused(cli, store_with_run, empty, "empty")
+
+
+@pytest.mark.parametrize("kind", ["markdown", "png", "python"])
+def test_file_of_another_kind(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path, kind: str) -> None:
+    other = {
+        "markdown": ncu_dir / "PROVENANCE.md",
+        "python": Path(__file__),
+        "png": tmp_path / "x.png",
+    }[kind]
+    if kind == "png":
+        other.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    _assert_refused(cli, store_with_run, other, "not an ncu report")
+
+
+def test_corrupt_gzip(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    packed = gzip.compress((ncu_dir / BASE).read_bytes())
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    _assert_refused(cli, store_with_run, cut, "gzip")
+
+
+def test_missing_source(cli, store_with_run: Path, tmp_path: Path) -> None:
+    _assert_refused(cli, store_with_run, tmp_path / "nope.ncu-rep", "no such file")
+
+
+def test_one_bad_source_imports_nothing(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    before = tree_digest(store_with_run)
+    result = cli("import", ncu_dir / "rtx3070_manual_nvtx_daxpy.ncu-rep", empty, "--run", "base")
+    assert result.code == 1
+    assert tree_digest(store_with_run) == before
+
+
+def _metric_folder(deepcam_dir: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "logs"
+    shutil.copytree(deepcam_dir / "pt-O1-Adam-fw", folder)
+    return folder
+
+
+def test_per_metric_files_that_disagree(cli, store_with_run: Path, deepcam_dir: Path, tmp_path: Path) -> None:
+    folder = _metric_folder(deepcam_dir, tmp_path)
+    # One metric taken from the backward pass: other launches altogether.
+    shutil.copy(deepcam_dir / "pt-O1-Adam-bw" / "out.dram__bytes.sum.gz", folder / "out.dram__bytes.sum.gz")
+    _assert_refused(cli, store_with_run, folder, "disagree on the launch sequence")
+    result = cli("import", folder, "--run", "x")
+    assert "--merge name" in result.err
+    # Per-name sums cannot be joined either: the launch counts per name differ.
+    _assert_refused(cli, store_with_run, folder, "same launch count per kernel name", "--merge", "name")
+
+
+def test_reordered_per_metric_file_merges_by_name(cli, deepcam_dir: Path, tmp_path: Path) -> None:
+    folder = _metric_folder(deepcam_dir, tmp_path)
+    target = folder / "out.dram__bytes.sum.gz"
+    lines = gzip.decompress(target.read_bytes()).decode().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    rows = [line for line in lines[start + 1 :] if line.startswith('"')]
+    target.write_bytes(gzip.compress("".join(lines[: start + 1] + rows[::-1]).encode()))
+    assert cli("import", folder, "--run", "x", "--gpu", "v100").code == 1
+    result = cli("import", folder, "--run", "x", "--gpu", "v100", "--merge", "name")
+    assert result.code == 0, result.err
+    assert "797 launches" in result.err
+
+
+def test_errors_reach_a_real_process_as_one_line(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    result = run_program("import", empty, "--run", "r", "--store", tmp_path / "s")
+    assert result.code == 1
+    assert result.err.strip().count("\n") == 0 and "empty" in result.err
+    assert not (tmp_path / "s" / "runs" / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["kernels"], 2),
+        (["import", "x.csv"], 2),
+        (["kernels", "r", "--group-by", "day"], 2),
+        (["kernels", "r", "--top", "0"], 2),
+        (["import", "x.csv", "--run", "bad/name"], 2),
+        (["import", "x.csv", "--run", "r", "--phase", "lunch"], 2),
+        (["import", "x.csv", "--run", "r", "--gpu", "p4000"], 2),
+        (["kernels", "missing-run"], 1),
+    ],
+)
+def test_usage_and_lookup_errors(tmp_path: Path, args: list[str], code: int) -> None:
+    result = run_program(*args, "--store", tmp_path / "s")
+    assert result.code == code, result
+    assert "Traceback" not in result.err
