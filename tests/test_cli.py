@@ -1,0 +1,86 @@
+"""The CLI contract: commands, columns, JSON shapes, help."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hroofline.analyze.kernels import KERNEL_COLUMNS
+from tests.conftest import run_program
+
+SOURCE = "a100_sam_decoder_fp32_nersc_metrics_profpreamble.csv"
+
+
+@pytest.fixture
+def sam(cli, ncu_dir: Path):
+    assert cli("import", ncu_dir / SOURCE, "--run", "sam", "--phase", "fw").code == 0
+    return cli
+
+
+def test_kernels_per_launch(sam) -> None:
+    table = pd.read_csv(io.StringIO(sam("kernels", "sam", "--format", "csv").out))
+    assert list(table.columns) == [*KERNEL_COLUMNS, "source", "launch_id"]
+    assert len(table) == 72 and (table["count"] == 1).all()
+    assert table["time_s"].is_monotonic_decreasing
+    assert (table["phase"] == "forward").all()
+    flops = table[["flops_fp64", "flops_fp32", "flops_fp16"]].sum(axis=1)
+    assert (table["flops"] == flops).all()  # no tensor counts collected: the sum skips them
+    with_bytes = table[table["bytes_hbm"] > 0]
+    assert (with_bytes["ai_hbm"] == with_bytes["flops"] / with_bytes["bytes_hbm"]).all()
+    assert (table["flop_rate"] == table["flops"] / table["time_s"]).all()
+
+
+def test_kernels_by_name_top_and_sort(sam) -> None:
+    full = pd.read_csv(io.StringIO(sam("kernels", "sam", "--group-by", "name", "--format", "csv").out))
+    launches = pd.read_csv(io.StringIO(sam("kernels", "sam", "--format", "csv").out))
+    assert full["count"].sum() == 72 and len(full) == launches["kernel"].nunique()
+    assert full["time_s"].sum() == pytest.approx(launches["time_s"].sum(), rel=1e-12)
+    top = json.loads(
+        sam("kernels", "sam", "--group-by", "name", "--top", "3", "--sort", "bytes_hbm", "--format", "json").out
+    )
+    assert [row["kernel"] for row in top] == list(full.sort_values("bytes_hbm", ascending=False)["kernel"][:3])
+    assert sam("kernels", "sam", "--phase", "backward", "--format", "csv").out.count("\n") == 1  # header only
+
+
+def test_unknown_sort_column(sam) -> None:
+    result = sam("kernels", "sam", "--sort", "speed")
+    assert result.code == 2 and "flop_rate" in result.err
+
+
+def test_summary_json_shape(sam) -> None:
+    data = json.loads(sam("summary", "sam", "--format", "json").out)
+    assert set(data) == {"run", "phases", "total"}
+    assert list(data["phases"]) == ["forward"]
+    assert set(data["total"]) == {"time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels"}
+    assert data["total"]["flops_tensor"] is None  # not measured: null, not 0
+    assert data["total"]["kernels"] == 72
+
+
+def test_summary_table(sam) -> None:
+    lines = sam("summary", "sam").out.splitlines()
+    assert lines[0].split() == [
+        "phase",
+        "time_s",
+        "flops",
+        "flops_tensor",
+        "bytes_l1",
+        "bytes_l2",
+        "bytes_hbm",
+        "kernels",
+    ]
+    assert [line.split()[0] for line in lines[1:]] == ["forward", "total"]
+
+
+def test_help_teaches() -> None:
+    top = run_program("--help")
+    assert top.code == 0
+    for word in ("import", "runs", "kernels", "summary", "HROOFLINE_STORE"):
+        assert word in top.out
+    help_import = run_program("import", "--help").out
+    for word in ("--merge", "--phase", "--gpu", ".ncu-rep", "gzip"):
+        assert word in help_import
+    assert "ai_hbm" in run_program("kernels", "--help").out

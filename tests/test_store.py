@@ -1,0 +1,130 @@
+"""The Parquet run store: append, idempotence, atomic writes, metadata."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hroofline import store as store_module
+from hroofline.store import RunStore, store_path
+from tests.conftest import tree_digest
+
+TIME = "v100_gene_dgdxy_time_dram_nvtx.ncu-rep"
+FLOPS = "v100_gene_dgdxy_dpflops_nvtx.ncu-rep"
+
+
+def test_same_source_twice_adds_nothing(cli, ncu_dir: Path) -> None:
+    assert cli("import", ncu_dir / TIME, "--run", "r").code == 0
+    before = tree_digest(cli.store)
+    again = cli("import", ncu_dir / TIME, "--run", "r")
+    assert again.code == 0 and "already in run" in again.err
+    assert tree_digest(cli.store) == before
+
+
+def test_a_renamed_copy_is_still_the_same_source(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "renamed.ncu-rep"
+    copy.write_bytes((ncu_dir / TIME).read_bytes())
+    cli("import", ncu_dir / TIME, "--run", "r")
+    assert "already in run" in cli("import", copy, "--run", "r").err
+
+
+def test_another_source_appends(cli, ncu_dir: Path) -> None:
+    cli("import", ncu_dir / TIME, "--run", "r", "--phase", "forward")
+    cli("import", ncu_dir / FLOPS, "--run", "r", "--phase", "backward")
+    run = RunStore(cli.store).load("r")
+    assert len(run.launches) == 16
+    assert [s.path.endswith(n) for s, n in zip(run.meta.sources, (TIME, FLOPS), strict=True)] == [True, True]
+    assert sorted(run.launches.groupby("source")["phase"].first()) == ["backward", "forward"]
+    summary = json.loads(cli("summary", "r", "--format", "json").out)
+    assert summary["phases"]["forward"]["kernels"] == 8 and summary["phases"]["backward"]["kernels"] == 8
+
+
+def test_metadata_records_sources_and_formulas(cli, ncu_dir: Path, deepcam_dir: Path) -> None:
+    cli("import", deepcam_dir / "pt-O0-Adam-fw", "--run", "r", "--gpu", "v100", "--phase", "fw", "--precision", "fp32")
+    meta = RunStore(cli.store).load_meta("r")
+    assert (meta.gpu, meta.cc, meta.arch, meta.precision) == ("v100-sxm2", "7.0", "volta", "fp32")
+    source = meta.sources[0]
+    assert source.kind == "ncu-metric-logs" and len(source.files) == 12
+    assert all(len(f["sha256"]) == 64 for f in source.files)
+    assert source.formulas_used["flops_tensor"].startswith("512 x tensor-pipe instructions")
+    assert "2 * sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in source.formulas_used["flops_fp32"]
+    assert source.time_methods == {"sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second": 633}
+    assert meta.schema_version == 1 and meta.metric_set == "hierarchical"
+
+
+def test_unused_metrics_are_kept_in_metadata(cli, ncu_dir: Path) -> None:
+    cli("import", ncu_dir / "t4_resnet18_trainstep_nvtx_details.csv", "--run", "r")
+    extra = RunStore(cli.store).load_meta("r").sources[0].extra_metrics
+    assert extra["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == "%"
+    assert "gpu__time_duration.sum" not in extra
+
+
+def test_raw_metrics_are_stored_beside_quantities(cli, ncu_dir: Path) -> None:
+    cli("import", ncu_dir / TIME, "--run", "r")
+    launches = RunStore(cli.store).load("r").launches
+    assert (launches["bytes_hbm"] == launches["metric:dram__bytes.sum"]).all()
+    assert (
+        launches["time_s"]
+        == launches["metric:sm__cycles_elapsed.avg"] / launches["metric:sm__cycles_elapsed.avg.per_second"]
+    ).all()
+
+
+def test_an_interrupted_write_leaves_the_store_as_it_was(cli, ncu_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli("import", ncu_dir / TIME, "--run", "r")
+    before = tree_digest(cli.store)
+    real_replace = os.replace
+
+    def interrupted(src: str | Path, dst: str | Path) -> None:
+        if str(dst).endswith("meta.json"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", interrupted)
+    result = cli("import", ncu_dir / FLOPS, "--run", "r")
+    assert result.code == 130 and "unchanged" in result.err
+    fresh = cli("import", ncu_dir / FLOPS, "--run", "new")
+    assert fresh.code == 130
+    assert tree_digest(cli.store) == before
+    monkeypatch.undo()
+    assert len(RunStore(cli.store).load("r").launches) == 8
+
+
+def test_runs_from_different_gpus_do_not_mix(cli, ncu_dir: Path) -> None:
+    cli("import", ncu_dir / TIME, "--run", "r")
+    result = cli("import", ncu_dir / "rtx3070_manual_nvtx_daxpy.ncu-rep", "--run", "r")
+    assert result.code == 1 and "compute capability" in result.err
+
+
+def test_gpu_option_must_match_the_report(cli, ncu_dir: Path) -> None:
+    result = cli("import", ncu_dir / TIME, "--run", "r", "--gpu", "a100")
+    assert result.code == 1 and "compute capability 8.0" in result.err
+
+
+def test_store_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("HROOFLINE_STORE", raising=False)
+    assert store_path(None) == Path("hroofline-runs")
+    monkeypatch.setenv("HROOFLINE_STORE", str(tmp_path))
+    assert store_path(None) == tmp_path
+    assert store_path("elsewhere") == Path("elsewhere")
+
+
+def test_runs_listing(cli, ncu_dir: Path) -> None:
+    assert "no runs" in cli("runs").out
+    cli("import", ncu_dir / "rtx3060ti_llmc_adamw_fullset.ncu-rep", "--run", "adamw")
+    rows = json.loads(cli("runs", "--format", "json").out)
+    assert rows == [
+        {
+            "run": "adamw",
+            "gpu": "NVIDIA GeForce RTX 3060 Ti",
+            "cc": "8.6",
+            "arch": "ampere",
+            "precision": None,
+            "sources": 1,
+            "launches": 4,
+            "ncu": "2024.3.0",
+            "updated": rows[0]["updated"],
+        }
+    ]
