@@ -84,3 +84,10 @@ def test_help_teaches() -> None:
     for word in ("--merge", "--phase", "--gpu", ".ncu-rep", "gzip"):
         assert word in help_import
     assert "ai_hbm" in run_program("kernels", "--help").out
+
+
+def test_table_shows_short_kernel_names(cli, deepcam_dir: Path) -> None:
+    cli("import", deepcam_dir / "pt-O1-Adam-fw", "--run", "o1", "--gpu", "v100", "--phase", "fw")
+    lines = cli("kernels", "o1", "--group-by", "name", "--top", "2").out.splitlines()
+    assert lines[1].startswith("implicit_convolve_sgemm<__half, ...>  forward")
+    assert lines[2].startswith("col2im_kernel<c10::Half, ...>")

@@ -7,6 +7,7 @@ import argparse
 import pandas as pd
 
 from hroofline.analyze.kernels import KERNEL_COLUMNS, SUMMARY_COLUMNS, KernelQuery, kernel_table, phase_summary
+from hroofline.analyze.names import short_kernel_name
 from hroofline.cli.common import add_store_option, open_store, write_out
 from hroofline.phases import parse_phase_option
 from hroofline.render.text import render_frame, summary_table, to_json
@@ -97,7 +98,10 @@ def show_kernels(args: argparse.Namespace) -> int:
         top=args.top,
         sort=args.sort,
     )
-    write_out(render_frame(kernel_table(run, query), args.format))
+    table = kernel_table(run, query)
+    if args.format == "table":  # a terminal gets readable names; csv and json keep the full signature
+        table["kernel"] = table["kernel"].map(short_kernel_name)
+    write_out(render_frame(table, args.format))
     return 0
 
 
