@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     for index, source in enumerate(args.sources, start=1):
         path = Path(source)
         prefix = f"[{index}/{len(args.sources)}] {source}"
-        if path.exists() and source_digest(path) in already:
+        if already and path.exists() and source_digest(path) in already:
             say(f"{prefix}: already in run {name!r}, nothing added")
             continue
         progress(f"{prefix}: reading")

@@ -7,6 +7,9 @@ console log, each possibly gzip-compressed, or a folder of one-metric-per-run lo
 
 from __future__ import annotations
 
+import hashlib
+import mmap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +21,14 @@ from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_con
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
 from hroofline.importers.ncu_rep import is_ncu_report, read_ncu_rep
 from hroofline.importers.nvtx import stack_label
-from hroofline.importers.raw import RawProfile, decode_text, read_source_bytes, sha256_of_file
+from hroofline.importers.raw import (
+    RawProfile,
+    decode_text,
+    gunzip_if_needed,
+    is_blank,
+    read_file_bytes,
+    sha256_of_file,
+)
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
 from hroofline.phases import phase_from_ranges
@@ -47,13 +57,22 @@ def source_digest(path: Path) -> str:
     return sha256_of_file(path)
 
 
-def read_profile(path: Path, options: ImportOptions, metric_set: MetricSet) -> RawProfile:
+def read_profile(path: Path, options: ImportOptions, metric_set: MetricSet) -> tuple[RawProfile, str]:
+    """The profile of a file or folder, and the source's sha256 (computed once, beside the parsing)."""
     if path.is_dir():
-        return read_metric_logs(path, options.merge)
+        return read_metric_logs(path, options.merge), folder_digest(folder_files(path))[0]
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
-    data = read_source_bytes(path)
-    if not data.strip():
+    raw = read_file_bytes(path)
+    # hashlib releases the GIL on large buffers, so hashing overlaps the parse.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
+        profile = _read_file(gunzip_if_needed(raw, path), path, metric_set)
+        return profile, digest.result()
+
+
+def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile:
+    if is_blank(data):
         raise InputError(f"{path}: the file is empty")
     if is_ncu_report(data):
         return read_ncu_rep(data, str(path), metric_set)
@@ -70,7 +89,7 @@ def read_profile(path: Path, options: ImportOptions, metric_set: MetricSet) -> R
 
 
 def import_source(path: Path, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
-    profile = read_profile(path, options, metric_set)
+    profile, digest = read_profile(path, options, metric_set)
     cc = _compute_capability(profile, options, path)
     arch = metric_set.arch_of(cc)
     time = kernel_time(profile.metrics, metric_set)
@@ -104,7 +123,7 @@ def import_source(path: Path, options: ImportOptions, metric_set: MetricSet) -> 
         launches[RAW_METRIC_PREFIX + name] = profile.metrics[name].reset_index(drop=True)
     if cc and launches["cc"].isna().all():
         launches["cc"] = cc
-    info = _source_info(path, profile, options, derived.formulas_used, derived.used_metrics, derived.notes)
+    info = _source_info(path, digest, profile, options, derived.formulas_used, derived.used_metrics, derived.notes)
     info.time_methods = {str(k): int(v) for k, v in time.method.value_counts().items()}
     return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
 
@@ -128,16 +147,14 @@ def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path)
 
 def _source_info(
     path: Path,
+    digest: str,
     profile: RawProfile,
     options: ImportOptions,
     formulas_used: dict[str, str],
     used_metrics: set[str],
     notes: list[str],
 ) -> SourceInfo:
-    if path.is_dir():
-        digest, files = folder_digest(folder_files(path))
-    else:
-        digest, files = sha256_of_file(path), []
+    files = folder_digest(folder_files(path))[1] if path.is_dir() else []
     extra = {name: unit or "" for name, unit in sorted(profile.units.items()) if name not in used_metrics}
     return SourceInfo(
         path=str(path),

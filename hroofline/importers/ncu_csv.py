@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 from hroofline.errors import InputError
 from hroofline.importers import nvtx
 from hroofline.importers.raw import RawProfile
-from hroofline.importers.units import parse_numbers, scale_by_units, unit_scale, uses_decimal_comma
+from hroofline.importers.units import parse_numbers, unit_factors, unit_scale, uses_decimal_comma
 
 _HEADER = re.compile(rb'(?m)^"?ID"?,"?Process ID"?,')
 NO_KERNELS = re.compile(r"(?m)^(==[A-Z]+==\s*)?No kernels were profiled")
@@ -71,8 +71,10 @@ def read_ncu_csv(data: bytes, where: str) -> RawProfile:
     start = find_csv_header(data)
     if start < 0:
         raise InputError(f'{where}: no ncu CSV header (a line starting with "ID","Process ID")')
-    body = data[start:]
-    header = next(csv.reader([body.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")]))
+    header_end = data.find(b"\n", start)
+    header_line = data[start : header_end if header_end >= 0 else len(data)]
+    header = next(csv.reader([header_line.decode("utf-8", "replace").rstrip("\r")]))
+    body = pa.py_buffer(data)[start:]  # zero-copy: the file can be hundreds of MB
     if "Body Item Label" in header:
         raise InputError(
             f"{where}: this is an ncu section export (a 'Body Item Label' column): it holds display labels, "
@@ -87,21 +89,44 @@ def read_ncu_csv(data: bytes, where: str) -> RawProfile:
     return _wide_profile(table, where)
 
 
-def _read_strings(body: bytes, header: list[str], where: str, long_format: bool) -> pa.Table:
-    """Every column as strings. pyarrow first; Python's csv for ragged or odd files."""
-    if not body.endswith(b"\n"):
-        body = _check_last_row(body, header, where, long_format)
-    convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in header}, strings_can_be_null=False)
+# Columns of the long format that hroofline reads; the rest (process name, host, rules...) are skipped.
+LONG_COLUMNS = {"ID", "Process ID", "Metric Name", "Metric Unit", "Metric Value", *IDENTITY_FIELDS}
+# Few distinct values in many rows: parsed straight into dictionary arrays, which saves memory and time.
+REPEATED_COLUMNS = {
+    "Process ID",
+    "Kernel Name",
+    "Metric Name",
+    "Metric Unit",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Stream",
+}
+_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def _is_nvtx_column(name: str) -> bool:
+    return "_Range:" in name
+
+
+def _read_strings(body: pa.Buffer, header: list[str], where: str, long_format: bool) -> pa.Table:
+    """The needed columns as strings. pyarrow first; Python's csv for ragged or odd files."""
+    if body.size and body[body.size - 1 :].to_pybytes() != b"\n":
+        body = pa.py_buffer(_check_last_row(body.to_pybytes(), header, where, long_format))
+    wanted = [n for n in header if n in LONG_COLUMNS or _is_nvtx_column(n)] if long_format else header
+    types = {n: _DICTIONARY if n in REPEATED_COLUMNS or _is_nvtx_column(n) else pa.string() for n in wanted}
+    convert = pacsv.ConvertOptions(column_types=types, include_columns=wanted, strings_can_be_null=False)
     for newlines_in_values in (False, True):
         try:
             return pacsv.read_csv(
-                io.BytesIO(body),
+                pa.BufferReader(body),
                 parse_options=pacsv.ParseOptions(newlines_in_values=newlines_in_values),
                 convert_options=convert,
             )
         except (pa.ArrowInvalid, pa.ArrowKeyError):
             continue
-    return _read_with_python_csv(body, header, where, long_format)
+    return _read_with_python_csv(body.to_pybytes(), header, where, long_format).select(wanted)
 
 
 def _check_last_row(body: bytes, header: list[str], where: str, long_format: bool) -> bytes:
@@ -138,25 +163,43 @@ def _read_with_python_csv(body: bytes, header: list[str], where: str, long_forma
     return pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(header, columns, strict=False)})
 
 
+def dictionary_of(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
+    """One dictionary array for a string column, whether or not the reader dictionary-encoded it."""
+    if isinstance(column, pa.ChunkedArray):
+        if pa.types.is_dictionary(column.type) and column.num_chunks:
+            chunks = column.unify_dictionaries().chunks
+            indices = pa.concat_arrays([c.indices for c in chunks])
+            return pa.DictionaryArray.from_arrays(indices, chunks[0].dictionary)
+        column = column.combine_chunks() if column.num_chunks else pa.array([], pa.string())
+    if pa.types.is_dictionary(column.type):
+        return column
+    return pc.dictionary_encode(column)
+
+
 def _launch_keys(table: pa.Table) -> np.ndarray:
-    ids = _int_column(table["ID"].combine_chunks(), "ID")
+    ids = _int_column(table["ID"], "ID")
     if "Process ID" in table.column_names:
-        pids = _int_column(table["Process ID"].combine_chunks(), "Process ID", missing_ok=True)
-        return pids.astype(np.int64) * (1 << 32) + ids
+        # Launch IDs are per process; the dictionary code of the process id tells processes apart.
+        process = dictionary_of(table["Process ID"]).indices.to_numpy(zero_copy_only=False)
+        return process.astype(np.int64) * (1 << 40) + ids
     return ids
 
 
-def _int_column(values: pa.Array, name: str, missing_ok: bool = False) -> np.ndarray:
+def _int_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
+    try:
+        return pc.cast(column, pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     numbers = parse_numbers(values, decimal_comma=False)
     if np.isnan(numbers).any():
-        if missing_ok:
-            return np.nan_to_num(numbers, nan=0).astype(np.int64)
         raise InputError(f"the {name!r} column holds something that is not a number")
     return numbers.astype(np.int64)
 
 
 def _identity(table: pa.Table, first_rows: np.ndarray, launch_ids: np.ndarray) -> pd.DataFrame:
-    picked = table.take(pa.array(first_rows))
+    wanted = [c for c in table.column_names if c in IDENTITY_FIELDS or "_Range:" in c]
+    picked = table.select(wanted).take(pa.array(first_rows))
     frame = pd.DataFrame({"launch_id": launch_ids})
     for field_name, column in IDENTITY_FIELDS.items():
         if field_name in picked.column_names:
@@ -175,30 +218,48 @@ def _identity(table: pa.Table, first_rows: np.ndarray, launch_ids: np.ndarray) -
 
 
 def _long_profile(table: pa.Table, where: str) -> RawProfile:
-    names = pc.utf8_trim_whitespace(table["Metric Name"].combine_chunks())
-    table = table.filter(pc.not_equal(names, ""))
-    if table.num_rows == 0:
+    names = dictionary_of(table["Metric Name"])
+    trimmed = [n.strip() for n in names.dictionary.to_pylist()]
+    unique_names = list(dict.fromkeys(n for n in trimmed if n))
+    if not unique_names:
         raise InputError(f"{where}: the CSV has rule rows but no metric values")
+    position = {n: i for i, n in enumerate(unique_names)}
+    remap = np.array([position.get(n, -1) for n in trimmed], dtype=np.int64)
+    metric_codes = remap[names.indices.to_numpy(zero_copy_only=False)]
+    keep = metric_codes >= 0
+    if not keep.all():  # rule rows carry no metric
+        table, metric_codes = table.filter(pa.array(keep)), metric_codes[keep]
+    metric_names = unique_names
     keys = _launch_keys(table)
     launch_codes, unique_keys = pd.factorize(keys, sort=False)
-    metric_dict = pc.dictionary_encode(pc.utf8_trim_whitespace(table["Metric Name"].combine_chunks()))
-    metric_names = metric_dict.dictionary.to_pylist()
-    metric_codes = metric_dict.indices.to_numpy(zero_copy_only=False)
-    raw_values = table["Metric Value"].combine_chunks()
-    numbers = parse_numbers(raw_values, uses_decimal_comma(raw_values))
-    units_column = table["Metric Unit"].combine_chunks()
-    values = scale_by_units(numbers, units_column)
+    numbers = _numbers(table["Metric Value"])
+    units = dictionary_of(table["Metric Unit"])
+    values = numbers * unit_factors(units)
 
     matrix = np.full((len(unique_keys), len(metric_names)), np.nan)
     # Reversed so that the first row of a (launch, metric) pair wins when ncu repeats a metric.
     matrix[launch_codes[::-1], metric_codes[::-1]] = values[::-1]
     first_rows = np.unique(launch_codes, return_index=True)[1]
-    launch_ids = _int_column(table["ID"].combine_chunks().take(pa.array(first_rows)), "ID")
+    launch_ids = _int_column(table["ID"].take(pa.array(first_rows)), "ID")
     identity = _identity(table, first_rows, launch_ids)
     metrics = pd.DataFrame(matrix, columns=metric_names)
     first_metric_rows = np.unique(metric_codes, return_index=True)[1]
-    units = dict(zip(metric_names, units_column.take(pa.array(first_metric_rows)).to_pylist(), strict=False))
-    return RawProfile(kind="ncu-csv-long", identity=identity, metrics=metrics, units=units)
+    first_units = units.take(pa.array(first_metric_rows)).to_pylist()
+    return RawProfile(
+        kind="ncu-csv-long",
+        identity=identity,
+        metrics=metrics,
+        units=dict(zip(metric_names, first_units, strict=True)),
+    )
+
+
+def _numbers(column: pa.ChunkedArray) -> np.ndarray:
+    """Metric values as floats: a plain cast when ncu printed plain numbers, else the careful parse."""
+    try:
+        return pc.cast(column, pa.float64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        values = column.combine_chunks()
+        return parse_numbers(values, uses_decimal_comma(values))
 
 
 def _wide_profile(table: pa.Table, where: str) -> RawProfile:
@@ -211,7 +272,7 @@ def _wide_profile(table: pa.Table, where: str) -> RawProfile:
     keys = _launch_keys(table)
     launch_codes, _ = pd.factorize(keys, sort=False)
     first_rows = np.unique(launch_codes, return_index=True)[1]
-    launch_ids = _int_column(table["ID"].combine_chunks().take(pa.array(first_rows)), "ID")
+    launch_ids = _int_column(table["ID"].take(pa.array(first_rows)), "ID")
     identity = _identity(table, first_rows, launch_ids)
     metric_columns = [c for c in table.column_names if c not in NON_METRIC_FIELDS and "Range" not in c and "__" in c]
     picked = table.take(pa.array(first_rows))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import mmap
+import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,16 +38,28 @@ class RawProfile:
 
 def read_source_bytes(path: Path) -> bytes:
     """A file's content, gunzipped when it is gzip-compressed (by content, not by name)."""
+    return gunzip_if_needed(read_file_bytes(path), path)
+
+
+def read_file_bytes(path: Path) -> bytes | mmap.mmap:
+    """A file's bytes; large files are memory-mapped rather than copied into memory."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < (1 << 20):
+                return handle.read()
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as error:
         raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
-    if data[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error):
-            raise InputError(f"{path}: the gzip data is truncated or corrupt") from None
-    return data
+
+
+def gunzip_if_needed(data: bytes | mmap.mmap, path: Path) -> bytes | mmap.mmap:
+    if data[:2] != GZIP_MAGIC:
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, OSError, zlib.error):
+        raise InputError(f"{path}: the gzip data is truncated or corrupt") from None
 
 
 def sha256_of_file(path: Path) -> str:
@@ -55,5 +70,9 @@ def sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def decode_text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+def decode_text(data: bytes | mmap.mmap) -> str:
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def is_blank(data: bytes | mmap.mmap) -> bool:
+    return re.search(rb"\S", data) is None

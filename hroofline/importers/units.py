@@ -76,16 +76,13 @@ def parse_numbers(values: pa.Array, decimal_comma: bool) -> np.ndarray:
     return cleaned.cast(pa.float64()).to_numpy(zero_copy_only=False)
 
 
-def scale_by_units(numbers: np.ndarray, units: pa.Array) -> np.ndarray:
-    """Multiply each value by the SI factor of its own unit."""
-    encoded = pc.dictionary_encode(pc.fill_null(units.cast(pa.string()), ""))
-    factors = np.array([unit_scale(u) for u in encoded.dictionary.to_pylist()], dtype=np.float64)
+def unit_factors(units: pa.DictionaryArray) -> np.ndarray:
+    """Per row, the factor from the row's own unit to SI."""
+    factors = np.array([unit_scale(u or "") for u in units.dictionary.to_pylist()], dtype=np.float64)
     if len(factors) == 0:
-        return numbers
-    if np.all(factors == 1.0):
-        return numbers
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    return numbers * factors[codes]
+        return np.ones(len(units))
+    codes = pc.fill_null(units.indices, 0).to_numpy(zero_copy_only=False)
+    return factors[codes]
 
 
 def parse_number_text(text: str) -> float:
