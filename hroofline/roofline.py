@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from hroofline.metricset import (
-    BYTE_QUANTITIES,
     FLOP_QUANTITIES,
     QUANTITIES,
     Formula,
@@ -213,8 +212,6 @@ def flop_rate(flops: pd.Series, seconds: pd.Series) -> pd.Series:
 
 
 __all__ = [
-    "BYTE_QUANTITIES",
-    "FLOP_QUANTITIES",
     "Derived",
     "KernelTime",
     "arithmetic_intensity",

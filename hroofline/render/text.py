@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 
-FORMATS = ("table", "csv", "json")
 _MAX_NAME = 70
 
 
