@@ -157,19 +157,32 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
 
 @dataclass(frozen=True)
 class GpuName:
+    """A catalog GPU: its names, compute capability and datasheet peaks (FLOP/s, byte/s)."""
+
     name: str
     cc: str
     aliases: tuple[str, ...]
     match: tuple[str, ...]
+    peaks: dict[str, float] = field(default_factory=dict)
+    peak_source: str | None = None
 
 
 @cache
 def load_gpu_names() -> dict[str, GpuName]:
     data = tomllib.loads((metrics_dir() / "gpus.toml").read_text())
-    return {
-        key: GpuName(key, value["cc"], tuple(value.get("aliases", ())), tuple(value.get("match", ())))
-        for key, value in data.items()
-    }
+    gpus = {}
+    for key, value in data.items():
+        peak = dict(value.get("peak", {}))
+        source = peak.pop("source", None)
+        gpus[key] = GpuName(
+            name=key,
+            cc=value["cc"],
+            aliases=tuple(value.get("aliases", ())),
+            match=tuple(value.get("match", ())),
+            peaks={k: float(v) for k, v in peak.items()},
+            peak_source=source,
+        )
+    return gpus
 
 
 def resolve_gpu(name: str) -> GpuName:

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
-def _need(path: Path) -> Path:
+def need(path: Path) -> Path:
+    """A path in ../shared: skip without it, or fail when HROOFLINE_REQUIRE_FIXTURES=1."""
     if path.exists():
         return path
     reason = f"needs the real data at {path} (../shared beside the checkout)"
@@ -28,12 +29,12 @@ def _need(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def ncu_dir() -> Path:
-    return _need(SHARED / "fixtures" / "ncu")
+    return need(SHARED / "fixtures" / "ncu")
 
 
 @pytest.fixture(scope="session")
 def deepcam_dir() -> Path:
-    return _need(SHARED / "fixtures" / "deepcam")
+    return need(SHARED / "fixtures" / "deepcam")
 
 
 @dataclass

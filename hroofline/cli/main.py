@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hroofline import __version__
-from hroofline.cli import import_cmd, query_cmds
+from hroofline.cli import catalog_cmds, import_cmd, query_cmds
 from hroofline.errors import HrooflineError
 
 DESCRIPTION = """\
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     import_cmd.register(commands)
     query_cmds.register(commands)
+    catalog_cmds.register(commands)
     return parser
 
 

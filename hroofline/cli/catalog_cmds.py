@@ -1,0 +1,55 @@
+"""``hroofline gpus``: the GPU catalog and its datasheet peaks."""
+
+from __future__ import annotations
+
+import argparse
+
+from hroofline.cli.common import write_out
+from hroofline.metricset import load_gpu_names, load_metric_set
+from hroofline.render.text import text_table, to_json
+
+PEAK_COLUMNS = ("fp64", "fp32", "fp16", "tensor_tf32", "tensor_fp16", "tensor_bf16", "tensor_fp8", "hbm")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    gpus = commands.add_parser(
+        "gpus",
+        help="list the GPUs hroofline knows, with their datasheet peaks",
+        description="The GPU catalog (metrics/gpus.toml): names for --gpu, compute capability, architecture, "
+        "and datasheet peaks in TFLOP/s (compute) and GB/s (HBM) in the table; the JSON gives SI values "
+        "(FLOP/s, byte/s) and each entry's source. Tensor peaks are dense, per input precision.",
+    )
+    gpus.add_argument("--format", choices=("table", "json"), default="table")
+    gpus.set_defaults(run_command=list_gpus)
+
+
+def list_gpus(args: argparse.Namespace) -> int:
+    metric_set = load_metric_set()
+    catalog = load_gpu_names().values()
+    if args.format == "json":
+        write_out(
+            to_json(
+                [
+                    {
+                        "gpu": g.name,
+                        "aliases": list(g.aliases),
+                        "cc": g.cc,
+                        "arch": metric_set.arch_of(g.cc),
+                        "peaks": g.peaks,
+                        "source": g.peak_source,
+                    }
+                    for g in catalog
+                ]
+            )
+        )
+        return 0
+    rows = [["gpu", "cc", "arch", *(c + (" GB/s" if c == "hbm" else " TF/s") for c in PEAK_COLUMNS)]]
+    for gpu in catalog:
+        peaks = [_scaled(gpu.peaks.get(c), 1e9 if c == "hbm" else 1e12) for c in PEAK_COLUMNS]
+        rows.append([gpu.name, gpu.cc, metric_set.arch_of(gpu.cc) or "-", *peaks])
+    write_out(text_table(rows))
+    return 0
+
+
+def _scaled(value: float | None, unit: float) -> str:
+    return "-" if value is None else f"{value / unit:g}"
