@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from hroofline.errors import UsageError
@@ -85,21 +85,39 @@ class MetricSet:
         return list(self.collect["common"]) + list(self.collect[arch])
 
     def feeds_a_formula(self, metric: str) -> bool:
-        """Whether a metric, in count or rate form and under either prefix, is used by some formula."""
+        """Whether a metric, in count or rate form and under either prefix, is used by some formula.
+
+        Asked once per metric per launch when reading reports, so answers are memoised."""
+        known = self._feeds_answers.get(metric)
+        if known is None:
+            known = self._feeds_a_formula(metric)
+            self._feeds_answers[metric] = known
+        return known
+
+    def _feeds_a_formula(self, metric: str) -> bool:
         base = strip_rate_suffix(metric)
-        names = self._formula_metrics()
+        names = self._formula_metrics
         if base in names or other_prefix(base) in names or metric in names:
             return True
         if re.fullmatch(r"\w+__cycles_elapsed\.avg(\.per_second)?", metric):
             return True  # converts a unit's .per_cycle_elapsed rates into counts
-        return any(re.match(f.pattern, base) for formulas in self.formulas.values() for f in formulas if f.pattern)
+        return any(pattern.match(base) for pattern in self._formula_patterns)
 
+    @cached_property
+    def _feeds_answers(self) -> dict[str, bool]:
+        return {}
+
+    @cached_property
     def _formula_metrics(self) -> frozenset[str]:
         names = {self.time.duration, self.time.cycles, self.time.clock, "smsp__cycles_elapsed.avg"}
         for formulas in self.formulas.values():
             for formula in formulas:
                 names.update(formula.terms)
         return frozenset(names)
+
+    @cached_property
+    def _formula_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(f.pattern) for formulas in self.formulas.values() for f in formulas if f.pattern)
 
 
 RATE_SUFFIXES = (".per_cycle_elapsed", ".per_second")

@@ -4,6 +4,7 @@ quantities and totals. Totals are checked against the independent readers in ref
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import shutil
 from collections.abc import Callable
@@ -195,7 +196,7 @@ def _import(cli, path: Path, run: str, *extra: str) -> pd.DataFrame:
     result = cli("import", path, "--run", run, *extra)
     assert result.code == 0, result.err
     table = cli("kernels", run, "--format", "csv")
-    return pd.read_csv(pd.io.common.StringIO(table.out))
+    return pd.read_csv(io.StringIO(table.out))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -259,10 +260,6 @@ def test_tensor_flops_need_the_architecture(cli, ncu_dir: Path) -> None:
     path = ncu_dir / "a100_bert_attention_fp32_nersc_metrics.csv"
     result = cli("import", path, "--run", "unknown")
     assert "--gpu" in result.err
-    assert (
-        pd.read_csv(pd.io.common.StringIO(cli("kernels", "unknown", "--format", "csv").out))["flops_tensor"]
-        .isna()
-        .all()
-    )
+    assert pd.read_csv(io.StringIO(cli("kernels", "unknown", "--format", "csv").out))["flops_tensor"].isna().all()
     result = cli("import", path, "--run", "a100", "--gpu", "a100")
     assert result.code == 0 and "Volta" in result.err

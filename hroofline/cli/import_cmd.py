@@ -75,11 +75,13 @@ def run(args: argparse.Namespace) -> int:
     for index, source in enumerate(args.sources, start=1):
         path = Path(source)
         prefix = f"[{index}/{len(args.sources)}] {source}"
-        if already and path.exists() and source_digest(path) in already:
+        # Only an existing run can already hold the source; then its digest is needed up front.
+        digest = source_digest(path) if already and path.exists() else None
+        if digest in already:
             say(f"{prefix}: already in run {name!r}, nothing added")
             continue
         progress(f"{prefix}: reading")
-        imported.append(import_source(path, options, metric_set))
+        imported.append(import_source(path, options, metric_set, digest))
     if not imported:
         return 0
     result = store.add_sources(name, imported, gpu=options.gpu.name if options.gpu else None, precision=args.precision)
@@ -90,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
         measured = ", ".join(info.formulas_used) or "time only"
         say(f"imported {info.path}: {info.launches} launches ({phase_text}); {measured}")
         for note in info.notes:
-            if not note.startswith("read with"):
-                say(f"  note: {note}")
+            say(f"  note: {note}")
     for source in result.already_present:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())

@@ -32,7 +32,7 @@ from hroofline.importers.raw import (
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
 from hroofline.phases import phase_from_ranges
-from hroofline.roofline import derive_quantities, kernel_time
+from hroofline.roofline import Derived, derive_quantities, kernel_time
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,25 @@ def source_digest(path: Path) -> str:
     return sha256_of_file(path)
 
 
-def read_profile(path: Path, options: ImportOptions, metric_set: MetricSet) -> tuple[RawProfile, str]:
-    """The profile of a file or folder, and the source's sha256 (computed once, beside the parsing)."""
+def read_profile(
+    path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
+) -> tuple[RawProfile, str, list[dict[str, str]]]:
+    """The profile of a file or folder, the source's sha256 and, for a folder, its files' hashes.
+
+    A file's sha256 is computed once, beside the parsing, unless the caller already has it."""
     if path.is_dir():
-        return read_metric_logs(path, options.merge), folder_digest(folder_files(path))[0]
+        folder_sha256, files = folder_digest(folder_files(path))
+        return read_metric_logs(path, options.merge), folder_sha256, files
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     raw = read_file_bytes(path)
+    if digest is not None:
+        return _read_file(gunzip_if_needed(raw, path), path, metric_set), digest, []
     # hashlib releases the GIL on large buffers, so hashing overlaps the parse.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        digest = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
+        hashing = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
         profile = _read_file(gunzip_if_needed(raw, path), path, metric_set)
-        return profile, digest.result()
+        return profile, hashing.result(), []
 
 
 def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile:
@@ -88,8 +95,11 @@ def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> Ra
     raise InputError(f"{path}: not an ncu report, CSV export or console log")
 
 
-def import_source(path: Path, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
-    profile, digest = read_profile(path, options, metric_set)
+def import_source(
+    path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
+) -> ImportedSource:
+    """Read one source and compute its quantities; ``digest`` is the source's sha256 if already known."""
+    profile, digest, files = read_profile(path, options, metric_set, digest)
     cc = _compute_capability(profile, options, path)
     arch = metric_set.arch_of(cc)
     time = kernel_time(profile.metrics, metric_set)
@@ -123,7 +133,7 @@ def import_source(path: Path, options: ImportOptions, metric_set: MetricSet) -> 
         launches[RAW_METRIC_PREFIX + name] = profile.metrics[name].reset_index(drop=True)
     if cc and launches["cc"].isna().all():
         launches["cc"] = cc
-    info = _source_info(path, digest, profile, options, derived.formulas_used, derived.used_metrics, derived.notes)
+    info = _source_info(path, digest, files, profile, options, derived)
     info.time_methods = {str(k): int(v) for k, v in time.method.value_counts().items()}
     return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
 
@@ -148,14 +158,12 @@ def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path)
 def _source_info(
     path: Path,
     digest: str,
+    files: list[dict[str, str]],
     profile: RawProfile,
     options: ImportOptions,
-    formulas_used: dict[str, str],
-    used_metrics: set[str],
-    notes: list[str],
+    derived: Derived,
 ) -> SourceInfo:
-    files = folder_digest(folder_files(path))[1] if path.is_dir() else []
-    extra = {name: unit or "" for name, unit in sorted(profile.units.items()) if name not in used_metrics}
+    extra = {name: unit or "" for name, unit in sorted(profile.units.items()) if name not in derived.used_metrics}
     return SourceInfo(
         path=str(path),
         kind=profile.kind,
@@ -164,7 +172,7 @@ def _source_info(
         files=files,
         ncu_version=profile.ncu_version,
         phase=options.phase,
-        formulas_used=formulas_used,
+        formulas_used=derived.formulas_used,
         extra_metrics=extra,
-        notes=list(profile.notes) + list(notes),
+        notes=list(profile.notes) + list(derived.notes),
     )

@@ -90,14 +90,12 @@ def _profile_from_context(context: Any, where: str, metric_set: MetricSet) -> Ra
             device_name = device_name or _string_metric(action, "device__attribute_display_name")
     if not identities:
         raise InputError(f"{where}: the report holds no kernel launches")
-    reader_version = context.get_version() if hasattr(context, "get_version") else None
     return RawProfile(
         kind="ncu-rep",
         identity=pd.DataFrame(identities),
         metrics=pd.DataFrame(rows, index=range(len(rows))).astype(np.float64),
         units=units,
         device_name=device_name,
-        notes=[f"read with ncu_report {reader_version}"] if reader_version else [],
     )
 
 
