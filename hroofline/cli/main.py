@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hroofline import __version__
-from hroofline.cli import catalog_cmds, import_cmd, query_cmds
+from hroofline.cli import catalog_cmds, chart_cmds, import_cmd, query_cmds
 from hroofline.errors import HrooflineError
 
 DESCRIPTION = """\
@@ -28,6 +28,9 @@ typical use:
   hroofline import prof/bw.ncu-rep --run resnet34-fp32 --phase backward
   hroofline summary resnet34-fp32
   hroofline kernels resnet34-fp32 --group-by name --top 10
+  hroofline top resnet34-fp32 --phase forward -n 5
+  hroofline chart resnet34-fp32 --phase forward --out forward.html
+  hroofline report resnet34-fp32 --out report/
 
 the store: runs live in --store DIR, else $HROOFLINE_STORE, else ./hroofline-runs
 units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)
@@ -45,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     import_cmd.register(commands)
     query_cmds.register(commands)
+    chart_cmds.register(commands)
     catalog_cmds.register(commands)
     return parser
 

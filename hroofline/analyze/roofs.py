@@ -1,0 +1,168 @@
+"""Where each kernel sits against its roofs: binding roof, % of roof, time at roof, dots above a roof.
+
+The roofline model, per kernel (or kernel group), with the ceilings of one set:
+
+- compute time at roof  t_c = sum over precisions p of FLOPs_p / peak_p   (a mixed kernel pays each part)
+- memory time at roof   t_L = bytes_L / bandwidth_L                       for L in L1, L2, HBM
+- time at roof          t_roof = max(t_c, t_L1, t_L2, t_HBM); the binding roof is the term that is largest
+- roof_pct              100 * t_roof / time          (= achieved FLOP/s / attainable FLOP/s)
+- recoverable time      time - t_roof
+
+A kernel cannot run faster than its time at roof. Per memory level, its dot (intensity FLOPs/bytes_L,
+FLOP/s) lies above the roof of that level when time < max(t_c, t_L): then the ceilings or the metrics are
+wrong, and hroofline says so instead of drawing it quietly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hroofline.analyze.kernels import KernelQuery, kernel_table
+from hroofline.analyze.names import short_kernel_name
+from hroofline.ceilings import LEVEL_LABELS, LEVELS, PRECISION_LABELS, PRECISIONS, Ceilings
+from hroofline.model import PHASES, Run
+
+# Relative slack for the above-roof test: float rounding only, not measurement noise.
+ABOVE_ROOF_SLACK = 1e-9
+
+ROOF_COLUMNS: tuple[str, ...] = ("bound", "roof_pct", "time_at_roof_s", "recoverable_s")
+TOP_COLUMNS: tuple[str, ...] = (
+    "kernel",
+    "phase",
+    "count",
+    "time_s",
+    "phase_share_pct",
+    "flop_rate",
+    "ai_l1",
+    "ai_l2",
+    "ai_hbm",
+    *ROOF_COLUMNS,
+)
+
+
+@dataclass
+class RoofNotes:
+    """What the roof analysis could not do, in sentences for the user."""
+
+    above_roof: list[str] = field(default_factory=list)
+    missing_roofs: list[str] = field(default_factory=list)
+
+
+def with_roofs(table: pd.DataFrame, ceilings: Ceilings, notes: RoofNotes | None = None) -> pd.DataFrame:
+    """Adds the roof columns (and above_<level> flags) to a kernel table from :func:`kernel_table`."""
+    out = table.copy()
+    terms: dict[str, pd.Series] = {}
+    compute_parts: dict[str, pd.Series] = {}
+    for precision in PRECISIONS:
+        flops = out[f"flops_{precision}"]
+        peak = ceilings.compute.get(precision)
+        if peak is None:
+            used = int((flops > 0).sum())
+            if used and notes is not None:
+                notes.missing_roofs.append(
+                    f"{used} kernel(s) run {PRECISION_LABELS[precision]} FLOPs but {ceilings.label} has no "
+                    f"{PRECISION_LABELS[precision]} peak; their compute roof leaves that part out"
+                )
+            continue
+        compute_parts[precision] = flops.fillna(0.0) / peak
+    compute_time = pd.concat(compute_parts, axis=1).sum(axis=1) if compute_parts else pd.Series(0.0, out.index)
+    terms["compute"] = compute_time.where(compute_time > 0)
+    for level in LEVELS:
+        bandwidth = ceilings.bandwidth.get(level)
+        terms[level] = out[f"bytes_{level}"] / bandwidth if bandwidth else pd.Series(np.nan, out.index)
+    frame = pd.DataFrame(terms)
+    time_at_roof = frame.max(axis=1, skipna=True)
+    bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
+    dominant_precision = (
+        pd.DataFrame(compute_parts).idxmax(axis=1) if compute_parts else pd.Series(None, out.index, dtype=object)
+    )
+    out["bound"] = [
+        _bound_label(term, precision) for term, precision in zip(bound_term, dominant_precision, strict=True)
+    ]
+    seconds = out["time_s"]
+    out["time_at_roof_s"] = time_at_roof
+    out["roof_pct"] = 100.0 * time_at_roof / seconds.where(seconds > 0)
+    out["recoverable_s"] = seconds - time_at_roof
+    out["attainable_flop_rate"] = out["flops"] / time_at_roof.where(time_at_roof > 0)
+    for level in LEVELS:
+        level_roof_time = pd.concat([terms["compute"], terms[level]], axis=1).max(axis=1, skipna=False)
+        out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False)
+    if notes is not None:
+        notes.above_roof.extend(_above_roof_sentences(out, ceilings))
+    return out
+
+
+def _bound_label(term: object, precision: object) -> str | None:
+    if not isinstance(term, str):
+        return None
+    if term == "compute":
+        return PRECISION_LABELS.get(str(precision), "compute")
+    return LEVEL_LABELS[term]
+
+
+def _above_roof_sentences(table: pd.DataFrame, ceilings: Ceilings) -> list[str]:
+    sentences = []
+    for level in LEVELS:
+        for row in table[table[f"above_{level}"]].itertuples(index=False):
+            sentences.append(
+                f"{short_kernel_name(str(row.kernel))} ({row.phase}) is above the {LEVEL_LABELS[level]} roof of "
+                f"{ceilings.label}: {row.flop_rate / 1e12:.3g} TFLOP/s at "
+                f"{getattr(row, f'ai_{level}'):.3g} FLOP/byte; check the ceilings or the metrics"
+            )
+    return sentences
+
+
+def top_kernels(
+    run: Run, ceilings: Ceilings, phase: str | None = None, count: int | None = None, notes: RoofNotes | None = None
+) -> pd.DataFrame:
+    """Kernels grouped by name within each phase, ranked by time, with their roofs."""
+    table = kernel_table(run, KernelQuery(group_by="name", phase=phase))
+    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
+    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time)
+    table = with_roofs(table, ceilings, notes)
+    table = table.sort_values("time_s", ascending=False, kind="stable", na_position="last")
+    if count is not None:
+        table = table.head(count)
+    return table[list(TOP_COLUMNS)].reset_index(drop=True)
+
+
+@dataclass
+class RooflinePoints:
+    """What a roofline chart draws: one row per kernel group (or launch), and what it leaves out."""
+
+    points: pd.DataFrame
+    phases: list[str]
+    notes: RoofNotes
+    not_drawn: int  # kernel groups with no FLOPs or no time, which have no place on a roofline
+    not_drawn_time_s: float
+    per_launch: bool
+
+
+def roofline_points(run: Run, ceilings: Ceilings, phase: str | None = None, per_launch: bool = False) -> RooflinePoints:
+    notes = RoofNotes()
+    table = kernel_table(run, KernelQuery(group_by="launch" if per_launch else "name", phase=phase))
+    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
+    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time)
+    table = with_roofs(table, ceilings, notes)
+    drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in LEVELS]].gt(0).any(axis=1)
+    hidden = table[~drawable]
+    points = table[drawable].reset_index(drop=True)
+    points.insert(0, "kid", np.arange(len(points)))
+    present = set(points["phase"].astype(str))
+    phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    return RooflinePoints(
+        points=points,
+        phases=phases,
+        notes=notes,
+        not_drawn=len(hidden),
+        not_drawn_time_s=float(hidden["time_s"].sum()),
+        per_launch=per_launch,
+    )
+
+
+def precisions_present(points: pd.DataFrame) -> list[str]:
+    """Precisions with FLOPs in the drawn kernels: their compute roofs are the ones worth drawing."""
+    return [p for p in PRECISIONS if (points[f"flops_{p}"].fillna(0) > 0).any()]

@@ -1,0 +1,199 @@
+"""``hroofline chart``, ``top`` and ``report``: a run against its roofs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hroofline.analyze.kernels import phase_summary
+from hroofline.analyze.names import short_kernel_name
+from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, roofline_points, top_kernels
+from hroofline.ceilings import LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
+from hroofline.cli.common import add_store_option, open_store, say, write_out
+from hroofline.errors import HrooflineError, UsageError
+from hroofline.model import Run
+from hroofline.phases import parse_phase_option
+from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
+from hroofline.render.report import PhaseSection, RunSection, report_page
+from hroofline.render.roofline_chart import ChartOptions, roofline_chart
+from hroofline.render.text import render_frame
+
+CEILINGS_HELP = (
+    "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
+    "of your own measured ceilings (default: the datasheet of the run's GPU)"
+)
+LEVEL_ALIASES = {"l1": "l1", "l2": "l2", "hbm": "hbm", "dram": "hbm"}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    ceilings_help = CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()) or "none")
+    chart = commands.add_parser(
+        "chart",
+        help="draw the hierarchical roofline of a run (HTML, PNG, SVG or the Vega-Lite JSON)",
+        description="Hierarchical roofline of a run: arithmetic intensity (FLOP/byte) against FLOP/s, log-log, "
+        "with the L1/L2/HBM bandwidth roofs and the compute roofs of the precisions present. Each kernel "
+        "(name and phase) is one dot per memory level, joined by a line; dot area is proportional to time. "
+        "Dots above a roof are marked and reported: the ceilings or the metrics are then wrong.",
+        epilog="examples:\n"
+        "  hroofline chart deepcam-amp --phase forward --out fw.html     interactive, works offline\n"
+        "  hroofline chart deepcam-amp --phase forward --out fw.png      image, no browser needed\n"
+        "  hroofline chart deepcam-amp --ceilings v100-yang-ert --level l2,hbm --out fw.svg",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    chart.add_argument("run", metavar="RUN")
+    chart.add_argument("--phase", help="only this phase (default: all, with a phase selector in HTML)")
+    chart.add_argument(
+        "--level", default="l1,l2,hbm", help="memory levels to draw, comma-separated (default: l1,l2,hbm)"
+    )
+    chart.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
+    chart.add_argument("--per-launch", action="store_true", help="one dot per launch instead of per kernel name")
+    chart.add_argument(
+        "--out",
+        metavar="FILE",
+        help="output file; the extension picks the format: "
+        + ", ".join(CHART_WRITERS)
+        + " (default: RUN[-PHASE].html)",
+    )
+    chart.add_argument("--title", help="chart title (default: run and phase)")
+    add_store_option(chart)
+    chart.set_defaults(run_command=draw_chart)
+
+    top = commands.add_parser(
+        "top",
+        help="the kernels worth your time: ranked by time, with binding roof and recoverable time",
+        description="Kernels grouped by name within each phase, ranked by time: share of the phase's time, "
+        "achieved FLOP/s, arithmetic intensity per level (FLOP/byte), the roof that binds the kernel, how close it "
+        "runs to it (roof_pct = time at roof / time), the time it would take at its roof and the time that is "
+        "recoverable (time - time at roof). Time at roof = max(FLOPs per precision / peak, bytes per level / "
+        "bandwidth).",
+        epilog="columns: " + ", ".join(TOP_COLUMNS) + "\n\nexample:\n  hroofline top deepcam-amp --phase forward -n 5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("run", metavar="RUN")
+    top.add_argument("--phase", help="only this phase (default: every phase, ranked together)")
+    top.add_argument("-n", "--top", type=_positive_int, default=10, metavar="N", help="how many kernels (default 10)")
+    top.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    top.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
+    add_store_option(top)
+    top.set_defaults(run_command=show_top)
+
+    report = commands.add_parser(
+        "report",
+        help="write one self-contained HTML page: summary, a chart per phase and the top kernels of each run",
+        description="An HTML report of one or more runs, in DIR/index.html: per run, the phase summary, a "
+        "hierarchical roofline chart per phase and the top-kernels table. The page holds everything it needs "
+        "and opens offline.",
+        epilog="example:\n  hroofline report deepcam-fp32 deepcam-amp --out report/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("runs", metavar="RUN", nargs="+")
+    report.add_argument("--out", metavar="DIR", required=True, help="folder to write index.html into (created)")
+    report.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
+    report.add_argument(
+        "-n", "--top", type=_positive_int, default=10, metavar="N", help="kernels per table (default 10)"
+    )
+    report.add_argument("--title", default="hroofline report", help="page title")
+    add_store_option(report)
+    report.set_defaults(run_command=write_report)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def parse_levels(text: str) -> tuple[str, ...]:
+    wanted = {part.strip().lower() for part in text.split(",") if part.strip()}
+    unknown = sorted(wanted - set(LEVEL_ALIASES))
+    if unknown or not wanted:
+        raise UsageError(f"--level {text!r}: unknown level {', '.join(unknown) or '(none)'}", "use l1, l2 and hbm")
+    chosen = {LEVEL_ALIASES[w] for w in wanted}
+    return tuple(level for level in LEVELS if level in chosen)
+
+
+def _warn(notes: RoofNotes) -> None:
+    for line in notes.above_roof + notes.missing_roofs:
+        say(f"hroofline: warning: {line}")
+
+
+def draw_chart(args: argparse.Namespace) -> int:
+    levels = parse_levels(args.level)
+    phase = parse_phase_option(args.phase) if args.phase else None
+    out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
+    chart_format(out)  # refuse an unknown extension before any work
+    run = open_store(args).load(args.run)
+    ceilings = ceilings_for_run(run.meta, args.ceilings)
+    points = roofline_points(run, ceilings, phase=phase, per_launch=args.per_launch)
+    if points.points.empty:
+        raise HrooflineError(
+            f"nothing to draw: run {args.run!r} has no kernel with FLOPs and time"
+            + (f" in phase {phase}" if phase else "")
+        )
+    title = args.title or f"{run.name}" + (f" · {phase}" if phase else "")
+    spec = roofline_chart(points, ceilings, ChartOptions(title=title, levels=levels)).to_dict()
+    write_chart(spec, out, title)
+    _warn(points.notes)
+    say(f"wrote {out} ({len(points.points)} kernel dots per level; roofs: {ceilings.label})")
+    return 0
+
+
+def show_top(args: argparse.Namespace) -> int:
+    run = open_store(args).load(args.run)
+    ceilings = ceilings_for_run(run.meta, args.ceilings)
+    notes = RoofNotes()
+    phase = parse_phase_option(args.phase) if args.phase else None
+    table = top_kernels(run, ceilings, phase=phase, count=args.top, notes=notes)
+    if args.format == "table":
+        table["kernel"] = table["kernel"].map(short_kernel_name)
+        write_out(f"roofs: {ceilings.describe()}\n")
+    write_out(render_frame(table, args.format))
+    _warn(notes)
+    return 0
+
+
+def write_report(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
+    sections = [_run_section(run, ceilings_for_run(run.meta, args.ceilings), args.top) for run in runs]
+    folder = Path(args.out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder} exists and is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "index.html"
+    write_atomically(target, report_page(args.title, sections).encode())
+    charts = sum(1 for s in sections for p in s.phases if p.spec is not None)
+    say(f"wrote {target} ({len(sections)} run(s), {charts} chart(s))")
+    return 0
+
+
+def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
+    meta = run.meta
+    facts = [
+        ("GPU", meta.gpu or meta.device_name or "unknown"),
+        ("compute capability", f"{meta.cc or '-'} ({meta.arch or 'unknown architecture'})"),
+        ("precision", meta.precision or "-"),
+        ("kernel launches", str(int(run.launches["launches"].sum()))),
+        ("sources", ", ".join(s.path for s in meta.sources) or "-"),
+        ("ncu", ", ".join(meta.ncu_versions) or "-"),
+        ("roofs", ceilings.describe()),
+    ]
+    warnings: list[str] = []
+    phases = []
+    for phase in phase_summary(run):
+        if phase == "total":
+            continue
+        points = roofline_points(run, ceilings, phase=phase)
+        notes = RoofNotes()
+        top = top_kernels(run, ceilings, phase=phase, count=count, notes=notes)
+        warnings.extend(notes.above_roof + notes.missing_roofs)
+        spec = None
+        note = None
+        if not points.points.empty:
+            title = f"{run.name} · {phase}"
+            spec = roofline_chart(points, ceilings, ChartOptions(title=title, phase_selector=False)).to_dict()
+        else:
+            note = "No kernel in this phase has both FLOPs and time, so there is nothing to place on a roofline."
+        phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
+    return RunSection(name=run.name, facts=facts, summary=phase_summary(run), phases=phases, warnings=warnings)

@@ -1,0 +1,95 @@
+"""Self-contained HTML pages holding Vega-Lite charts: the JavaScript is inlined, nothing is fetched.
+
+Each chart is a ``<div class="hr-chart">`` whose spec sits in a JSON script element beside it. The page
+script embeds every chart, marks each div ``data-rendered="ok"`` or ``"failed"`` and shows a failure as
+a visible message, so that a broken chart is never a silently empty box (and a browser test can tell).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import altair as alt
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 1280px;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1.1em; margin-top: 1.5em; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; }
+th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+td.kernel { max-width: 28em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+.hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
+.hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
+"""
+
+SCRIPT = """
+(function () {
+  function fail(div, message) {
+    if (div) { div.dataset.rendered = "failed"; }
+    const p = document.createElement("p");
+    p.className = "hr-error";
+    p.textContent = "Chart failed to render: " + message;
+    (div || document.body).appendChild(p);
+    console.error("hroofline chart: " + message);
+  }
+  const charts = Array.from(document.querySelectorAll(".hr-chart"));
+  if (typeof vegaEmbed !== "function") { charts.forEach(div => fail(div, "Vega-Embed did not load")); return; }
+  const embedOptions = {actions: {export: true, source: false, compiled: false, editor: false}};
+  Promise.all(charts.map(div => {
+    const spec = JSON.parse(document.getElementById(div.dataset.spec).textContent);
+    return vegaEmbed(div, spec, embedOptions)
+      .then(() => { div.dataset.rendered = "ok"; })
+      .catch(error => fail(div, error && error.message ? error.message : String(error)));
+  })).then(() => {
+    document.body.dataset.charts = charts.filter(d => d.dataset.rendered === "ok").length + "/" + charts.length;
+  });
+})();
+"""
+
+
+@dataclass(frozen=True)
+class ChartBlock:
+    """One chart on a page: its DOM id and its Vega-Lite spec."""
+
+    chart_id: str
+    spec: dict[str, Any]
+
+    def html(self) -> str:
+        spec_json = json.dumps(self.spec, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+        return (
+            f'<div class="hr-chart" id="{self.chart_id}" data-spec="{self.chart_id}-spec"></div>\n'
+            f'<script type="application/json" id="{self.chart_id}-spec">{spec_json}</script>\n'
+        )
+
+
+def vega_lite_version() -> str:
+    """The Vega-Lite major.minor version Altair writes specs for, e.g. '6.4'."""
+    return ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+
+
+@cache
+def javascript_bundle() -> str:
+    import vl_convert  # imported on use: it is large and only pages and images need it
+
+    return vl_convert.javascript_bundle(vl_version=vega_lite_version())
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML document; ``body`` is trusted HTML built with :func:`escape` and :class:`ChartBlock`."""
+    bundle = javascript_bundle().replace("</script", "<\\/script")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'
+        f"<style>{STYLE}</style>\n<script>{bundle}</script>\n</head>\n<body>\n{body}\n"
+        f"<script>{SCRIPT}</script>\n</body>\n</html>\n"
+    )
+
+
+def escape(text: object) -> str:
+    return html.escape(str(text), quote=True)

@@ -1,0 +1,148 @@
+"""The HTML report: per run, a summary, a roofline chart per phase and the top-kernels table.
+
+Everything here is presentation of results computed in :mod:`hroofline.analyze`; the page is one
+self-contained file that opens offline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hroofline.analyze.names import short_kernel_name
+from hroofline.render.html_page import ChartBlock, escape, page
+from hroofline.render.numbers import si
+
+HOW_TO_READ = """
+<p class="note">How to read a chart: the x axis is arithmetic intensity (FLOPs per byte moved at a memory
+level), the y axis is achieved FLOP/s, both logarithmic. Each kernel appears once per memory level (L1, L2,
+HBM) at the same height, joined by a thin line; the area of a dot is proportional to the kernel's time.
+Diagonal lines are the bandwidth roofs of each level, horizontal lines the compute roofs of each precision.
+A kernel is bound by the roof closest above its dots: a dot near its level's diagonal is bandwidth-bound
+there, dots far right of the diagonals and near a horizontal roof are compute-bound. The distance below the
+roof is the time that could be recovered. Hover a dot for its numbers; click the legend to show one level;
+drag to pan and scroll to zoom.</p>
+"""
+
+
+@dataclass
+class PhaseSection:
+    phase: str
+    spec: dict[str, Any] | None  # None: nothing to draw in this phase
+    top: pd.DataFrame
+    note: str | None = None
+
+
+@dataclass
+class RunSection:
+    name: str
+    facts: list[tuple[str, str]]
+    summary: dict[str, dict[str, float | int | None]]
+    phases: list[PhaseSection]
+    warnings: list[str] = field(default_factory=list)
+
+
+def report_page(title: str, runs: Sequence[RunSection]) -> str:
+    parts = [f"<h1>{escape(title)}</h1>", HOW_TO_READ]
+    if len(runs) > 1:
+        links = " · ".join(f'<a href="#run-{i}">{escape(run.name)}</a>' for i, run in enumerate(runs, start=1))
+        parts.append(f"<p>Runs: {links}</p>")
+    for index, run in enumerate(runs, start=1):
+        parts.append(_run_html(index, run))
+    return page(title, "\n".join(parts))
+
+
+def _run_html(index: int, run: RunSection) -> str:
+    parts = [f'<h2 id="run-{index}">{escape(run.name)}</h2>']
+    facts = "".join(
+        f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in run.facts
+    )
+    parts.append(f"<table>{facts}</table>")
+    parts.append(_summary_html(run.summary))
+    for warning in run.warnings:
+        parts.append(f'<p class="warning">⚠ {escape(warning)}</p>')
+    for number, section in enumerate(run.phases, start=1):
+        parts.append(f"<h3>{escape(run.name)} · {escape(section.phase)}</h3>")
+        if section.spec is not None:
+            parts.append(ChartBlock(f"chart-{index}-{number}", section.spec).html())
+        if section.note:
+            parts.append(f'<p class="note">{escape(section.note)}</p>')
+        parts.append(top_table_html(section.top))
+    return "\n".join(parts)
+
+
+def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
+    header = ["phase", "time", "FLOPs", "FLOP/s", "tensor share", "L1 bytes", "L2 bytes", "HBM bytes", "launches"]
+    rows = []
+    for phase, values in summary.items():
+        time_s, flops, tensor = values.get("time_s"), values.get("flops"), values.get("flops_tensor")
+        rate = flops / time_s if _number(flops) and _number(time_s) and time_s else None
+        share = f"{100 * tensor / flops:.1f}%" if _number(tensor) and _number(flops) and flops else "-"
+        cells = [
+            si(time_s, "s"),
+            si(flops, "FLOP"),
+            si(rate, "FLOP/s"),
+            share,
+            si(values.get("bytes_l1"), "B"),
+            si(values.get("bytes_l2"), "B"),
+            si(values.get("bytes_hbm"), "B"),
+            str(values.get("kernels", "-")),
+        ]
+        rows.append(
+            f'<tr><td class="text">{escape(phase)}</td>' + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+        )
+    head = "".join(f'<th class="{"text" if h == "phase" else ""}">{escape(h)}</th>' for h in header)
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+TOP_HEADERS: tuple[tuple[str, str], ...] = (
+    ("kernel", "kernel"),
+    ("count", "launches"),
+    ("time_s", "time"),
+    ("phase_share_pct", "share of phase"),
+    ("flop_rate", "FLOP/s"),
+    ("ai_l1", "AI L1"),
+    ("ai_l2", "AI L2"),
+    ("ai_hbm", "AI HBM"),
+    ("bound", "bound by"),
+    ("roof_pct", "% of roof"),
+    ("time_at_roof_s", "time at roof"),
+    ("recoverable_s", "recoverable"),
+)
+
+
+def top_table_html(top: pd.DataFrame) -> str:
+    if top.empty:
+        return '<p class="note">No kernels.</p>'
+    head = "".join(
+        f'<th class="{"text" if key == "kernel" else ""}">{escape(label)}</th>' for key, label in TOP_HEADERS
+    )
+    rows = []
+    for record in top.to_dict(orient="records"):
+        name = str(record["kernel"])
+        cells = [f'<td class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</td>']
+        cells += [f"<td>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _top_cell(key: str, value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if key.endswith("_s"):
+        return si(float(value), "s")  # type: ignore[arg-type]
+    if key == "flop_rate":
+        return si(float(value), "FLOP/s")  # type: ignore[arg-type]
+    if key.endswith("_pct"):
+        return f"{float(value):.1f}%"  # type: ignore[arg-type]
+    if key.startswith("ai_"):
+        return f"{float(value):.3g}"  # type: ignore[arg-type]
+    return str(value)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
