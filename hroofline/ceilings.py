@@ -38,7 +38,7 @@ class Ceilings:
     tensor_key: str | None = None  # which tensor peak stands for "tensor"
 
     def describe(self) -> str:
-        return f"{self.label} ({self.source})"
+        return f"{self.label}; source: {self.source}"
 
     @property
     def tensor_label(self) -> str:

@@ -37,6 +37,21 @@ def deepcam_dir() -> Path:
     return need(SHARED / "fixtures" / "deepcam")
 
 
+STORE_COMMANDS = {"import", "runs", "kernels", "summary", "top", "chart", "report"}
+DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
+
+
+@pytest.fixture(scope="session")
+def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -> Path:
+    """Runs deepcam-O0 (FP32) and deepcam-O1 (AMP) imported from all six DeepCAM folders, on a V100."""
+    store = tmp_path_factory.mktemp("deepcam") / "store"
+    for cfg, phase in DEEPCAM_CONFIGS:
+        folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
+        argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
+        assert main([*argv, "--store", str(store)]) == 0
+    return store
+
+
 @dataclass
 class Result:
     code: int
@@ -51,7 +66,7 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path):
 
     def run(*args: str, store_dir: Path | None = None) -> Result:
         argv = [str(a) for a in args]
-        if argv and argv[0] in {"import", "runs", "kernels", "summary"} and "--store" not in argv:
+        if argv and argv[0] in STORE_COMMANDS and "--store" not in argv:
             argv += ["--store", str(store_dir or store)]
         try:
             code = main(argv)

@@ -13,32 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
+from tests.conftest import DEEPCAM_CONFIGS as CONFIGS
+
 PHASE_NAMES = {"fw": "forward", "bw": "backward", "opt": "optimizer"}
-
-
-@pytest.fixture(scope="module")
-def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -> Path:
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("deepcam") / "store"
-    for cfg, phase in CONFIGS:
-        code = main(
-            [
-                "import",
-                str(deepcam_dir / f"pt-{cfg}-Adam-{phase}"),
-                "--run",
-                f"deepcam-{cfg}",
-                "--gpu",
-                "v100",
-                "--phase",
-                phase,
-                "--store",
-                str(store),
-            ]
-        )
-        assert code == 0
-    return store
 
 
 def _our_table(cli, store: Path, cfg: str, phase: str) -> pd.DataFrame:

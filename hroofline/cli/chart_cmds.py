@@ -9,7 +9,7 @@ from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, roofline_points, top_kernels
 from hroofline.ceilings import LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
-from hroofline.cli.common import add_store_option, open_store, say, write_out
+from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
@@ -71,7 +71,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     top.add_argument("run", metavar="RUN")
     top.add_argument("--phase", help="only this phase (default: every phase, ranked together)")
-    top.add_argument("-n", "--top", type=_positive_int, default=10, metavar="N", help="how many kernels (default 10)")
+    top.add_argument("-n", "--top", type=positive_int, default=10, metavar="N", help="how many kernels (default 10)")
     top.add_argument("--format", choices=("table", "csv", "json"), default="table")
     top.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     add_store_option(top)
@@ -90,18 +90,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--out", metavar="DIR", required=True, help="folder to write index.html into (created)")
     report.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     report.add_argument(
-        "-n", "--top", type=_positive_int, default=10, metavar="N", help="kernels per table (default 10)"
+        "-n", "--top", type=positive_int, default=10, metavar="N", help="kernels per table (default 10)"
     )
     report.add_argument("--title", default="hroofline report", help="page title")
     add_store_option(report)
     report.set_defaults(run_command=write_report)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
 
 
 def parse_levels(text: str) -> tuple[str, ...]:

@@ -16,6 +16,14 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts such as --top."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def open_store(args: argparse.Namespace) -> RunStore:
     return RunStore(store_path(args.store))
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from hroofline.analyze.kernels import KERNEL_COLUMNS, SUMMARY_COLUMNS, KernelQuery, kernel_table, phase_summary
 from hroofline.analyze.names import short_kernel_name
-from hroofline.cli.common import add_store_option, open_store, write_out
+from hroofline.cli.common import add_store_option, open_store, positive_int, write_out
 from hroofline.phases import parse_phase_option
 from hroofline.render.text import render_frame, summary_table, to_json
 
@@ -36,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="one row per launch (default) or per kernel name within a phase",
     )
     kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
-    kernels.add_argument("--top", type=_positive_int, metavar="N", help="only the first N rows after sorting")
+    kernels.add_argument("--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
     kernels.add_argument(
         "--sort", default="time_s", metavar="COLUMN", help="column to sort by, largest first (default: time_s)"
     )
@@ -54,13 +54,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     summary.add_argument("--format", choices=("table", "json"), default="table")
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
 
 
 def list_runs(args: argparse.Namespace) -> int:

@@ -40,9 +40,10 @@ SCRIPT = """
   }
   const charts = Array.from(document.querySelectorAll(".hr-chart"));
   if (typeof vegaEmbed !== "function") { charts.forEach(div => fail(div, "Vega-Embed did not load")); return; }
-  const embedOptions = {actions: {export: true, source: false, compiled: false, editor: false}};
   Promise.all(charts.map(div => {
     const spec = JSON.parse(document.getElementById(div.dataset.spec).textContent);
+    const actions = {export: true, source: false, compiled: false, editor: false};
+    const embedOptions = {renderer: div.dataset.renderer, actions: actions};
     return vegaEmbed(div, spec, embedOptions)
       .then(() => { div.dataset.rendered = "ok"; })
       .catch(error => fail(div, error && error.message ? error.message : String(error)));
@@ -51,6 +52,10 @@ SCRIPT = """
   });
 })();
 """
+
+
+# SVG keeps every mark in the page (crisp, searchable, testable); canvas draws big charts faster.
+SVG_MAX_ROWS = 5000
 
 
 @dataclass(frozen=True)
@@ -62,10 +67,20 @@ class ChartBlock:
 
     def html(self) -> str:
         spec_json = json.dumps(self.spec, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+        rows = _data_rows(self.spec)
+        renderer = "svg" if rows <= SVG_MAX_ROWS else "canvas"
         return (
-            f'<div class="hr-chart" id="{self.chart_id}" data-spec="{self.chart_id}-spec"></div>\n'
+            f'<div class="hr-chart" id="{self.chart_id}" data-spec="{self.chart_id}-spec" '
+            f'data-renderer="{renderer}"></div>\n'
             f'<script type="application/json" id="{self.chart_id}-spec">{spec_json}</script>\n'
         )
+
+
+def _data_rows(spec: dict[str, Any]) -> int:
+    """Rows of inline data in a spec, its layers included."""
+    rows = sum(len(values) for values in spec.get("datasets", {}).values())
+    rows += len(spec.get("data", {}).get("values", []))
+    return rows + sum(_data_rows(layer) for layer in spec.get("layer", []))
 
 
 def vega_lite_version() -> str:
