@@ -277,3 +277,17 @@ def test_report_with_a_missing_run_writes_nothing(cli, deepcam_store: Path, tmp_
     result = cli("report", "deepcam-O0", "nope", "--out", str(out), "--store", str(deepcam_store))
     assert result.code == 1 and result.err.count("\n") == 1
     assert not out.exists()
+
+
+def test_per_launch_draws_one_dot_per_launch(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "launches.json"
+    result = cli(
+        "chart", "deepcam-O1", "--phase", "forward", "--per-launch", "--out", str(out), "--store", str(deepcam_store)
+    )
+    assert result.code == 0, result.err
+    rows = _data(json.loads(out.read_text()))
+    launches = cli("kernels", "deepcam-O1", "--phase", "forward", "--format", "json", "--store", str(deepcam_store))
+    with_flops = [k for k in json.loads(launches.out) if (k["flop_rate"] or 0) > 0]
+    assert len(rows) == len(with_flops) > 34
+    assert {row["launches"] for row in rows} == {1}
+    assert "One dot per kernel launch" in " ".join(json.loads(out.read_text())["title"]["subtitle"])
