@@ -16,6 +16,7 @@ from hroofline.errors import InputError, UsageError
 from hroofline.metricset import GpuName, gpu_from_display_name, load_gpu_names, metrics_dir, resolve_gpu
 from hroofline.model import RunMeta
 
+CPU = "cpu"  # the --gpu name of CPU runs
 LEVELS: tuple[str, ...] = ("l1", "l2", "hbm")
 LEVEL_LABELS: dict[str, str] = {"l1": "L1", "l2": "L2", "hbm": "HBM"}
 # The compute roofs hroofline draws, each fed by one FLOP quantity of a run.
@@ -36,6 +37,16 @@ class Ceilings:
     bandwidth: dict[str, float]  # level -> byte/s
     compute: dict[str, float]  # precision -> FLOP/s
     tensor_key: str | None = None  # which tensor peak stands for "tensor"
+
+    def peaks(self) -> dict[str, float]:
+        """The set as flat SI peaks, the inverse of :func:`from_peaks` (how a run keeps its roofs)."""
+        values = {**self.bandwidth, **{k: v for k, v in self.compute.items() if k != "tensor"}}
+        if "tensor" in self.compute:
+            values[self.tensor_key or "tensor"] = self.compute["tensor"]
+        return values
+
+    def to_json(self) -> dict[str, object]:
+        return {"label": self.label, "source": self.source, "peaks": self.peaks()}
 
     def describe(self) -> str:
         return f"{self.label}; source: {self.source}"
@@ -103,6 +114,8 @@ def load_ceilings_file(path: Path) -> Ceilings:
 
 
 def run_gpu(meta: RunMeta) -> GpuName | None:
+    if meta.gpu == CPU:
+        return None
     if meta.gpu:
         return load_gpu_names().get(meta.gpu) or resolve_gpu(meta.gpu)
     return gpu_from_display_name(meta.device_name) if meta.device_name else None
@@ -110,6 +123,8 @@ def run_gpu(meta: RunMeta) -> GpuName | None:
 
 def ceilings_for_run(meta: RunMeta, choice: str | None = None) -> Ceilings:
     """The run's GPU datasheet by default; else ``choice``: a file, a bundled set, or a catalog GPU."""
+    if choice is None and meta.ceilings:
+        return from_peaks(str(meta.ceilings["label"]), str(meta.ceilings["source"]), dict(meta.ceilings["peaks"]))
     if choice is None:
         gpu = run_gpu(meta)
         if gpu is None:

@@ -34,3 +34,7 @@ class UsageError(HrooflineError):
     """Arguments that do not make sense together; exit status 2 like argparse."""
 
     exit_code = 2
+
+
+class ProfilingError(HrooflineError):
+    """Profiling cannot start or did not produce data: a missing tool, GPU or permission."""

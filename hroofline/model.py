@@ -59,6 +59,7 @@ class SourceInfo:
     formulas_used: dict[str, str] = field(default_factory=dict)
     time_methods: dict[str, int] = field(default_factory=dict)
     extra_metrics: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)  # how it was collected (clock control, ...)
     notes: list[str] = field(default_factory=list)
 
 
@@ -75,6 +76,7 @@ class RunMeta:
     created: str | None = None
     updated: str | None = None
     sources: list[SourceInfo] = field(default_factory=list)
+    ceilings: dict[str, Any] | None = None  # roofs measured with the run (CPU runs): label, source, peaks
 
     @property
     def ncu_versions(self) -> list[str]:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -106,23 +107,27 @@ class RunStore:
         return data
 
     def add_sources(
-        self, name: str, sources: list[ImportedSource], gpu: str | None = None, precision: str | None = None
+        self,
+        name: str,
+        sources: list[ImportedSource],
+        gpu: str | None = None,
+        precision: str | None = None,
+        ceilings: dict[str, Any] | None = None,
     ) -> AddResult:
-        """Append sources to a run (creating it); a source already in the run is skipped."""
+        """Append sources to a run (creating it); a source already in the run is skipped. ``ceilings``:
+        roofs measured along with the sources, kept with the run (the first set given stays)."""
         check_run_name(name)
         run_dir = self.runs_dir / name
         created = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            return self._add_locked(run_dir, name, sources, gpu, precision)
+            return self._add_locked(run_dir, name, sources, RunDefaults(gpu, precision, ceilings))
         except BaseException:
             if created and not (run_dir / "meta.json").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
 
-    def _add_locked(
-        self, run_dir: Path, name: str, sources: list[ImportedSource], gpu: str | None, precision: str | None
-    ) -> AddResult:
+    def _add_locked(self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
         with _locked(run_dir / ".lock"):
             existing = self.load(name) if self.has_run(name) else None
             now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -143,8 +148,9 @@ class RunStore:
                 frames.append(frame)
                 known.add(source.info.sha256)
                 added.append(source)
-            meta.gpu = meta.gpu or gpu
-            meta.precision = meta.precision or precision
+            meta.gpu = meta.gpu or defaults.gpu
+            meta.precision = meta.precision or defaults.precision
+            meta.ceilings = meta.ceilings or defaults.ceilings
             if added:
                 meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
                 meta.updated = now
@@ -176,6 +182,15 @@ class RunStore:
         for stale in run_dir.glob("launches-*.parquet"):
             if stale.name != launches_file:
                 stale.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class RunDefaults:
+    """Run-level facts a command supplies; they fill what the run does not know yet."""
+
+    gpu: str | None
+    precision: str | None
+    ceilings: dict[str, Any] | None
 
 
 def _meta_names(run_dir: Path, launches_file: str) -> bool:

@@ -203,13 +203,13 @@ def test_above_roof_dots_are_marked_and_warned(cli, deepcam_store: Path, tmp_pat
         str(deepcam_store),
     )
     assert result.code == 0
-    assert "above the HBM roof" in result.err
+    assert "beats its HBM roof of too low" in result.err
     spec = json.loads(out.read_text())
     assert any(row["above_hbm"] for row in _data(spec))
     assert not any(row["above_l1"] for row in _data(spec))
     diamond = next(lay for lay in _layers(spec) if lay["mark"]["type"] == "point")
     assert diamond["mark"]["shape"] == "diamond"
-    assert any("above a roof" in line for line in spec["title"]["subtitle"])
+    assert any("beat a roof" in line for line in spec["title"]["subtitle"])
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -291,3 +291,36 @@ def test_per_launch_draws_one_dot_per_launch(cli, deepcam_store: Path, tmp_path:
     assert len(rows) == len(with_flops) > 34
     assert {row["launches"] for row in rows} == {1}
     assert "One dot per kernel launch" in " ".join(json.loads(out.read_text())["title"]["subtitle"])
+
+
+def test_roofless_levels_are_left_out_by_default(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "h100.json"
+    result = cli(
+        "chart",
+        "deepcam-O1",
+        "--phase",
+        "forward",
+        "--ceilings",
+        "h100-sxm",
+        "--out",
+        str(out),
+        "--store",
+        str(deepcam_store),
+    )
+    assert result.code == 0, result.err
+    assert "at HBM;" in result.err and "no L1 bandwidth" in result.err
+    spec = json.loads(out.read_text())
+    fold = next(t for t in _points_layer(spec).get("transform", []) if "fold" in t)
+    assert fold["fold"] == ["ai_hbm"]
+    assert any("no L2 bandwidth" in line for line in spec["title"]["subtitle"])
+
+
+def test_write_failures_are_one_line(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "taken.html"
+    folder.mkdir()
+    result = cli("chart", "deepcam-O1", "--out", str(folder), "--store", str(deepcam_store))
+    assert result.code == 1 and "is a folder" in result.err and result.err.count("\n") == 1
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    report = cli("report", "deepcam-O1", "--out", str(blocker / "sub"), "--store", str(deepcam_store))
+    assert report.code == 1 and "cannot create" in report.err and report.err.count("\n") == 1

@@ -24,6 +24,7 @@ from hroofline.analyze.kernels import KernelQuery, kernel_table
 from hroofline.analyze.names import short_kernel_name
 from hroofline.ceilings import LEVEL_LABELS, LEVELS, PRECISION_LABELS, PRECISIONS, Ceilings
 from hroofline.model import PHASES, Run
+from hroofline.render.numbers import si
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
 ABOVE_ROOF_SLACK = 1e-9
@@ -73,6 +74,12 @@ def with_roofs(table: pd.DataFrame, ceilings: Ceilings, notes: RoofNotes | None 
     for level in LEVELS:
         bandwidth = ceilings.bandwidth.get(level)
         terms[level] = out[f"bytes_{level}"] / bandwidth if bandwidth else pd.Series(np.nan, out.index)
+        measured = int((out[f"bytes_{level}"] > 0).sum())
+        if not bandwidth and measured and notes is not None:
+            notes.missing_roofs.append(
+                f"{ceilings.label} has no {LEVEL_LABELS[level]} bandwidth: {LEVEL_LABELS[level]} traffic of "
+                f"{measured} kernel(s) has no roof and does not enter their time at roof"
+            )
     frame = pd.DataFrame(terms)
     time_at_roof = frame.max(axis=1, skipna=True)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
@@ -87,8 +94,11 @@ def with_roofs(table: pd.DataFrame, ceilings: Ceilings, notes: RoofNotes | None 
     out["roof_pct"] = 100.0 * time_at_roof / seconds.where(seconds > 0)
     out["recoverable_s"] = seconds - time_at_roof
     out["attainable_flop_rate"] = out["flops"] / time_at_roof.where(time_at_roof > 0)
+    # A kernel faster than its time at roof beats a roof, drawn or not (zero-FLOP kernels too).
+    out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
     for level in LEVELS:
-        level_roof_time = pd.concat([terms["compute"], terms[level]], axis=1).max(axis=1, skipna=False)
+        # The dot at this level: above when faster than both the compute roof and this level's roof.
+        level_roof_time = pd.concat([terms["compute"], terms[level]], axis=1).max(axis=1, skipna=True)
         out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False)
     if notes is not None:
         notes.above_roof.extend(_above_roof_sentences(out, ceilings))
@@ -105,13 +115,12 @@ def _bound_label(term: object, precision: object) -> str | None:
 
 def _above_roof_sentences(table: pd.DataFrame, ceilings: Ceilings) -> list[str]:
     sentences = []
-    for level in LEVELS:
-        for row in table[table[f"above_{level}"]].itertuples(index=False):
-            sentences.append(
-                f"{short_kernel_name(str(row.kernel))} ({row.phase}) is above the {LEVEL_LABELS[level]} roof of "
-                f"{ceilings.label}: {row.flop_rate / 1e12:.3g} TFLOP/s at "
-                f"{getattr(row, f'ai_{level}'):.3g} FLOP/byte; check the ceilings or the metrics"
-            )
+    for row in table[table["above_roof"]].itertuples(index=False):
+        sentences.append(
+            f"{short_kernel_name(str(row.kernel))} ({row.phase}) beats its {row.bound} roof of {ceilings.label}: "
+            f"it took {si(row.time_s, 's')}, less than the {si(row.time_at_roof_s, 's')} the roofs allow; "
+            "check the ceilings or the metrics"
+        )
     return sentences
 
 
@@ -120,8 +129,7 @@ def top_kernels(
 ) -> pd.DataFrame:
     """Kernels grouped by name within each phase, ranked by time, with their roofs."""
     table = kernel_table(run, KernelQuery(group_by="name", phase=phase))
-    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
-    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time)
+    table["phase_share_pct"] = _phase_share(run, table)
     table = with_roofs(table, ceilings, notes)
     table = table.sort_values("time_s", ascending=False, kind="stable", na_position="last")
     if count is not None:
@@ -136,18 +144,30 @@ class RooflinePoints:
     points: pd.DataFrame
     phases: list[str]
     notes: RoofNotes
-    not_drawn: int  # kernel groups with no FLOPs or no time, which have no place on a roofline
+    not_drawn: int  # kernel groups with no FLOPs, no time or no bytes at the levels drawn
     not_drawn_time_s: float
+    no_flops: int  # of those, the ones with no FLOPs at all
     per_launch: bool
 
 
-def roofline_points(run: Run, ceilings: Ceilings, phase: str | None = None, per_launch: bool = False) -> RooflinePoints:
+def _phase_share(run: Run, table: pd.DataFrame) -> pd.Series:
+    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
+    return 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
+
+
+def roofline_points(
+    run: Run,
+    ceilings: Ceilings,
+    phase: str | None = None,
+    per_launch: bool = False,
+    levels: tuple[str, ...] = LEVELS,
+) -> RooflinePoints:
+    """The kernel groups (or launches) a chart can place: time, FLOPs and bytes at one of ``levels``."""
     notes = RoofNotes()
     table = kernel_table(run, KernelQuery(group_by="launch" if per_launch else "name", phase=phase))
-    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
-    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time)
+    table["phase_share_pct"] = _phase_share(run, table)
     table = with_roofs(table, ceilings, notes)
-    drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in LEVELS]].gt(0).any(axis=1)
+    drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)
     points.insert(0, "kid", np.arange(len(points)))
@@ -159,6 +179,7 @@ def roofline_points(run: Run, ceilings: Ceilings, phase: str | None = None, per_
         notes=notes,
         not_drawn=len(hidden),
         not_drawn_time_s=float(hidden["time_s"].sum()),
+        no_flops=int((hidden["flops"].fillna(0) <= 0).sum()),
         per_launch=per_launch,
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, roofline_points, top_kernels
-from hroofline.ceilings import LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
+from hroofline.ceilings import LEVEL_LABELS, LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model import Run
@@ -43,7 +43,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     chart.add_argument("run", metavar="RUN")
     chart.add_argument("--phase", help="only this phase (default: all, with a phase selector in HTML)")
     chart.add_argument(
-        "--level", default="l1,l2,hbm", help="memory levels to draw, comma-separated (default: l1,l2,hbm)"
+        "--level",
+        help="memory levels to draw, comma-separated, from l1, l2, hbm (default: those the ceilings have a roof for)",
     )
     chart.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     chart.add_argument("--per-launch", action="store_true", help="one dot per launch instead of per kernel name")
@@ -111,24 +112,35 @@ def _warn(notes: RoofNotes) -> None:
         say(f"hroofline: warning: {line}")
 
 
+def default_levels(ceilings: Ceilings) -> tuple[str, ...]:
+    """The levels with a roof; all three when the ceilings have none."""
+    return tuple(level for level in LEVELS if level in ceilings.bandwidth) or LEVELS
+
+
 def draw_chart(args: argparse.Namespace) -> int:
-    levels = parse_levels(args.level)
+    chosen_levels = parse_levels(args.level) if args.level else None
     phase = parse_phase_option(args.phase) if args.phase else None
     out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
     chart_format(out)  # refuse an unknown extension before any work
     run = open_store(args).load(args.run)
     ceilings = ceilings_for_run(run.meta, args.ceilings)
-    points = roofline_points(run, ceilings, phase=phase, per_launch=args.per_launch)
+    levels = chosen_levels or default_levels(ceilings)
+    points = roofline_points(run, ceilings, phase=phase, per_launch=args.per_launch, levels=levels)
     if points.points.empty:
+        where = f" in phase {phase}" if phase else ""
+        if points.not_drawn == 0:
+            raise HrooflineError(f"nothing to draw: run {args.run!r} has no kernels{where}")
         raise HrooflineError(
-            f"nothing to draw: run {args.run!r} has no kernel with FLOPs and time"
-            + (f" in phase {phase}" if phase else "")
+            f"nothing to draw: no kernel of run {args.run!r}{where} has time, FLOPs and bytes at "
+            + ", ".join(LEVEL_LABELS[lv] for lv in levels)
+            + f" ({points.no_flops} of {points.not_drawn} have no FLOPs)"
         )
     title = args.title or f"{run.name}" + (f" · {phase}" if phase else "")
     spec = roofline_chart(points, ceilings, ChartOptions(title=title, levels=levels)).to_dict()
     write_chart(spec, out, title)
     _warn(points.notes)
-    say(f"wrote {out} ({len(points.points)} kernel dots per level; roofs: {ceilings.label})")
+    drawn = f"{len(points.points)} {'launches' if args.per_launch else 'kernels'}"
+    say(f"wrote {out} ({drawn} at {', '.join(LEVEL_LABELS[lv] for lv in levels)}; roofs: {ceilings.label})")
     return 0
 
 
@@ -153,9 +165,15 @@ def write_report(args: argparse.Namespace) -> int:
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} exists and is not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise HrooflineError(f"cannot create {folder}: {error.strerror}") from None
     target = folder / "index.html"
     write_atomically(target, report_page(args.title, sections).encode())
+    for section in sections:
+        for warning in section.warnings:
+            say(f"hroofline: warning: {section.name}: {warning}")
     charts = sum(1 for s in sections for p in s.phases if p.spec is not None)
     say(f"wrote {target} ({len(sections)} run(s), {charts} chart(s))")
     return 0
@@ -177,16 +195,17 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
     for phase in phase_summary(run):
         if phase == "total":
             continue
-        points = roofline_points(run, ceilings, phase=phase)
+        points = roofline_points(run, ceilings, phase=phase, levels=default_levels(ceilings))
         notes = RoofNotes()
         top = top_kernels(run, ceilings, phase=phase, count=count, notes=notes)
-        warnings.extend(notes.above_roof + notes.missing_roofs)
+        warnings.extend(w for w in notes.above_roof + notes.missing_roofs if w not in warnings)
         spec = None
         note = None
         if not points.points.empty:
             title = f"{run.name} · {phase}"
-            spec = roofline_chart(points, ceilings, ChartOptions(title=title, phase_selector=False)).to_dict()
+            options = ChartOptions(title=title, levels=default_levels(ceilings), phase_selector=False)
+            spec = roofline_chart(points, ceilings, options).to_dict()
         else:
-            note = "No kernel in this phase has both FLOPs and time, so there is nothing to place on a roofline."
+            note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
     return RunSection(name=run.name, facts=facts, summary=phase_summary(run), phases=phases, warnings=warnings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -66,7 +67,9 @@ class ChartBlock:
     spec: dict[str, Any]
 
     def html(self) -> str:
-        spec_json = json.dumps(self.spec, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+        spec_json = json.dumps(self.spec, allow_nan=False, separators=(",", ":"))
+        # In a script element "</script" ends it and "<!--" changes how it is parsed: no raw <, >, & at all.
+        spec_json = spec_json.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         rows = _data_rows(self.spec)
         renderer = "svg" if rows <= SVG_MAX_ROWS else "canvas"
         return (
@@ -97,7 +100,7 @@ def javascript_bundle() -> str:
 
 def page(title: str, body: str) -> str:
     """A whole HTML document; ``body`` is trusted HTML built with :func:`escape` and :class:`ChartBlock`."""
-    bundle = javascript_bundle().replace("</script", "<\\/script")
+    bundle = re.sub(r"</(script)", lambda found: "<\\/" + found.group(1), javascript_bundle(), flags=re.IGNORECASE)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'

@@ -27,7 +27,8 @@ def si(value: float | None, unit: str, digits: int = 3) -> str:
     for scale, prefix in _PREFIXES:
         if magnitude >= scale * 0.9995:
             scaled = value / scale
-            text = f"{scaled:.{digits}g}" if abs(scaled) >= 10 ** (digits - 1) else f"{scaled:#.{digits}g}"
+            rounded = f"{scaled:.{digits}g}"  # decide on trailing zeros after rounding: 99.96 -> "100", not "100."
+            text = rounded if abs(float(rounded)) >= 10 ** (digits - 1) else f"{scaled:#.{digits}g}"
             return f"{text} {prefix}{unit}"
     scale, prefix = _PREFIXES[-1]
     return f"{value / scale:.{digits}g} {prefix}{unit}"

@@ -64,12 +64,20 @@ def write_atomically(path: Path, data: bytes) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise HrooflineError(f"cannot write {path}: folder {folder} does not exist")
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    if path.is_dir():
+        raise HrooflineError(f"cannot write {path}: it is a folder")
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as error:
+        raise HrooflineError(f"cannot write {path}: {error.strerror}") from None
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; an output file should read like any other
         os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise HrooflineError(f"cannot write {path}: {error.strerror}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -44,8 +44,9 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
     y_axis = alt.Axis(values=_decades(y_domain), format="~s", title="performance (FLOP/s)")
     x = alt.X("ai:Q", axis=x_axis, scale=alt.Scale(type="log", domain=x_domain))
     y = alt.Y("flop_rate:Q", axis=y_axis, scale=alt.Scale(type="log", domain=y_domain))
+    frame = pd.DataFrame(data)  # one frame shared by the layers: Altair stores it once, in "datasets"
     base = (
-        alt.Chart(alt.Data(values=data))
+        alt.Chart(frame)
         .transform_fold([f"ai_{level}" for level in levels], as_=["level_key", "ai"])
         .transform_calculate(level=_level_expression(levels), above=_above_expression(levels))
         .transform_filter("isValid(datum.ai) && datum.ai > 0")
@@ -85,7 +86,7 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
             color=colour,
             size=alt.Size(
                 "time_s:Q",
-                title="kernel time (s)",
+                title="kernel time",
                 scale=alt.Scale(type="linear", zero=True, domain=[0, data_max_time(data)], range=[0, MAX_DOT_AREA]),
                 legend=alt.Legend(
                     labelExpr="format(datum.value * 1e3, '.3~g') + ' ms'",
@@ -99,8 +100,10 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
         )
         .add_params(hover, legend, zoom, *params)
     )
+    above_rows = frame[frame[[f"above_{lv}" for lv in levels]].any(axis=1)] if len(frame) else frame
     above = (
-        base.transform_filter("datum.above")
+        base.properties(data=above_rows)
+        .transform_filter("datum.above")
         .mark_point(shape="diamond", size=220, strokeWidth=2, color=ABOVE_ROOF_COLOUR, filled=False)
         .encode(x=x, y=y, tooltip=_tooltip())
     )
@@ -214,9 +217,10 @@ def _roof_rows(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) ->
     ais = pd.concat([points.points[f"ai_{lv}"] for lv in levels]) if levels else pd.Series(dtype=float)
     ais = ais[ais > 0]
     x_low = _decade_below(float(ais.min()) / 3) if len(ais) else 1e-2
-    x_high = _decade_above(
-        max(float(ais.max()) * 3 if len(ais) else 1e3, *(top / b * 3 for b in bandwidths.values())) if top else 1e3
-    )
+    right_edges = [float(ais.max()) * 3] if len(ais) else [1e3]
+    if top:  # room for every ridge point, where a bandwidth roof meets the top compute roof
+        right_edges += [top / b * 3 for b in bandwidths.values()]
+    x_high = _decade_above(max(right_edges))
     lines: list[dict[str, object]] = []
     labels: list[dict[str, object]] = []
     for level, bandwidth in bandwidths.items():
@@ -276,11 +280,17 @@ def _subtitle(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) -> 
         + "), joined by a line; dot area proportional to time.",
     ]
     if points.not_drawn:
-        lines.append(
-            f"{points.not_drawn} kernel group(s) with no FLOPs are not drawn ({si(points.not_drawn_time_s, 's')})."
-        )
+        unit = "launch(es)" if points.per_launch else "kernel group(s)"
+        why = f"{points.no_flops} with no FLOPs"
+        if points.not_drawn > points.no_flops:
+            why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"
+        lines.append(f"Not drawn: {points.not_drawn} {unit} ({why}), {si(points.not_drawn_time_s, 's')} in all.")
+    lines += points.notes.missing_roofs
     if points.notes.above_roof:
-        lines.append(f"⚠ {len(points.notes.above_roof)} dot(s) above a roof (red diamonds): check ceilings or metrics.")
+        lines.append(
+            f"⚠ {len(points.notes.above_roof)} kernel(s) beat a roof (red diamonds mark their dots): "
+            "check the ceilings or the metrics."
+        )
     return lines
 
 
