@@ -113,7 +113,8 @@ def conform_launches(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     for name, dtype in LAUNCH_COLUMNS.items():
         if name not in out.columns:
-            out[name] = pd.Series([pd.NA] * len(out), index=out.index, dtype=dtype)
+            missing = float("nan") if dtype == "float64" else pd.NA
+            out[name] = pd.Series([missing] * len(out), index=out.index, dtype=dtype)
         else:
             out[name] = out[name].astype(dtype)
     raw = sorted(c for c in out.columns if c.startswith(RAW_METRIC_PREFIX))

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hroofline import __version__
-from hroofline.cli import catalog_cmds, chart_cmds, import_cmd, query_cmds
+from hroofline.cli import catalog_cmds, chart_cmds, import_cmd, profile_cmds, query_cmds
 from hroofline.errors import HrooflineError
 
 DESCRIPTION = """\
@@ -24,6 +24,7 @@ use the L1, L2 and HBM bandwidth and the FP64/FP32/FP16/tensor compute of the GP
 
 EPILOG = """\
 typical use:
+  hroofline profile --arch resnet18 --gpu cpu --batch-size 2     (or --gpu v100 with ncu on a GPU machine)
   hroofline import prof/fw.ncu-rep --run resnet34-fp32 --gpu v100 --phase forward
   hroofline import prof/bw.ncu-rep --run resnet34-fp32 --phase backward
   hroofline summary resnet34-fp32
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_cmd.register(commands)
     query_cmds.register(commands)
     chart_cmds.register(commands)
+    profile_cmds.register(commands)
     catalog_cmds.register(commands)
     return parser
 

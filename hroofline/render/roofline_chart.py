@@ -36,7 +36,10 @@ class ChartOptions:
 
 
 def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOptions) -> alt.LayerChart:
-    levels = [level for level in LEVELS if level in options.levels]
+    # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
+    levels = [lv for lv in LEVELS if lv in options.levels and points.points[f"ai_{lv}"].gt(0).any()] or [
+        lv for lv in LEVELS if lv in options.levels
+    ]
     data = _point_rows(points, levels)
     roofs = _roof_rows(points, ceilings, levels)
     x_domain, y_domain = _domains(data, roofs)

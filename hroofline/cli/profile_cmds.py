@@ -1,0 +1,202 @@
+"""``hroofline profile`` (a training step on a GPU with ncu, or on the CPU) and ``hroofline ceilings``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from hroofline.ceilings import CPU, ceilings_for_run, load_ceilings_file
+from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
+from hroofline.collect.workload import WorkloadConfig
+from hroofline.errors import ProfilingError, UsageError
+from hroofline.metricset import load_metric_set, resolve_gpu
+from hroofline.model import RunMeta
+from hroofline.render.numbers import si
+
+PROFILE_EPILOG = """\
+examples:
+  hroofline profile --arch resnet18 --gpu cpu --batch-size 2          the CPU, with ceilings measured here
+  hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older)
+  hroofline profile --arch vit_b_16 --gpu h100-sxm --passes groups    one ncu run per metric group
+  hroofline profile --arch resnet50 --gpu a100 --dry-run              print the ncu command only
+
+On a GPU, the step's phases are NVTX start/end ranges (domain 'hroofline'), which also cover the kernels
+PyTorch's autograd threads launch; ncu profiles only those ranges, only in the profiled steps.
+"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    profile = commands.add_parser(
+        "profile",
+        help="profile one training step of a torchvision model (ncu on a GPU, or --gpu cpu) into a run",
+        description="Run a training step of a torchvision classifier (random weights, synthetic batch: nothing "
+        "is downloaded) with its forward, backward and optimizer phases marked, collect the hierarchical metric "
+        "set per kernel, and store the result as a run for summary, top, chart and report.",
+        epilog=PROFILE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    profile.add_argument("--arch", required=True, help="torchvision model name, e.g. resnet18, vgg16, vit_b_16")
+    profile.add_argument("--gpu", required=True, help="a catalog GPU (see `hroofline gpus`) or cpu")
+    profile.add_argument(
+        "--precision", default="fp32", help="fp32 (o0), tf32, amp (o1: float16 autocast), amp-bf16, o2 (default fp32)"
+    )
+    profile.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="images per step (32)")
+    profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
+    profile.add_argument("--warmup", type=int, default=2, metavar="N", help="unprofiled steps first (2)")
+    profile.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")
+    profile.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU)")
+    gpu_options = profile.add_argument_group("GPU (ncu) options")
+    gpu_options.add_argument("--ncu", metavar="PATH", help="the ncu to use (default: ncu on PATH)")
+    gpu_options.add_argument(
+        "--passes", choices=("one", "groups"), default="one", help="one ncu run, or one per metric group (Yang's way)"
+    )
+    gpu_options.add_argument("--clock-control", choices=("base", "none"), default="base", help="ncu clock control")
+    gpu_options.add_argument("--cache-control", choices=("all", "none"), default="all", help="ncu cache control")
+    gpu_options.add_argument(
+        "--out-dir", metavar="DIR", help="where ncu's reports and logs go (hroofline-profiles/RUN)"
+    )
+    gpu_options.add_argument("--dry-run", action="store_true", help="print the ncu command line(s) and stop")
+    cpu_options = profile.add_argument_group("CPU options")
+    cpu_options.add_argument(
+        "--ceilings", metavar="FILE", help="ceilings file for the run (default: measure this machine, a few seconds)"
+    )
+    add_store_option(profile)
+    profile.set_defaults(run_command=run_profile)
+
+    ceilings = commands.add_parser(
+        "ceilings",
+        help="measure this machine's roofs, or show the roofs a run or GPU uses",
+        description="With --measure: matmul FLOP/s per precision and read bandwidth for working sets sized to "
+        "each cache level and to main memory, on the CPU or a CUDA GPU; --out writes them as a ceilings file "
+        "for --ceilings. Without: the roofs of a catalog GPU, bundled set or file (--show), or of a run.",
+        epilog="examples:\n  hroofline ceilings --measure --out my-machine.toml\n"
+        "  hroofline ceilings --show v100-yang-ert\n  hroofline ceilings --run resnet18-fp32-cpu",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = ceilings.add_mutually_exclusive_group(required=True)
+    what.add_argument("--measure", action="store_true", help="measure this machine")
+    what.add_argument("--show", metavar="GPU|SET|FILE", help="show a catalog GPU's, bundled or file ceilings")
+    what.add_argument("--run", metavar="RUN", help="show the ceilings a run is drawn against")
+    ceilings.add_argument("--device", default="cpu", help="with --measure: cpu (default) or cuda")
+    ceilings.add_argument("--quick", action="store_true", help="with --measure: fewer repeats")
+    ceilings.add_argument("--out", metavar="FILE", help="with --measure: write a ceilings file (TOML)")
+    add_store_option(ceilings)
+    ceilings.set_defaults(run_command=run_ceilings)
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    config = WorkloadConfig(
+        arch=args.arch,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        device="cpu" if args.gpu.lower() == CPU else "cuda",
+    )
+    run = args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}"
+    if args.warmup < 0:
+        raise UsageError("--warmup must be 0 or more")
+    if args.gpu.lower() == CPU:
+        _profile_cpu(args, config, run)
+    else:
+        _profile_gpu(args, config, run)
+    return 0
+
+
+def _profile_cpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> None:
+    from hroofline.collect.cpu_backend import profile_cpu
+    from hroofline.collect.measure import measure
+
+    store = open_store(args)
+    if args.ceilings:
+        ceilings = load_ceilings_file(Path(args.ceilings))
+    else:
+        say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
+        ceilings = measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
+    source = profile_cpu(config, args.warmup, args.steps, say)
+    result = store.add_sources(run, [source], gpu=CPU, precision=config.precision, ceilings=ceilings.to_json())
+    _report_phases(result.run.launches, run, store.root)
+
+
+def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> None:
+    from hroofline.collect.ncu_backend import profile_with_ncu
+    from hroofline.collect.ncu_command import NcuSettings, ncu_passes, workload_command
+    from hroofline.collect.preflight import find_ncu, preflight
+
+    gpu = resolve_gpu(args.gpu)
+    metric_set = load_metric_set()
+    arch = metric_set.arch_of(gpu.cc)
+    if arch is None or arch not in metric_set.collect:
+        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
+    settings = NcuSettings(args.clock_control, args.cache_control, args.passes, args.warmup, args.steps)
+    out_dir = Path(args.out_dir or Path("hroofline-profiles") / run)
+    workload = workload_command(config, settings)
+    if args.dry_run:
+        ncu = find_ncu(args.ncu) or args.ncu or "ncu"
+        for ncu_pass in ncu_passes(ncu, metric_set, arch, workload, settings, out_dir):
+            write_out(" ".join(_quoted(part) for part in ncu_pass.command) + "\n")
+        return
+    tool = preflight(args.ncu, arch, gpu.name)
+    say(f"profiling {config.arch} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
+    passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
+    source = profile_with_ncu(passes, settings, metric_set, gpu, say)
+    store = open_store(args)
+    result = store.add_sources(run, [source], gpu=gpu.name, precision=config.precision)
+    _report_phases(result.run.launches, run, store.root)
+
+
+def _report_phases(launches: pd.DataFrame, run: str, root: Path) -> None:
+    counts = launches.groupby("phase", observed=True)["launches"].sum()
+    times = launches.groupby("phase", observed=True)["time_s"].sum()
+    parts = [f"{phase} {int(counts.get(phase, 0))} ({si(times.get(phase), 's')})" for phase in counts.index]
+    say(f"run {run!r} in {root}: " + ", ".join(parts))
+    empty = [phase for phase in ("forward", "backward", "optimizer") if int(counts.get(phase, 0)) == 0]
+    if empty:
+        say(f"hroofline: warning: no kernels in phase(s) {', '.join(empty)}: the NVTX phases did not reach them")
+    say(f"next: hroofline summary {run}; hroofline top {run}; hroofline chart {run} --out {run}.html")
+
+
+def _quoted(part: str) -> str:
+    return part if part and all(c.isalnum() or c in "-_./=,@:+" for c in part) else repr(part)
+
+
+def run_ceilings(args: argparse.Namespace) -> int:
+    if args.measure:
+        return _measure(args)
+    if args.run:
+        meta = open_store(args).load_meta(args.run)
+        ceilings = ceilings_for_run(meta)
+    else:
+        ceilings = ceilings_for_run(RunMeta(name="-"), args.show)
+    write_out(f"{ceilings.label}\nsource: {ceilings.source}\n")
+    for key, value in ceilings.peaks().items():
+        write_out(f"  {key:<12} {si(value, 'B/s' if key in ('l1', 'l2', 'hbm') else 'FLOP/s', 4)}\n")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from hroofline.collect.measure import measure
+    from hroofline.render.output import write_atomically
+
+    device = args.device.lower()
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {args.device!r}: use cpu or cuda")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ProfilingError("no CUDA GPU visible to PyTorch", "measure the CPU with --device cpu")
+    show = (lambda text: say(f"  {text}")) if sys.stderr.isatty() else None
+    result = measure(device, quick=args.quick, progress=show)
+    write_out(f"{result.device_name} ({result.device})\nmatmul peaks:\n")
+    for precision, rate in result.matmul.items():
+        write_out(f"  {precision:<6} {si(rate, 'FLOP/s')}\n")
+    write_out("read bandwidth by working set:\n")
+    for point in result.bandwidth:
+        write_out(f"  {point.working_set / 2**10:>10,.0f} KiB  {point.level:<5} {si(point.bytes_per_s, 'B/s')}\n")
+    if args.out:
+        write_atomically(Path(args.out), result.toml().encode())
+        say(f"wrote {args.out}: use it with --ceilings {args.out}")
+    return 0

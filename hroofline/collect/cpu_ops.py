@@ -1,0 +1,160 @@
+"""The CPU backend's measurement: every ATen op of a step, timed, with analytic FLOPs and bytes.
+
+A ``TorchDispatchMode`` sees each op where PyTorch dispatches it to a kernel (below autograd, so the
+backward ops are seen as the ops they are). Each op's time is the wall time of that kernel call; its
+FLOPs come from PyTorch's FLOP formulas (matmul, convolution, attention) or ``metrics/cpu_ops.toml``
+(element-wise, reductions, normalisation); its bytes are the fewest it must move (inputs read once,
+outputs written once), counted at L1. Views and other metadata-only ops launch no kernel and are left out.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import flop_registry
+
+from hroofline.metricset import metrics_dir
+
+TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
+NO_PHASE = "other"
+_PRECISION_COLUMN = {
+    torch.float64: "flops_fp64",
+    torch.float32: "flops_fp32",
+    torch.float16: "flops_fp16",
+    torch.bfloat16: "flops_fp16",  # 16-bit floats share one column; the run's precision says which
+}
+
+
+@dataclass(frozen=True)
+class ElementCosts:
+    per_output: dict[str, float]
+    per_input: dict[str, float]
+
+
+@cache
+def element_costs() -> ElementCosts:
+    data = tomllib.loads((metrics_dir() / "cpu_ops.toml").read_text())
+    return ElementCosts(
+        per_output={k: float(v) for k, v in data["per_output_element"].items()},
+        per_input={k: float(v) for k, v in data["per_input_element"].items()},
+    )
+
+
+@dataclass
+class OpRecord:
+    op: str
+    phase: str
+    seconds: float
+    flops: float
+    flop_column: str | None
+    bytes: float
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def _distinct_bytes(tensors: list[torch.Tensor]) -> float:
+    seen: set[int] = set()
+    total = 0.0
+    for tensor in tensors:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def _is_metadata_only(func: Any) -> bool:
+    packet = func.overloadpacket
+    namespace = getattr(packet, "__module__", "") or ""
+    if "profiler" in str(packet) or namespace.endswith("profiler"):
+        return True
+    return bool(getattr(func, "is_view", False)) or str(packet).split(".")[-1] in {"detach", "lift_fresh", "alias"}
+
+
+def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
+    packet = func.overloadpacket
+    if packet in flop_registry:
+        return float(flop_registry[packet](*args, **kwargs, out_val=out))
+    name = str(packet).split(".")[-1]
+    base = name.removeprefix("_foreach_")
+    costs = element_costs()
+    if base in costs.per_output:
+        elements = _tensors(out) or _tensors(args[:1])  # in-place foreach ops return nothing
+        return costs.per_output[base] * sum(t.numel() for t in elements)
+    if base in costs.per_input:
+        return costs.per_input[base] * sum(t.numel() for t in _tensors(args[:1]))
+    return 0.0
+
+
+def _flop_column(args: tuple[Any, ...], out: Any) -> str | None:
+    for tensor in _tensors(out) + _tensors(args):
+        column = _PRECISION_COLUMN.get(tensor.dtype)
+        if column:
+            return column
+    return None
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records every op run while active; ``listen`` follows the phases of a step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[OpRecord] = []
+        self.phase = NO_PHASE
+
+    def listen(self, phase: str, entering: bool) -> None:
+        self.phase = phase if entering else NO_PHASE
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if _is_metadata_only(func):
+            return func(*args, **kwargs)
+        start = time.perf_counter()
+        out = func(*args, **kwargs)
+        seconds = time.perf_counter() - start
+        self.records.append(
+            OpRecord(
+                op=str(func.overloadpacket).replace(".", "::", 1),
+                phase=self.phase,
+                seconds=seconds,
+                flops=op_flops(func, args, kwargs, out),
+                flop_column=_flop_column(args, out),
+                bytes=_distinct_bytes(_tensors(args) + _tensors(kwargs)) + _distinct_bytes(_tensors(out)),
+            )
+        )
+        return out
+
+
+def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
+    """One row per op, in the launch-table layout of every other source.
+
+    The fewest bytes an op must move are a lower bound on its traffic through L1, through which every
+    operand passes; how much of it also reaches L2 or DRAM depends on what the caches hold, so those
+    levels stay unmeasured rather than guessed."""
+    frame = pd.DataFrame(
+        {
+            "launch_id": np.arange(len(records), dtype=np.int64),
+            "kernel": [r.op for r in records],
+            "phase": [r.phase for r in records],
+            "nvtx": [r.phase for r in records],
+            "device": "cpu",
+            "launches": 1,
+            "time_s": [r.seconds for r in records],
+            "time_method": TIME_METHOD,
+            "bytes_l1": [r.bytes for r in records],
+        }
+    )
+    for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
+        frame[column] = [r.flops if r.flop_column == column else 0.0 for r in records]
+    frame["flops_tensor"] = 0.0  # no tensor cores on a CPU
+    return frame

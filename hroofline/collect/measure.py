@@ -1,0 +1,210 @@
+"""Measured ceilings of this machine: matmul FLOP/s per precision, read bandwidth per working-set size.
+
+Compute: square matrix products of size n, 2 n^3 FLOPs each, best time of several; on a CPU also two
+convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts.
+Bandwidth: ``sum`` over a stride-0 view of a buffer, so one call reads the same working set over and
+over (``repeats x size`` bytes from a ``size``-byte buffer); working sets sized to half of each cache
+level, then one far larger than the last cache, so each level shows. Best time of several.
+The same code runs on a CUDA device (timed with CUDA events), where TF32, FP16 and BF16 matmuls use
+the tensor cores.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hroofline.ceilings import Ceilings, from_peaks
+
+BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
+DRAM_WORKING_SET = 512 * 2**20
+TARGET_SECONDS = 0.15  # per measurement, spread over repeats
+
+
+@dataclass(frozen=True)
+class BandwidthPoint:
+    working_set: int  # bytes
+    level: str  # l1, l2, l3 or dram: the level this working set was sized for
+    bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Measurement:
+    device: str
+    device_name: str
+    matmul: dict[str, float]  # precision -> FLOP/s
+    bandwidth: list[BandwidthPoint]
+
+    def ceilings(self) -> Ceilings:
+        """Roofs from the measurement: L1 and L2 from their working sets, HBM from main memory."""
+        peaks: dict[str, float] = {}
+        by_level = {point.level: point.bytes_per_s for point in self.bandwidth}
+        for level, key in (("l1", "l1"), ("l2", "l2"), ("dram", "hbm")):
+            if level in by_level:
+                peaks[key] = by_level[level]
+        for precision, rate in self.matmul.items():
+            key = MATMUL_KEYS[self.device][precision]
+            peaks[key] = max(rate, peaks.get(key, 0.0))  # BF16 and FP16 share the 16-bit roof: the faster
+        when = time.strftime("%Y-%m-%d")
+        return from_peaks(f"{self.device_name}, measured", f"hroofline ceilings --measure on {when}", peaks)
+
+    def toml(self) -> str:
+        """The measurement as a ceilings file (the format of metrics/ceilings/)."""
+        ceilings = self.ceilings()
+        lines = [
+            "# Measured by `hroofline ceilings --measure`. SI units: byte/s and FLOP/s.",
+            "# Bandwidth per working set: "
+            + ", ".join(
+                f"{p.working_set / 2**10:g} KiB ({p.level}) {p.bytes_per_s / 1e9:.1f} GB/s" for p in self.bandwidth
+            ),
+            f'name = "{ceilings.label}"',
+            f'source = "{ceilings.source}"',
+            "",
+            "[ceilings]",
+        ]
+        lines += [f"{key} = {value:.6e}" for key, value in ceilings.peaks().items()]
+        return "\n".join(lines) + "\n"
+
+
+# Which ceilings key each matmul precision feeds: on a GPU the 16-bit and TF32 products are tensor-core work.
+MATMUL_KEYS: dict[str, dict[str, str]] = {
+    "cpu": {"fp64": "fp64", "fp32": "fp32", "bf16": "fp16", "fp16": "fp16"},
+    "cuda": {"fp64": "fp64", "fp32": "fp32", "tf32": "tensor_tf32", "fp16": "tensor_fp16", "bf16": "tensor_bf16"},
+}
+DTYPES: dict[str, torch.dtype] = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+def cache_sizes() -> dict[str, int]:
+    """Data cache sizes per level of CPU 0, from sysfs (empty where sysfs does not say)."""
+    sizes: dict[str, int] = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = (index / "level").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind in ("Data", "Unified") and size.endswith("K"):
+            sizes[f"l{level}"] = int(size[:-1]) * 1024
+    return sizes
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def _timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
+    def cpu_time(action: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
+
+    def cuda_time(action: Callable[[], object]) -> float:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        action()
+        end.record()
+        torch.cuda.synchronize()
+        return begin.elapsed_time(end) / 1e3
+
+    return cuda_time if device.type == "cuda" else cpu_time
+
+
+def _best(device: torch.device, action: Callable[[], object], repeats: int) -> float:
+    timer = _timer(device)
+    timer(action)  # warm-up: allocation, kernel selection, caches
+    return min(timer(action) for _ in range(repeats))
+
+
+def matmul_rate(device: torch.device, precision: str, size: int, repeats: int) -> float:
+    dtype = DTYPES[precision]
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    left = torch.randn(size, size, device=device).to(dtype)
+    right = torch.randn(size, size, device=device).to(dtype)
+    seconds = _best(device, lambda: torch.mm(left, right), repeats)
+    return 2.0 * size**3 / seconds
+
+
+# On CPUs PyTorch runs matmuls through BLAS (MKL) and convolutions through oneDNN, and either may be the
+# faster (MKL is slow on some AMD CPUs): the compute roof is the best of a matmul and these convolutions.
+CPU_CONVOLUTIONS: tuple[tuple[int, int, int], ...] = ((512, 32, 1), (128, 56, 3))  # channels, height=width, kernel
+
+
+def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int) -> float:
+    channels, size, kernel = shape
+    dtype = DTYPES[precision]
+    images = torch.randn(1, channels, size, size).to(dtype)
+    weights = torch.randn(channels, channels, kernel, kernel).to(dtype)
+    seconds = _best(
+        torch.device("cpu"), lambda: torch.nn.functional.conv2d(images, weights, padding=kernel // 2), repeats
+    )
+    return 2.0 * channels * channels * size * size * kernel * kernel / seconds
+
+
+def read_bandwidth(device: torch.device, working_set: int, repeats: int) -> float:
+    elements = max(working_set // 4, 1024)
+    buffer = torch.ones(elements, dtype=torch.float32, device=device)
+    rows = max(BYTES_PER_CALL // (elements * 4), 1)
+    if rows == 1:  # larger than any cache: one full reduction streams it from memory
+        seconds = _best(device, lambda: buffer.sum(), repeats)
+        return elements * 4 / seconds
+    view = buffer.as_strided((rows, elements), (0, 1))
+    # Summing the rows into one row streams the buffer through the cache with one add per element.
+    seconds = _best(device, lambda: view.sum(dim=0), repeats)
+    return rows * elements * 4 / seconds
+
+
+def working_sets(device: torch.device) -> list[tuple[int, str]]:
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(properties, "L2_cache_size", 0) or 6 * 2**20)
+        return [(64 * 2**10, "l1"), (l2 // 2, "l2"), (max(DRAM_WORKING_SET, 8 * l2), "dram")]
+    sizes = cache_sizes()
+    if not sizes:
+        return [(16 * 2**10, "l1"), (DRAM_WORKING_SET, "dram")]
+    sets = [(size // 2, level) for level, size in sorted(sizes.items())]
+    return [*sets, (max(DRAM_WORKING_SET, 8 * max(sizes.values())), "dram")]
+
+
+def measure(
+    device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None
+) -> Measurement:
+    device = torch.device(device_name)
+    say = progress or (lambda text: None)
+    repeats = 3 if quick else 7
+    precisions = list(MATMUL_KEYS["cuda" if device.type == "cuda" else "cpu"])
+    matmul: dict[str, float] = {}
+    for precision in precisions:
+        size = (4096 if device.type == "cuda" else 1024) if precision in ("fp32", "tf32", "fp64") else 1024
+        if device.type == "cpu" and precision in ("fp16", "bf16"):
+            size = 512  # 16-bit matmuls can be slow on CPUs without native support
+        say(f"matmul {precision} ({size} x {size})")
+        matmul[precision] = matmul_rate(device, precision, size, repeats)
+        if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):
+            say(f"convolutions {precision} (oneDNN)")
+            rates = [convolution_rate(precision, shape, repeats) for shape in CPU_CONVOLUTIONS]
+            matmul[precision] = max(matmul[precision], *rates)
+    bandwidth = []
+    for working_set, level in working_sets(device):
+        say(f"read bandwidth, {working_set / 2**10:g} KiB working set ({level})")
+        bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    return Measurement(device=device.type, device_name=name, matmul=matmul, bandwidth=bandwidth)

@@ -1,0 +1,74 @@
+"""Running ncu on the workload and importing what it wrote into the store."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hroofline.collect.ncu_command import NcuPass, NcuSettings
+from hroofline.collect.preflight import explain_ncu_failure
+from hroofline.errors import ProfilingError
+from hroofline.importers import ImportedSource, ImportOptions, import_source
+from hroofline.metricset import GpuName, MetricSet
+
+_PROFILED = re.compile(r"==PROF== Profiling \"")
+
+
+@dataclass(frozen=True)
+class PassResult:
+    name: str
+    kernels: int
+    log: Path
+
+
+def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
+    """One ncu run; its whole output goes to a log beside its result, progress to ``progress``."""
+    ncu_pass.output.parent.mkdir(parents=True, exist_ok=True)
+    ncu_pass.log.parent.mkdir(parents=True, exist_ok=True)
+    log = ncu_pass.log
+    kernels = 0
+    lines: list[str] = []
+    try:
+        process = subprocess.Popen(
+            ncu_pass.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
+    except OSError as error:
+        raise ProfilingError(f"cannot start {ncu_pass.command[0]}: {error}") from error
+    assert process.stdout is not None
+    with log.open("w") as log_file:
+        log_file.write("$ " + " ".join(ncu_pass.command) + "\n")
+        for line in process.stdout:
+            log_file.write(line)
+            lines.append(line)
+            if _PROFILED.search(line):
+                kernels += 1
+                if kernels == 1 or kernels % 50 == 0:
+                    progress(f"  {ncu_pass.name}: {kernels} kernels profiled")
+    returncode = process.wait()
+    failure = explain_ncu_failure("".join(lines), returncode, str(log))
+    if failure is None and not ncu_pass.output.is_file():
+        failure = ProfilingError(f"ncu wrote no {ncu_pass.output.name}", f"see {log}")
+    if failure is not None:
+        raise failure
+    progress(f"  {ncu_pass.name}: done, {kernels} kernels")
+    return PassResult(ncu_pass.name, kernels, log)
+
+
+def profile_with_ncu(
+    passes: list[NcuPass],
+    settings: NcuSettings,
+    metric_set: MetricSet,
+    gpu: GpuName,
+    progress: Callable[[str], None],
+) -> ImportedSource:
+    """Runs every pass, then imports the report (or the folder of per-group logs, merged by launch)."""
+    for number, ncu_pass in enumerate(passes, start=1):
+        progress(f"ncu pass {number}/{len(passes)}: {ncu_pass.name}")
+        run_pass(ncu_pass, progress)
+    source = passes[0].output if len(passes) == 1 else passes[0].output.parent
+    imported = import_source(source, ImportOptions(phase=None, gpu=gpu, merge="launch"), metric_set)
+    info = replace(imported.info, settings={**imported.info.settings, **settings.recorded()})
+    return replace(imported, info=info)

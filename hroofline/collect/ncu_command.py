@@ -1,0 +1,129 @@
+"""The ncu command lines that profile a training step, built from ``metrics/hierarchical.toml``.
+
+- The metric list is the architecture's ``[collect]`` list.
+- Only the profiled steps are profiled: ``--profile-from-start off`` and the workload calls
+  cudaProfilerStart/Stop around them.
+- Only kernels inside the phases: ``--nvtx --nvtx-include hroofline@forward`` and so on. The phases are
+  NVTX start/end ranges (no trailing ``/`` in the filter, which would mean push/pop ranges), so kernels
+  that backward launches from autograd threads are included and tagged.
+- Clock and cache control are explicit choices, recorded in the run: ``base`` clocks give repeatable
+  counts, ``--cache-control all`` flushes caches between replay passes.
+- One pass exports one ``.ncu-rep`` with every metric; ``groups`` runs the application once per metric
+  group (Yang et al.'s way, each pass with few counters, for clean timing) and writes each pass's
+  long CSV log, merged launch by launch on import.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hroofline.collect.workload import NVTX_DOMAIN, STEP_PHASES, WorkloadConfig
+from hroofline.metricset import MetricSet
+
+CLOCK_CONTROLS = ("base", "none")
+CACHE_CONTROLS = ("all", "none")
+PASS_MODES = ("one", "groups")
+# Metric groups for --passes groups, by the unit whose counters they read.
+GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
+    "time": ("gpu__time_duration", "sm__cycles_elapsed", "smsp__cycles_elapsed"),
+    "flops": ("sm__sass_", "smsp__sass_", "sm__inst_executed_pipe_tensor", "sm__ops_path_tensor", "smsp__inst"),
+    "dram": ("dram__",),
+    "l2": ("lts__",),
+    "l1": ("l1tex__",),
+}
+
+
+@dataclass(frozen=True)
+class NcuSettings:
+    clock_control: str = "base"
+    cache_control: str = "all"
+    passes: str = "one"
+    warmup: int = 2
+    steps: int = 1
+
+    def recorded(self) -> dict[str, str]:
+        return {
+            "clock_control": self.clock_control,
+            "cache_control": self.cache_control,
+            "passes": self.passes,
+            "warmup_steps": str(self.warmup),
+            "profiled_steps": str(self.steps),
+        }
+
+
+def workload_command(config: WorkloadConfig, settings: NcuSettings) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "hroofline.collect.workload",
+        "--arch",
+        config.arch,
+        "--batch-size",
+        str(config.batch_size),
+        "--precision",
+        config.precision,
+        "--optimizer",
+        config.optimizer,
+        "--warmup",
+        str(settings.warmup),
+        "--steps",
+        str(settings.steps),
+        "--device",
+        "cuda",
+    ]
+
+
+def nvtx_filter() -> list[str]:
+    arguments = ["--nvtx"]
+    for phase in STEP_PHASES:
+        arguments += ["--nvtx-include", f"{NVTX_DOMAIN}@{phase}"]
+    return arguments
+
+
+def metric_groups(metrics: list[str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for metric in metrics:
+        group = next((g for g, prefixes in GROUP_PREFIXES.items() if metric.startswith(prefixes)), "other")
+        groups.setdefault(group, []).append(metric)
+    # Every pass also reads the kernel time, so that the merged launches can be checked against each other.
+    time = groups.get("time", [])
+    return {g: (m if g == "time" else [*time, *m]) for g, m in groups.items()}
+
+
+@dataclass(frozen=True)
+class NcuPass:
+    name: str
+    command: list[str]
+    output: Path
+    log: Path  # ncu's console output, kept apart from the results it imports
+
+
+def ncu_passes(
+    ncu: str, metric_set: MetricSet, arch: str, workload: list[str], settings: NcuSettings, out_dir: Path
+) -> list[NcuPass]:
+    """The ncu invocations for one profile: one pass, or one per metric group into ``out_dir/groups``."""
+    metrics = metric_set.metrics_to_collect(arch)
+    common = [
+        ncu,
+        "--target-processes",
+        "all",
+        "--profile-from-start",
+        "off",
+        *nvtx_filter(),
+        "--clock-control",
+        settings.clock_control,
+        "--cache-control",
+        settings.cache_control,
+    ]
+    if settings.passes == "one":
+        report = out_dir / "profile.ncu-rep"
+        command = [*common, "--metrics", ",".join(metrics), "--export", str(report), "--force-overwrite", *workload]
+        return [NcuPass("all metrics", command, report, out_dir / "logs" / "all-metrics.log")]
+    passes = []
+    for group, group_metrics in metric_groups(metrics).items():
+        log = out_dir / "groups" / f"{group}.csv"
+        command = [*common, "--metrics", ",".join(group_metrics), "--csv", "--page", "details", "--log-file", str(log)]
+        passes.append(NcuPass(group, [*command, *workload], log, out_dir / "logs" / f"{group}.log"))
+    return passes

@@ -1,0 +1,94 @@
+"""Checks before profiling on a GPU, and the meaning of ncu's failures, each as one clear line."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from hroofline.errors import ProfilingError
+
+NCU_DOWNLOAD = "https://developer.nvidia.com/nsight-compute"
+# The newest ncu that still profiles each architecture (later releases dropped it).
+LAST_NCU_FOR: dict[str, tuple[int, int]] = {"volta": (2024, 1)}
+PERMISSION_HINT = (
+    "ncu needs access to the GPU performance counters: run it as root (sudo), or let every user profile "
+    "with `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/ and a reboot; see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+
+@dataclass(frozen=True)
+class NcuTool:
+    path: str
+    version: tuple[int, int] | None
+    version_text: str
+
+
+def find_ncu(explicit: str | None = None) -> str | None:
+    return shutil.which(explicit or "ncu")
+
+
+def ncu_version(path: str) -> NcuTool:
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except OSError as error:
+        raise ProfilingError(f"cannot run {path}: {error}") from error
+    text = done.stdout + done.stderr
+    found = re.search(r"Version (\d{4})\.(\d+)", text)
+    version = (int(found.group(1)), int(found.group(2))) if found else None
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("Version")), text.strip()[:80])
+    return NcuTool(path=path, version=version, version_text=line)
+
+
+def check_ncu_supports(tool: NcuTool, arch: str) -> None:
+    last = LAST_NCU_FOR.get(arch)
+    if last and tool.version and tool.version > last:
+        raise ProfilingError(
+            f"{tool.path} is ncu {tool.version[0]}.{tool.version[1]}, which no longer supports {arch} GPUs",
+            f"use ncu {last[0]}.{last[1]} or older (pass --ncu PATH, e.g. from CUDA 12.4)",
+        )
+
+
+def gpu_visible() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def preflight(ncu_option: str | None, arch: str, gpu: str) -> NcuTool:
+    """ncu found and new enough, a GPU visible: else one line naming everything that is missing."""
+    missing = []
+    ncu = find_ncu(ncu_option)
+    if ncu is None:
+        where = ncu_option or "ncu"
+        missing.append(f"{where} is not on PATH (install Nsight Compute: {NCU_DOWNLOAD})")
+    if not gpu_visible():
+        missing.append("PyTorch sees no NVIDIA GPU")
+    if missing:
+        raise ProfilingError(
+            f"cannot profile on {gpu} here: " + "; ".join(missing),
+            "without a GPU, profile the CPU with GPU=cpu (hroofline profile --gpu cpu)",
+        )
+    assert ncu is not None
+    tool = ncu_version(ncu)
+    check_ncu_supports(tool, arch)
+    return tool
+
+
+def explain_ncu_failure(output: str, returncode: int, log: str) -> ProfilingError | None:
+    """The error an ncu run's output shows, if any (None: it looks fine)."""
+    if "ERR_NVGPUCTRPERM" in output:
+        return ProfilingError("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM)", PERMISSION_HINT)
+    if "No kernels were profiled" in output:
+        return ProfilingError(
+            "ncu profiled no kernel",
+            f"the NVTX filter matched nothing or the workload stopped before its profiled steps; see {log}",
+        )
+    if "PyTorch sees no CUDA GPU" in output:
+        return ProfilingError("the workload found no CUDA GPU under ncu", f"see {log}")
+    if returncode != 0:
+        last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "no output")
+        return ProfilingError(f"ncu exited with status {returncode}: {last}", f"see {log}")
+    return None

@@ -1,0 +1,270 @@
+"""The profiled workload: one training step of a torchvision classifier, its phases marked.
+
+Random weights and a synthetic ImageNet-sized batch, so nothing is downloaded. A step is forward (model
+and loss), backward, optimizer (zero_grad, step, scaler update). Each phase runs inside
+``PhaseMarks.phase(name)``; listeners turn that into NVTX ranges for ncu or into the current phase of
+the CPU op recorder, so both backends see the same phases.
+
+NVTX ranges are *start/end* (process-wide) ranges in the ``hroofline`` domain: PyTorch runs backward
+on autograd worker threads, where a push/pop range opened on the main thread would not be seen.
+
+Run as a program (``python -m hroofline.collect.workload --help``) it is the command ncu profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hroofline.errors import UsageError
+
+NVTX_DOMAIN = "hroofline"
+STEP_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
+PRECISION_ALIASES: dict[str, str] = {
+    "fp32": "fp32",
+    "o0": "fp32",
+    "tf32": "tf32",
+    "amp": "amp",
+    "o1": "amp",
+    "amp-bf16": "amp-bf16",
+    "o2": "o2",
+}
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+# O2 scales the loss by a constant: Apex scales dynamically, which only matters over many steps.
+O2_LOSS_SCALE = 1024.0
+LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
+
+
+def canonical_precision(name: str) -> str:
+    key = name.strip().lower()
+    if key not in PRECISION_ALIASES:
+        raise UsageError(f"unknown precision {name!r}", "use fp32 (o0), tf32, amp (o1), amp-bf16 or o2")
+    return PRECISION_ALIASES[key]
+
+
+def known_models() -> list[str]:
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    arch: str
+    batch_size: int = 32
+    precision: str = "fp32"
+    optimizer: str = "sgd"
+    device: str = "cpu"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", canonical_precision(self.precision))
+        if self.optimizer not in OPTIMIZERS:
+            raise UsageError(f"unknown optimizer {self.optimizer!r}", "use sgd (with momentum) or adam")
+        if self.batch_size < 1:
+            raise UsageError("the batch size must be 1 or more")
+
+
+Listener = Callable[[str, bool], None]  # (phase, entering)
+
+
+@dataclass
+class PhaseMarks:
+    """Phase boundaries of a step, broadcast to listeners (NVTX, the CPU recorder, ...)."""
+
+    listeners: list[Listener] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        for listener in self.listeners:
+            listener(name, True)
+        try:
+            yield
+        finally:
+            for listener in reversed(self.listeners):
+                listener(name, False)
+
+
+class NvtxListener:
+    """Process-wide NVTX start/end ranges named after the phases, in the ``hroofline`` domain."""
+
+    def __init__(self) -> None:
+        import nvtx
+
+        self._nvtx = nvtx
+        self._open: dict[str, Any] = {}
+
+    def __call__(self, phase: str, entering: bool) -> None:
+        if entering:
+            self._open[phase] = self._nvtx.start_range(message=phase, domain=NVTX_DOMAIN)
+        else:
+            self._nvtx.end_range(self._open.pop(phase))
+
+
+class TrainingStep:
+    """Model, batch, loss and optimizer for one precision mode; ``run()`` does one marked step."""
+
+    def __init__(self, config: WorkloadConfig, marks: PhaseMarks | None = None) -> None:
+        import torch
+        import torchvision
+
+        self.config = config
+        self.marks = marks or PhaseMarks()
+        self.torch = torch
+        if config.arch not in known_models():
+            raise UsageError(
+                f"unknown model {config.arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16"
+            )
+        device = torch.device(config.device)
+        torch.manual_seed(config.seed)
+        if device.type == "cuda":
+            allow_tf32 = config.precision == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+            torch.backends.cudnn.allow_tf32 = allow_tf32
+        extra = {"aux_logits": False, "init_weights": False} if config.arch in ("inception_v3", "googlenet") else {}
+        model = torchvision.models.get_model(config.arch, weights=None, **extra).to(device)
+        model.train()
+        size = LARGE_INPUT_MODELS.get(config.arch, 224)
+        self.images = torch.randn(config.batch_size, 3, size, size, device=device)
+        self.labels = torch.randint(0, 1000, (config.batch_size,), device=device)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.model = model
+        self.master_params: list[Any] = []
+        if config.precision == "o2":
+            self._to_o2()
+        trained = self.master_params or list(model.parameters())
+        if config.optimizer == "adam":
+            self.optimizer = torch.optim.Adam(trained, lr=1e-3)
+        else:
+            self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9)
+        self.scaler = torch.amp.GradScaler(device.type) if config.precision == "amp" else None
+
+    def _to_o2(self) -> None:
+        """Apex O2: a float16 model with float32 batch norm, float32 master weights for the optimizer."""
+        torch = self.torch
+        self.model.half()
+        for module in self.model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.float()
+        self.images = self.images.half()
+        self.master_params = [p.detach().float().requires_grad_(True) for p in self.model.parameters()]
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        dtypes = {"amp": self.torch.float16, "amp-bf16": self.torch.bfloat16}
+        if self.config.precision in dtypes:
+            return self.torch.autocast(self.images.device.type, dtype=dtypes[self.config.precision])
+        return contextlib.nullcontext()
+
+    def run(self) -> None:
+        """One training step; every op of it runs inside a phase."""
+        with self.marks.phase("forward"), self._autocast():
+            output = self.model(self.images)
+            logits = getattr(output, "logits", output)
+            loss = self.loss_fn(logits.float(), self.labels)
+        with self.marks.phase("backward"):
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+            elif self.master_params:
+                (loss * O2_LOSS_SCALE).backward()
+            else:
+                loss.backward()
+        with self.marks.phase("optimizer"):
+            self._optimizer_step()
+
+    def _optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        elif self.master_params:
+            self._o2_step()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.master_params:
+            self.model.zero_grad(set_to_none=True)
+
+    def _o2_step(self) -> None:
+        torch = self.torch
+        finite = True
+        for master, param in zip(self.master_params, self.model.parameters(), strict=True):
+            if param.grad is None:
+                continue
+            master.grad = param.grad.float() / O2_LOSS_SCALE
+            finite = finite and bool(torch.isfinite(master.grad).all())
+        if finite:  # an overflowing step is skipped, as loss scaling does
+            self.optimizer.step()
+            with torch.no_grad():
+                for master, param in zip(self.master_params, self.model.parameters(), strict=True):
+                    param.copy_(master)
+
+    def synchronize(self) -> None:
+        if self.images.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+
+def run_profiled_steps(step: TrainingStep, warmup: int, steps: int, cuda_profiler: bool) -> None:
+    """Warm-up steps unmarked and unprofiled, then the profiled steps between profiler start and stop."""
+    listeners = step.marks.listeners
+    step.marks.listeners = []
+    for _ in range(warmup):
+        step.run()
+    step.synchronize()
+    step.marks.listeners = listeners
+    profiler = step.torch.cuda.profiler if cuda_profiler else None
+    if profiler is not None:
+        profiler.start()
+    try:
+        for _ in range(steps):
+            step.run()
+        step.synchronize()
+    finally:
+        if profiler is not None:
+            profiler.stop()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m hroofline.collect.workload",
+        description="One marked training step of a torchvision model (the command `hroofline profile` runs "
+        "under ncu). Phases are NVTX start/end ranges forward, backward, optimizer in the 'hroofline' domain.",
+    )
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--no-cuda-profiler-range", action="store_true", help="do not call cudaProfilerStart/Stop")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = WorkloadConfig(args.arch, args.batch_size, args.precision, args.optimizer, args.device)
+        import torch
+
+        if config.device.startswith("cuda") and not torch.cuda.is_available():
+            print("hroofline workload: error: PyTorch sees no CUDA GPU", file=sys.stderr)
+            return 3
+        step = TrainingStep(config, PhaseMarks([NvtxListener()]))
+        print(
+            f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}, "
+            f"{args.warmup} warm-up + {args.steps} profiled step(s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        run_profiled_steps(step, args.warmup, args.steps, cuda_profiler=not args.no_cuda_profiler_range)
+    except UsageError as error:
+        print(f"hroofline workload: error: {error.one_line()}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
