@@ -5,15 +5,28 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 DEMO_STORE ?= demo-runs
+# make profile: what to profile, where (GPU=cpu profiles this machine's CPU), and into which run.
+ARCH ?= resnet18
+GPU ?= cpu
+PRECISION ?= fp32
+BATCH ?= 32
+STEPS ?= 1
+RUN ?= $(ARCH)-$(PRECISION)-$(GPU)
+STORE ?= hroofline-runs
+# The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
+TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEMO_REPORT ?= demo-report
 # The README's chart: written by `make demo`, committed, so the README shows what the demo makes.
 README_CHART := docs/deepcam-amp-o1-forward.png
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help venv browser demo test lint bench clean
+.PHONY: help venv browser demo demo-deepcam profile ceilings test lint bench clean
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
+	@echo "make profile ARCH=resnet34 GPU=v100 [PRECISION=fp32|tf32|amp|amp-bf16|o2] [BATCH=32] [STEPS=1] [RUN=name]"
+	@echo "             profile a training step (GPU=cpu: on this CPU) into a run, then summary and chart"
+	@echo "make ceilings  measure this machine's roofs (matmul FLOP/s, bandwidth per cache level)"
 	@echo "make test    run the test suite (ruff, then pytest)"
 	@echo "make bench   run the benchmarks under bench/"
 	@echo "make clean   remove .venv and the demo store"
@@ -23,25 +36,42 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_PINS)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@test -d $(SHARED)/fixtures/deepcam || { echo "make demo: needs the DeepCAM data in $(SHARED)/fixtures/deepcam" >&2; exit 1; }
-	rm -rf $(DEMO_STORE)
+	rm -rf $(DEMO_STORE) $(DEMO_REPORT)
+	@echo "== profiling resnet18 (batch 2) on this CPU"
+	$(BIN)/hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --run resnet18-cpu --store $(DEMO_STORE)
+	@echo; echo "== resnet18-cpu: phases"; $(BIN)/hroofline summary resnet18-cpu --store $(DEMO_STORE)
+	@echo; echo "== resnet18-cpu: top kernels"; $(BIN)/hroofline top resnet18-cpu -n 6 --store $(DEMO_STORE)
+	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory demo-deepcam; \
+	  else echo "($(SHARED)/fixtures/deepcam not found: skipping Yang et al.'s DeepCAM V100 data)"; fi
+	@echo; echo "== report"
+	$(BIN)/hroofline report $$($(BIN)/hroofline runs --format json --store $(DEMO_STORE) | $(BIN)/python -c "import json,sys; print(' '.join(r['run'] for r in json.load(sys.stdin)))") \
+	  --title "hroofline demo: resnet18 on this CPU, DeepCAM on a V100" --out $(DEMO_REPORT) --store $(DEMO_STORE)
+	@echo; echo "open $(DEMO_REPORT)/index.html in a browser (it works offline)"
+
+# Yang et al.'s DeepCAM V100 runs (FP32 and AMP O1) from ../shared, and the README's chart.
+demo-deepcam: $(STAMP)
 	@for p in fw bw opt; do \
 	  $(BIN)/hroofline import $(SHARED)/fixtures/deepcam/pt-O0-Adam-$$p --run deepcam-fp32 --gpu v100 --phase $$p --precision fp32 --store $(DEMO_STORE) || exit 1; \
 	  $(BIN)/hroofline import $(SHARED)/fixtures/deepcam/pt-O1-Adam-$$p --run deepcam-amp-o1 --gpu v100 --phase $$p --precision amp-o1 --store $(DEMO_STORE) || exit 1; \
 	done
-	@echo; echo "== runs"; $(BIN)/hroofline runs --store $(DEMO_STORE)
 	@echo; echo "== deepcam-fp32: phases"; $(BIN)/hroofline summary deepcam-fp32 --store $(DEMO_STORE)
 	@echo; echo "== deepcam-amp-o1: phases"; $(BIN)/hroofline summary deepcam-amp-o1 --store $(DEMO_STORE)
 	@echo; echo "== deepcam-amp-o1: top forward kernels"; $(BIN)/hroofline top deepcam-amp-o1 --phase forward -n 8 --ceilings v100-yang-ert --store $(DEMO_STORE)
-	@echo; echo "== charts and report"
 	@mkdir -p docs
 	$(BIN)/hroofline chart deepcam-amp-o1 --phase forward --ceilings v100-yang-ert --out $(README_CHART) --store $(DEMO_STORE)
-	$(BIN)/hroofline report deepcam-fp32 deepcam-amp-o1 --ceilings v100-yang-ert --title "DeepCAM on V100: FP32 and AMP O1" --out $(DEMO_REPORT) --store $(DEMO_STORE)
-	@echo; echo "open $(DEMO_REPORT)/index.html in a browser (it works offline)"
+
+profile: $(STAMP)
+	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) --run $(RUN) --replace --store $(STORE)
+	$(BIN)/hroofline summary $(RUN) --store $(STORE)
+	$(BIN)/hroofline chart $(RUN) --out $(RUN).html --store $(STORE)
+
+ceilings: $(STAMP)
+	$(BIN)/hroofline ceilings --measure --out ceilings-$$(hostname).toml
 
 # The browser test needs a headless chromium: install Debian's when missing (CI sets
 # HROOFLINE_REQUIRE_BROWSER=1, so there a failed install fails the test instead of skipping it).
@@ -62,6 +92,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/import_speed.py
 	$(BIN)/python bench/chart_scale.py
+	$(BIN)/python bench/cpu_overhead.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(DEMO_REPORT)

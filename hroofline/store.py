@@ -72,7 +72,9 @@ class RunStore:
     def run_names(self) -> list[str]:
         if not self.runs_dir.is_dir():
             return []
-        return sorted(p.name for p in self.runs_dir.iterdir() if (p / "meta.json").is_file())
+        return sorted(
+            p.name for p in self.runs_dir.iterdir() if not p.name.startswith(".") and (p / "meta.json").is_file()
+        )
 
     def has_run(self, name: str) -> bool:
         return (self.runs_dir / name / "meta.json").is_file()
@@ -127,9 +129,31 @@ class RunStore:
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
 
-    def _add_locked(self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
+    def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
+        """Make ``name`` a new run of just ``sources``: built beside the old one, then swapped in by renames."""
+        check_run_name(name)
+        fresh_name = f".new-{name}"
+        fresh_dir = self.runs_dir / fresh_name
+        shutil.rmtree(fresh_dir, ignore_errors=True)
+        fresh_dir.mkdir(parents=True)
+        try:
+            result = self._add_locked(fresh_dir, name, sources, defaults, start_fresh=True)
+        except BaseException:
+            shutil.rmtree(fresh_dir, ignore_errors=True)
+            raise
+        old_dir = self.runs_dir / f".old-{name}"
+        shutil.rmtree(old_dir, ignore_errors=True)
+        if (self.runs_dir / name).exists():
+            os.replace(self.runs_dir / name, old_dir)
+        os.replace(fresh_dir, self.runs_dir / name)  # the run reads as old or new, missing only between renames
+        shutil.rmtree(old_dir, ignore_errors=True)
+        return result
+
+    def _add_locked(
+        self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool = False
+    ) -> AddResult:
         with _locked(run_dir / ".lock"):
-            existing = self.load(name) if self.has_run(name) else None
+            existing = self.load(name) if self.has_run(name) and not start_fresh else None
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = existing.meta if existing else RunMeta(name=name, created=now)
             frames = [existing.launches] if existing else [empty_launches()]

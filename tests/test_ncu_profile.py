@@ -11,7 +11,7 @@ import pytest
 
 from hroofline.collect.ncu_backend import profile_with_ncu
 from hroofline.collect.ncu_command import NcuSettings, ncu_passes, workload_command
-from hroofline.collect.preflight import check_ncu_supports, ncu_version
+from hroofline.collect.preflight import check_ncu_supports, gpu_visible, ncu_version
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import ProfilingError
 from hroofline.metricset import load_metric_set, resolve_gpu
@@ -169,6 +169,10 @@ def test_ncu_too_new_for_volta(standin_path: Path, monkeypatch: pytest.MonkeyPat
     check_ncu_supports(newer, "hopper")
 
 
+NO_GPU = pytest.mark.skipif(gpu_visible(), reason="describes a machine without an NVIDIA GPU")
+
+
+@NO_GPU
 def test_profile_on_a_gpu_here_names_what_is_missing(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no ncu anywhere
     result = cli("profile", "--arch", "resnet34", "--gpu", "v100", "--store", str(tmp_path / "store"))
@@ -179,6 +183,7 @@ def test_profile_on_a_gpu_here_names_what_is_missing(cli, monkeypatch: pytest.Mo
     assert not (tmp_path / "store").exists()
 
 
+@NO_GPU
 def test_with_ncu_but_no_gpu_only_the_gpu_is_missing(cli, standin_path: Path, tmp_path: Path) -> None:
     result = cli("profile", "--arch", "resnet34", "--gpu", "a100", "--store", str(tmp_path / "store"))
     assert result.code == 1

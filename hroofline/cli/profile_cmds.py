@@ -10,11 +10,12 @@ import pandas as pd
 
 from hroofline.ceilings import CPU, ceilings_for_run, load_ceilings_file
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
-from hroofline.collect.workload import WorkloadConfig
+from hroofline.collect.workload import WorkloadConfig, known_models
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.model import RunMeta
 from hroofline.render.numbers import si
+from hroofline.store import RunDefaults
 
 PROFILE_EPILOG = """\
 examples:
@@ -48,6 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     profile.add_argument("--warmup", type=int, default=2, metavar="N", help="unprofiled steps first (2)")
     profile.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")
     profile.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU)")
+    profile.add_argument("--replace", action="store_true", help="replace the run if it exists (else: refuse)")
     gpu_options = profile.add_argument_group("GPU (ncu) options")
     gpu_options.add_argument("--ncu", metavar="PATH", help="the ncu to use (default: ncu on PATH)")
     gpu_options.add_argument(
@@ -98,6 +100,12 @@ def run_profile(args: argparse.Namespace) -> int:
     run = args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}"
     if args.warmup < 0:
         raise UsageError("--warmup must be 0 or more")
+    if config.arch not in known_models():  # before minutes of measuring or profiling
+        raise UsageError(f"unknown model {config.arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16")
+    if args.gpu.lower() != CPU:
+        resolve_gpu(args.gpu)
+    if not args.dry_run and not args.replace and open_store(args).has_run(run):
+        raise UsageError(f"run {run!r} exists already", "pass --replace to profile it anew, or --run NAME")
     if args.gpu.lower() == CPU:
         _profile_cpu(args, config, run)
     else:
@@ -116,7 +124,7 @@ def _profile_cpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
         say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
         ceilings = measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
     source = profile_cpu(config, args.warmup, args.steps, say)
-    result = store.add_sources(run, [source], gpu=CPU, precision=config.precision, ceilings=ceilings.to_json())
+    result = store.replace_run(run, [source], RunDefaults(CPU, config.precision, ceilings.to_json()))
     _report_phases(result.run.launches, run, store.root)
 
 
@@ -143,7 +151,7 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
     store = open_store(args)
-    result = store.add_sources(run, [source], gpu=gpu.name, precision=config.precision)
+    result = store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
     _report_phases(result.run.launches, run, store.root)
 
 

@@ -81,8 +81,18 @@ def _is_metadata_only(func: Any) -> bool:
     return bool(getattr(func, "is_view", False)) or str(packet).split(".")[-1] in {"detach", "lift_fresh", "alias"}
 
 
+# CPU kernels PyTorch's FLOP counter has no entry for, counted by the formula of their GPU twin (same
+# leading arguments: query, key, value; the backward's grad_out first).
+_SAME_FORMULA_AS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: torch.ops.aten._scaled_dot_product_flash_attention,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+        torch.ops.aten._scaled_dot_product_flash_attention_backward
+    ),
+}
+
+
 def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
-    packet = func.overloadpacket
+    packet = _SAME_FORMULA_AS.get(func.overloadpacket, func.overloadpacket)
     if packet in flop_registry:
         return float(flop_registry[packet](*args, **kwargs, out_val=out))
     name = str(packet).split(".")[-1]

@@ -1,0 +1,157 @@
+"""The workload and the CPU backend, for real on this machine's CPU (PyTorch, random weights)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torchvision
+
+from hroofline.ceilings import load_ceilings_file
+from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
+from hroofline.collect.workload import STEP_PHASES, NvtxListener, PhaseMarks, TrainingStep, WorkloadConfig
+from hroofline.store import RunStore
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --steps 1`, ceilings measured here."""
+    from hroofline.cli.main import main
+
+    store = tmp_path_factory.mktemp("cpu") / "store"
+    argv = ["profile", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "2", "--steps", "1", "--store", str(store)]
+    assert main(argv) == 0
+    return store
+
+
+def test_profile_gives_every_phase_time_and_flops(cli, cpu_run: Path) -> None:
+    result = cli("summary", "resnet18-fp32-cpu", "--format", "json", "--store", str(cpu_run))
+    phases = json.loads(result.out)["phases"]
+    assert list(phases) == ["forward", "backward", "optimizer"]  # no op outside the phases
+    for phase in STEP_PHASES:
+        assert phases[phase]["time_s"] > 0 and phases[phase]["flops"] > 0 and phases[phase]["bytes_l1"] > 0
+    ratio = phases["backward"]["flops"] / phases["forward"]["flops"]
+    assert 1.7 <= ratio <= 2.3
+
+
+def test_forward_flops_match_torchvision(cpu_run: Path) -> None:
+    """Convolution and matmul FLOPs of the forward pass = 2 x batch x torchvision's published GMACs."""
+    launches = RunStore(cpu_run).load("resnet18-fp32-cpu").launches
+    forward = launches[launches["phase"] == "forward"]
+    matmuls = forward[forward["kernel"].isin(["aten::convolution", "aten::addmm"])]["flops_fp32"].sum()
+    published = torchvision.models.ResNet18_Weights.DEFAULT.meta["_ops"] * 1e9 * 2 * 2
+    assert matmuls == pytest.approx(published, rel=0.01)
+    assert forward["flops_fp32"].sum() > matmuls  # batch norm, ReLU, pooling and adds add their share
+
+
+def test_run_carries_its_measured_ceilings_and_charts(cli, cpu_run: Path, tmp_path: Path) -> None:
+    meta = RunStore(cpu_run).load_meta("resnet18-fp32-cpu")
+    assert meta.gpu == "cpu" and meta.sources[0].kind == "cpu"
+    assert meta.ceilings and meta.ceilings["peaks"]["fp32"] > 1e9 and meta.ceilings["peaks"]["l1"] > 1e9
+    assert meta.sources[0].settings["batch_size"] == "2"
+    chart = tmp_path / "cpu.json"
+    result = cli("chart", "resnet18-fp32-cpu", "--out", str(chart), "--store", str(cpu_run))
+    assert result.code == 0, result.err
+    spec = json.loads(chart.read_text())
+    assert "measured" in spec["title"]["subtitle"][0]
+    top = cli("top", "resnet18-fp32-cpu", "--phase", "backward", "-n", "1", "--format", "json", "--store", str(cpu_run))
+    assert json.loads(top.out)[0]["kernel"] == "aten::convolution_backward"
+
+
+@pytest.mark.parametrize(
+    ("precision", "column"), [("amp-bf16", "flops_fp16"), ("amp", "flops_fp16"), ("o2", "flops_fp16")]
+)
+def test_precision_modes_run_and_count_16_bit_flops(precision: str, column: str) -> None:
+    recorder = OpRecorder()
+    step = TrainingStep(WorkloadConfig("resnet18", batch_size=1, precision=precision), PhaseMarks([recorder.listen]))
+    step.run()
+    with recorder:
+        step.run()
+    launches = records_to_launches(recorder.records)
+    convolutions = launches[launches["kernel"] == "aten::convolution"]
+    assert convolutions[column].sum() > 0.9 * convolutions[["flops_fp32", "flops_fp16"]].sum().sum()
+    assert set(launches["phase"]) == set(STEP_PHASES)
+
+
+def test_nvtx_phases_run_without_a_profiler_attached() -> None:
+    calls: list[tuple[str, bool]] = []
+    marks = PhaseMarks([NvtxListener(), lambda phase, entering: calls.append((phase, entering))])
+    TrainingStep(WorkloadConfig("resnet18", batch_size=1), marks).run()
+    assert calls == [(p, e) for p in STEP_PHASES for e in (True, False)]
+
+
+def test_adam_and_vit() -> None:
+    recorder = OpRecorder()
+    step = TrainingStep(WorkloadConfig("vit_b_16", batch_size=1, optimizer="adam"), PhaseMarks([recorder.listen]))
+    with recorder:
+        step.run()
+    launches = records_to_launches(recorder.records)
+    optimizer = launches[launches["phase"] == "optimizer"]
+    assert optimizer["flops_fp32"].sum() > 0
+    forward = launches[launches["phase"] == "forward"]
+    assert forward["flops_fp32"].sum() > 2 * 17.5e9 * 0.99  # vit_b_16: 17.56 GMACs at 224x224
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arch", "resnet7", "--gpu", "cpu"], "unknown model 'resnet7'"),
+        (["--arch", "resnet18", "--gpu", "cpu", "--precision", "fp8"], "unknown precision 'fp8'"),
+        (["--arch", "resnet18", "--gpu", "v99"], "unknown GPU 'v99'"),
+    ],
+)
+def test_bad_profile_requests_are_usage_errors(cli, tmp_path: Path, argv: list[str], message: str) -> None:
+    result = cli("profile", *argv, "--store", str(tmp_path / "store"))
+    assert result.code == 2 and message in result.err and result.err.count("\n") == 1
+    assert not (tmp_path / "store").exists()
+
+
+def test_ceilings_measure_prints_and_writes_a_ceilings_file(cli, tmp_path: Path) -> None:
+    out = tmp_path / "here.toml"
+    result = cli("ceilings", "--measure", "--quick", "--out", str(out))
+    assert result.code == 0, result.err
+    assert re.search(r"fp32\s+\d[\d.]* [GT]FLOP/s", result.out)
+    working_sets = re.findall(r"KiB\s+(l1|l2|l3|dram)\s+\d[\d.]* [GT]B/s", result.out)
+    assert len(working_sets) >= 2 and "dram" in working_sets
+    ceilings = load_ceilings_file(out)
+    assert ceilings.compute["fp32"] > 1e9 and ceilings.bandwidth["hbm"] > 1e8
+    assert ceilings.bandwidth["l1"] > ceilings.bandwidth["hbm"]  # caches are faster than memory
+
+
+def test_show_ceilings(cli) -> None:
+    result = cli("ceilings", "--show", "v100-yang-ert")
+    assert result.code == 0
+    assert "hbm          828.8 GB/s" in result.out and "tensor_fp16  106.5 TFLOP/s" in result.out
+
+
+def test_profile_refuses_to_append_and_replaces_on_request(cli, tmp_path: Path) -> None:
+    ceilings = tmp_path / "c.toml"
+    ceilings.write_text('name = "fixed"\n[ceilings]\nl1 = 400e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n')
+    argv = [
+        "profile",
+        "--arch",
+        "resnet18",
+        "--gpu",
+        "cpu",
+        "--batch-size",
+        "1",
+        "--warmup",
+        "0",
+        "--run",
+        "r",
+        "--ceilings",
+        str(ceilings),
+        "--store",
+        str(tmp_path / "store"),
+    ]
+    assert cli(*argv).code == 0
+    again = cli(*argv)
+    assert again.code == 2 and "exists already" in again.err and "--replace" in again.err
+    assert cli(*argv, "--replace").code == 0
+    store = RunStore(tmp_path / "store")
+    assert store.run_names() == ["r"]
+    run = store.load("r")
+    assert len(run.meta.sources) == 1 and int(run.launches["launches"].sum()) == len(run.launches) < 500
+    assert run.meta.ceilings and run.meta.ceilings["label"] == "fixed"
