@@ -187,3 +187,9 @@ def roofline_points(
 def precisions_present(points: pd.DataFrame) -> list[str]:
     """Precisions with FLOPs in the drawn kernels: their compute roofs are the ones worth drawing."""
     return [p for p in PRECISIONS if (points[f"flops_{p}"].fillna(0) > 0).any()]
+
+
+def levels_with_dots(points: pd.DataFrame, levels: tuple[str, ...]) -> tuple[str, ...]:
+    """Of ``levels``, those where some kernel has an intensity to draw (all of them when none has)."""
+    drawn = tuple(lv for lv in LEVELS if lv in levels and points[f"ai_{lv}"].gt(0).any())
+    return drawn or tuple(lv for lv in LEVELS if lv in levels)

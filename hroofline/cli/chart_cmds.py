@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, roofline_points, top_kernels
+from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, levels_with_dots, roofline_points, top_kernels
 from hroofline.ceilings import LEVEL_LABELS, LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
@@ -140,7 +140,8 @@ def draw_chart(args: argparse.Namespace) -> int:
     write_chart(spec, out, title)
     _warn(points.notes)
     drawn = f"{len(points.points)} {'launches' if args.per_launch else 'kernels'}"
-    say(f"wrote {out} ({drawn} at {', '.join(LEVEL_LABELS[lv] for lv in levels)}; roofs: {ceilings.label})")
+    at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
+    say(f"wrote {out} ({drawn} at {at}; roofs: {ceilings.label})")
     return 0
 
 

@@ -193,9 +193,10 @@ def measure(
     precisions = list(MATMUL_KEYS["cuda" if device.type == "cuda" else "cpu"])
     matmul: dict[str, float] = {}
     for precision in precisions:
-        size = (4096 if device.type == "cuda" else 1024) if precision in ("fp32", "tf32", "fp64") else 1024
-        if device.type == "cpu" and precision in ("fp16", "bf16"):
-            size = 512  # 16-bit matmuls can be slow on CPUs without native support
+        if device.type == "cuda":
+            size = 8192  # large enough that launch overhead vanishes even at tensor-core rates
+        else:
+            size = 512 if precision in ("fp16", "bf16") else 1024  # 16-bit matmuls can be slow on CPUs
         say(f"matmul {precision} ({size} x {size})")
         matmul[precision] = matmul_rate(device, precision, size, repeats)
         if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):

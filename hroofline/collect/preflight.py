@@ -69,7 +69,7 @@ def preflight(ncu_option: str | None, arch: str, gpu: str) -> NcuTool:
     if missing:
         raise ProfilingError(
             f"cannot profile on {gpu} here: " + "; ".join(missing),
-            "without a GPU, profile the CPU with GPU=cpu (hroofline profile --gpu cpu)",
+            "to profile this machine's CPU instead: make profile GPU=cpu, or hroofline profile --gpu cpu",
         )
     assert ncu is not None
     tool = ncu_version(ncu)

@@ -16,7 +16,7 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import RooflinePoints, precisions_present
+from hroofline.analyze.roofs import RooflinePoints, levels_with_dots, precisions_present
 from hroofline.ceilings import LEVEL_LABELS, LEVELS, PRECISION_LABELS, Ceilings
 from hroofline.render.numbers import si
 
@@ -37,9 +37,7 @@ class ChartOptions:
 
 def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOptions) -> alt.LayerChart:
     # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
-    levels = [lv for lv in LEVELS if lv in options.levels and points.points[f"ai_{lv}"].gt(0).any()] or [
-        lv for lv in LEVELS if lv in options.levels
-    ]
+    levels = list(levels_with_dots(points.points, options.levels))
     data = _point_rows(points, levels)
     roofs = _roof_rows(points, ceilings, levels)
     x_domain, y_domain = _domains(data, roofs)
