@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
@@ -14,9 +15,10 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
-from hroofline.render.report import PhaseSection, RunSection, report_page
-from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 from hroofline.render.text import render_frame
+
+if TYPE_CHECKING:
+    from hroofline.render.report import RunSection as RunSectionType
 
 CEILINGS_HELP = (
     "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
@@ -118,6 +120,8 @@ def default_levels(ceilings: Ceilings) -> tuple[str, ...]:
 
 
 def draw_chart(args: argparse.Namespace) -> int:
+    from hroofline.render.roofline_chart import ChartOptions, roofline_chart  # Altair loads only when drawing
+
     chosen_levels = parse_levels(args.level) if args.level else None
     phase = parse_phase_option(args.phase) if args.phase else None
     out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
@@ -160,6 +164,8 @@ def show_top(args: argparse.Namespace) -> int:
 
 
 def write_report(args: argparse.Namespace) -> int:
+    from hroofline.render.report import report_page
+
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
     sections = [_run_section(run, ceilings_for_run(run.meta, args.ceilings), args.top) for run in runs]
@@ -180,7 +186,10 @@ def write_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
+def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSectionType:
+    from hroofline.render.report import PhaseSection, RunSection
+    from hroofline.render.roofline_chart import ChartOptions, roofline_chart
+
     meta = run.meta
     facts = [
         ("GPU", meta.gpu or meta.device_name or "unknown"),

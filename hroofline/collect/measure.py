@@ -193,10 +193,8 @@ def measure(
     precisions = list(MATMUL_KEYS["cuda" if device.type == "cuda" else "cpu"])
     matmul: dict[str, float] = {}
     for precision in precisions:
-        if device.type == "cuda":
-            size = 8192  # large enough that launch overhead vanishes even at tensor-core rates
-        else:
-            size = 512 if precision in ("fp16", "bf16") else 1024  # 16-bit matmuls can be slow on CPUs
+        # GPUs: large enough that launch overhead vanishes at tensor-core rates; CPUs: 16-bit may be slow
+        size = 8192 if device.type == "cuda" else 512 if precision in ("fp16", "bf16") else 1024
         say(f"matmul {precision} ({size} x {size})")
         matmul[precision] = matmul_rate(device, precision, size, repeats)
         if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):

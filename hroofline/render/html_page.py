@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import altair as alt
-
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 1280px;
        padding: 0 1em; color: #222; }
@@ -88,6 +86,8 @@ def _data_rows(spec: dict[str, Any]) -> int:
 
 def vega_lite_version() -> str:
     """The Vega-Lite major.minor version Altair writes specs for, e.g. '6.4'."""
+    import altair as alt  # imported on use: it takes a quarter of a second
+
     return ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
 
 
