@@ -46,11 +46,18 @@ demo: $(STAMP)
 	$(BIN)/hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --run resnet18-cpu --store $(DEMO_STORE)
 	@echo; echo "== resnet18-cpu: phases"; $(BIN)/hroofline summary resnet18-cpu --store $(DEMO_STORE)
 	@echo; echo "== resnet18-cpu: top kernels"; $(BIN)/hroofline top resnet18-cpu -n 6 --store $(DEMO_STORE)
+	@echo; echo "== predicted: resnet50 training step (batch 32) on a V100, FP32 and AMP"
+	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision fp32 --run resnet50-fp32-v100-predicted --store $(DEMO_STORE)
+	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision amp --run resnet50-amp-v100-predicted --store $(DEMO_STORE)
+	@echo; $(BIN)/hroofline compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted -n 4 --store $(DEMO_STORE)
 	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory demo-deepcam; \
 	  else echo "($(SHARED)/fixtures/deepcam not found: skipping Yang et al.'s DeepCAM V100 data)"; fi
 	@echo; echo "== report"
 	$(BIN)/hroofline report $$($(BIN)/hroofline runs --format json --store $(DEMO_STORE) | $(BIN)/python -c "import json,sys; print(' '.join(r['run'] for r in json.load(sys.stdin)))") \
-	  --title "hroofline demo: resnet18 on this CPU, DeepCAM on a V100" --out $(DEMO_REPORT) --store $(DEMO_STORE)
+	  --compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted \
+	  $$([ -d $(SHARED)/fixtures/deepcam ] && echo --compare deepcam-fp32 deepcam-amp-o1) \
+	  --title "hroofline demo: resnet18 on this CPU, resnet50 predicted on a V100, DeepCAM measured on a V100" \
+	  --out $(DEMO_REPORT) --store $(DEMO_STORE)
 	@echo; echo "open $(DEMO_REPORT)/index.html in a browser (it works offline)"
 
 # Yang et al.'s DeepCAM V100 runs (FP32 and AMP O1) from ../shared, and the README's chart.
@@ -62,6 +69,7 @@ demo-deepcam: $(STAMP)
 	@echo; echo "== deepcam-fp32: phases"; $(BIN)/hroofline summary deepcam-fp32 --store $(DEMO_STORE)
 	@echo; echo "== deepcam-amp-o1: phases"; $(BIN)/hroofline summary deepcam-amp-o1 --store $(DEMO_STORE)
 	@echo; echo "== deepcam-amp-o1: top forward kernels"; $(BIN)/hroofline top deepcam-amp-o1 --phase forward -n 8 --ceilings v100-yang-ert --store $(DEMO_STORE)
+	@echo; $(BIN)/hroofline compare deepcam-fp32 deepcam-amp-o1 -n 4 --store $(DEMO_STORE)
 	@mkdir -p docs
 	$(BIN)/hroofline chart deepcam-amp-o1 --phase forward --ceilings v100-yang-ert --out $(README_CHART) --store $(DEMO_STORE)
 

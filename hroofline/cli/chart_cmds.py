@@ -18,6 +18,7 @@ from hroofline.render.output import CHART_WRITERS, chart_format, write_atomicall
 from hroofline.render.text import render_frame
 
 if TYPE_CHECKING:
+    from hroofline.render.report import ComparisonSection as ComparisonSectionType
     from hroofline.render.report import RunSection as RunSectionType
 
 CEILINGS_HELP = (
@@ -96,6 +97,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "-n", "--top", type=positive_int, default=10, metavar="N", help="kernels per table (default 10)"
     )
     report.add_argument("--title", default="hroofline report", help="page title")
+    report.add_argument(
+        "--compare",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("BASE", "CAND"),
+        help="add a comparison of two runs (table and chart); may be given several times",
+    )
     add_store_option(report)
     report.set_defaults(run_command=write_report)
 
@@ -168,7 +177,9 @@ def write_report(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
+    pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
     sections = [_run_section(run, ceilings_for_run(run.meta, args.ceilings), args.top) for run in runs]
+    comparisons = [_comparison_section(base, candidate, args.top) for base, candidate in pairs]
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} exists and is not a folder")
@@ -177,11 +188,12 @@ def write_report(args: argparse.Namespace) -> int:
     except OSError as error:
         raise HrooflineError(f"cannot create {folder}: {error.strerror}") from None
     target = folder / "index.html"
-    write_atomically(target, report_page(args.title, sections).encode())
+    write_atomically(target, report_page(args.title, sections, comparisons).encode())
     for section in sections:
         for warning in section.warnings:
             say(f"hroofline: warning: {section.name}: {warning}")
     charts = sum(1 for s in sections for p in s.phases if p.spec is not None)
+    charts += sum(1 for c in comparisons if c.spec is not None)
     say(f"wrote {target} ({len(sections)} run(s), {charts} chart(s))")
     return 0
 
@@ -219,3 +231,18 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSectionType:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
     return RunSection(name=run.name, facts=facts, summary=phase_summary(run), phases=phases, warnings=warnings)
+
+
+def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSectionType:
+    from hroofline.analyze.compare import compare_runs, matched_points
+    from hroofline.render.compare_chart import compare_chart
+    from hroofline.render.compare_text import comparison_text
+    from hroofline.render.report import ComparisonSection
+
+    title = f"{base.name} -> {candidate.name}"
+    text = comparison_text(compare_runs(base, candidate), count)
+    matched = matched_points(base, candidate, "hbm", count=25)
+    spec = None
+    if not matched.empty:
+        spec = compare_chart(matched, ceilings_for_run(base.meta), "hbm", (base.name, candidate.name), title).to_dict()
+    return ComparisonSection(title=title, text=text, spec=spec)

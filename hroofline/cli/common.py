@@ -42,3 +42,14 @@ def progress(text: str) -> None:
 def say(text: str) -> None:
     """Progress and notes go to stderr so that stdout stays machine-readable."""
     print(text, file=sys.stderr, flush=True)
+
+
+def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None:
+    """The training step a command runs or traces: model, GPU, precision, batch, optimizer."""
+    parser.add_argument("--arch", required=True, help="torchvision model name, e.g. resnet18, vgg16, vit_b_16")
+    parser.add_argument("--gpu", required=True, help=gpu_help)
+    parser.add_argument(
+        "--precision", default="fp32", help="fp32 (o0), tf32, amp (o1: float16 autocast), amp-bf16, o2 (default fp32)"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="images per step (32)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hroofline import __version__
-from hroofline.cli import catalog_cmds, chart_cmds, import_cmd, profile_cmds, query_cmds
+from hroofline.cli import catalog_cmds, chart_cmds, compare_cmd, import_cmd, predict_cmd, profile_cmds, query_cmds
 from hroofline.errors import HrooflineError
 
 DESCRIPTION = """\
@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmds.register(commands)
     chart_cmds.register(commands)
     profile_cmds.register(commands)
+    predict_cmd.register(commands)
+    compare_cmd.register(commands)
     catalog_cmds.register(commands)
     return parser
 

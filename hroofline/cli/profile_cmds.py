@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from hroofline.ceilings import CPU, ceilings_for_run, load_ceilings_file
-from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
-from hroofline.collect.workload import WorkloadConfig, known_models
+from hroofline.cli.common import add_store_option, add_workload_options, open_store, positive_int, say, write_out
+from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.model import RunMeta
@@ -39,15 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog=PROFILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    profile.add_argument("--arch", required=True, help="torchvision model name, e.g. resnet18, vgg16, vit_b_16")
-    profile.add_argument("--gpu", required=True, help="a catalog GPU (see `hroofline gpus`) or cpu")
-    profile.add_argument(
-        "--precision", default="fp32", help="fp32 (o0), tf32, amp (o1: float16 autocast), amp-bf16, o2 (default fp32)"
-    )
-    profile.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="images per step (32)")
+    add_workload_options(profile, "a catalog GPU (see `hroofline gpus`) or cpu")
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
     profile.add_argument("--warmup", type=int, default=2, metavar="N", help="unprofiled steps first (2)")
-    profile.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")
     profile.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU)")
     profile.add_argument("--replace", action="store_true", help="replace the run if it exists (else: refuse)")
     gpu_options = profile.add_argument_group("GPU (ncu) options")
@@ -100,8 +94,7 @@ def run_profile(args: argparse.Namespace) -> int:
     run = args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}"
     if args.warmup < 0:
         raise UsageError("--warmup must be 0 or more")
-    if config.arch not in known_models():  # before minutes of measuring or profiling
-        raise UsageError(f"unknown model {config.arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16")
+    check_model(config.arch)  # before minutes of measuring or profiling
     if args.gpu.lower() != CPU:
         resolve_gpu(args.gpu)
     if not args.dry_run and not args.replace and open_store(args).has_run(run):

@@ -52,6 +52,11 @@ def known_models() -> list[str]:
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
 
+def check_model(arch: str) -> None:
+    if arch not in known_models():
+        raise UsageError(f"unknown model {arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16")
+
+
 @dataclass(frozen=True)
 class WorkloadConfig:
     arch: str
@@ -115,10 +120,7 @@ class TrainingStep:
         self.config = config
         self.marks = marks or PhaseMarks()
         self.torch = torch
-        if config.arch not in known_models():
-            raise UsageError(
-                f"unknown model {config.arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16"
-            )
+        check_model(config.arch)
         device = torch.device(config.device)
         torch.manual_seed(config.seed)
         if device.type == "cuda":
@@ -126,7 +128,8 @@ class TrainingStep:
             torch.backends.cuda.matmul.allow_tf32 = allow_tf32
             torch.backends.cudnn.allow_tf32 = allow_tf32
         extra = {"aux_logits": False, "init_weights": False} if config.arch in ("inception_v3", "googlenet") else {}
-        model = torchvision.models.get_model(config.arch, weights=None, **extra).to(device)
+        with device:  # built where it runs: on the meta device a model of any size costs no memory
+            model = torchvision.models.get_model(config.arch, weights=None, **extra)
         model.train()
         size = LARGE_INPUT_MODELS.get(config.arch, 224)
         self.images = torch.randn(config.batch_size, 3, size, size, device=device)
@@ -135,36 +138,45 @@ class TrainingStep:
         self.model = model
         self.master_params: list[Any] = []
         if config.precision == "o2":
-            self._to_o2()
+            self._to_half(torch.float16)
+        elif device.type == "meta" and config.precision in ("amp", "amp-bf16"):
+            # Autocast does not act on meta tensors; what it yields for a CNN is a 16-bit model with
+            # float32 batch norm, so that is what a traced amp step runs (its per-op weight casts aside).
+            self._to_half(torch.float16 if config.precision == "amp" else torch.bfloat16)
         trained = self.master_params or list(model.parameters())
         if config.optimizer == "adam":
             self.optimizer = torch.optim.Adam(trained, lr=1e-3)
         else:
             self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9)
-        self.scaler = torch.amp.GradScaler(device.type) if config.precision == "amp" else None
+        scaled = config.precision == "amp" and device.type != "meta"
+        self.scaler = torch.amp.GradScaler(device.type) if scaled else None
 
-    def _to_o2(self) -> None:
-        """Apex O2: a float16 model with float32 batch norm, float32 master weights for the optimizer."""
+    def _to_half(self, dtype: Any) -> None:
+        """Apex O2: a 16-bit model with float32 batch norm, float32 master weights for the optimizer."""
         torch = self.torch
-        self.model.half()
+        self.model.to(dtype)
         for module in self.model.modules():
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                 module.float()
-        self.images = self.images.half()
+        self.images = self.images.to(dtype)
         self.master_params = [p.detach().float().requires_grad_(True) for p in self.model.parameters()]
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         dtypes = {"amp": self.torch.float16, "amp-bf16": self.torch.bfloat16}
-        if self.config.precision in dtypes:
+        if self.config.precision in dtypes and not self.master_params:
             return self.torch.autocast(self.images.device.type, dtype=dtypes[self.config.precision])
         return contextlib.nullcontext()
 
-    def run(self) -> None:
-        """One training step; every op of it runs inside a phase."""
+    def forward(self) -> Any:
+        """The forward phase alone: model and loss; returns the loss."""
         with self.marks.phase("forward"), self._autocast():
             output = self.model(self.images)
             logits = getattr(output, "logits", output)
-            loss = self.loss_fn(logits.float(), self.labels)
+            return self.loss_fn(logits.float(), self.labels)
+
+    def run(self) -> None:
+        """One training step; every op of it runs inside a phase."""
+        loss = self.forward()
         with self.marks.phase("backward"):
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
@@ -194,7 +206,8 @@ class TrainingStep:
             if param.grad is None:
                 continue
             master.grad = param.grad.float() / O2_LOSS_SCALE
-            finite = finite and bool(torch.isfinite(master.grad).all())
+            if master.grad.device.type != "meta":  # a traced step has no values to check
+                finite = finite and bool(torch.isfinite(master.grad).all())
         if finite:  # an overflowing step is skipped, as loss scaling does
             self.optimizer.step()
             with torch.no_grad():

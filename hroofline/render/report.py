@@ -38,6 +38,13 @@ class PhaseSection:
 
 
 @dataclass
+class ComparisonSection:
+    title: str
+    text: str  # the `hroofline compare` table
+    spec: dict[str, Any] | None
+
+
+@dataclass
 class RunSection:
     name: str
     facts: list[tuple[str, str]]
@@ -46,13 +53,19 @@ class RunSection:
     warnings: list[str] = field(default_factory=list)
 
 
-def report_page(title: str, runs: Sequence[RunSection]) -> str:
+def report_page(title: str, runs: Sequence[RunSection], comparisons: Sequence[ComparisonSection] = ()) -> str:
     parts = [f"<h1>{escape(title)}</h1>", HOW_TO_READ]
-    if len(runs) > 1:
-        links = " · ".join(f'<a href="#run-{i}">{escape(run.name)}</a>' for i, run in enumerate(runs, start=1))
-        parts.append(f"<p>Runs: {links}</p>")
+    if len(runs) > 1 or comparisons:
+        links = [f'<a href="#run-{i}">{escape(run.name)}</a>' for i, run in enumerate(runs, start=1)]
+        links += [f'<a href="#compare-{i}">{escape(c.title)}</a>' for i, c in enumerate(comparisons, start=1)]
+        parts.append(f"<p>Contents: {' · '.join(links)}</p>")
     for index, run in enumerate(runs, start=1):
         parts.append(_run_html(index, run))
+    for index, comparison in enumerate(comparisons, start=1):
+        parts.append(f'<h2 id="compare-{index}">{escape(comparison.title)}</h2>')
+        parts.append(f"<pre>{escape(comparison.text)}</pre>")
+        if comparison.spec is not None:
+            parts.append(ChartBlock(f"compare-{index}", comparison.spec).html())
     return page(title, "\n".join(parts))
 
 

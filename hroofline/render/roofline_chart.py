@@ -16,16 +16,14 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import RooflinePoints, levels_with_dots, precisions_present
-from hroofline.ceilings import LEVEL_LABELS, LEVELS, PRECISION_LABELS, Ceilings
+from hroofline.analyze.roofs import RooflinePoints, levels_with_dots
+from hroofline.ceilings import LEVEL_LABELS, LEVELS, Ceilings
 from hroofline.render.numbers import si
+from hroofline.render.roofs import HEIGHT, LEVEL_COLOURS, WIDTH, axes, roof_layers, roof_rows
 
-LEVEL_COLOURS: dict[str, str] = {"L1": "#e45756", "L2": "#54a24b", "HBM": "#4c78a8"}
-ROOF_GREY = "#555555"
 ABOVE_ROOF_COLOUR = "#d00000"
 # Largest dot area in px^2; areas scale linearly from 0 so that area is proportional to time.
 MAX_DOT_AREA = 900
-WIDTH, HEIGHT = 760, 480
 
 
 @dataclass(frozen=True)
@@ -39,12 +37,9 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
     # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
     levels = list(levels_with_dots(points.points, options.levels))
     data = _point_rows(points, levels)
-    roofs = _roof_rows(points, ceilings, levels)
-    x_domain, y_domain = _domains(data, roofs)
-    x_axis = alt.Axis(values=_decades(x_domain), format="~g", title="arithmetic intensity (FLOP/byte)")
-    y_axis = alt.Axis(values=_decades(y_domain), format="~s", title="performance (FLOP/s)")
-    x = alt.X("ai:Q", axis=x_axis, scale=alt.Scale(type="log", domain=x_domain))
-    y = alt.Y("flop_rate:Q", axis=y_axis, scale=alt.Scale(type="log", domain=y_domain))
+    roofs = roof_rows(points.points, ceilings, levels)
+    frame_axes = axes(roofs, [float(row["flop_rate"]) for row in data])  # type: ignore[arg-type]
+    x, y = frame_axes.x("ai"), frame_axes.y("flop_rate")
     frame = pd.DataFrame(data)  # one frame shared by the layers: Altair stores it once, in "datasets"
     base = (
         alt.Chart(frame)
@@ -108,37 +103,7 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
         .mark_point(shape="diamond", size=220, strokeWidth=2, color=ABOVE_ROOF_COLOUR, filled=False)
         .encode(x=x, y=y, tooltip=_tooltip())
     )
-    roof_lines = (
-        alt.Chart(alt.Data(values=roofs["lines"]))
-        .mark_line(clip=True)
-        .encode(
-            x=alt.X("x:Q", axis=x_axis, scale=alt.Scale(type="log", domain=x_domain)),
-            y=alt.Y("y:Q", axis=y_axis, scale=alt.Scale(type="log", domain=y_domain)),
-            detail="roof:N",
-            color=alt.Color("colour:N", scale=None),
-            strokeDash=alt.StrokeDash("dash:N", scale=None, legend=None),
-            strokeWidth=alt.value(1.5),
-        )
-    )
-    slope_angle = -math.degrees(math.atan(_pixels_per_decade(y_domain, HEIGHT) / _pixels_per_decade(x_domain, WIDTH)))
-    roof_labels = [
-        alt.Chart(alt.Data(values=[row for row in roofs["labels"] if row["align"] == side]))
-        .mark_text(
-            fontSize=11,
-            clip=True,
-            baseline="bottom",
-            dy=-3,
-            align=side,
-            angle=slope_angle % 360 if side == "left" else 0,
-        )
-        .encode(
-            x=alt.X("x:Q", axis=x_axis, scale=alt.Scale(type="log", domain=x_domain)),
-            y=alt.Y("y:Q", axis=y_axis, scale=alt.Scale(type="log", domain=y_domain)),
-            text="label:N",
-            color=alt.Color("colour:N", scale=None),
-        )
-        for side in ("left", "right")
-    ]
+    roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
     subtitle = _subtitle(points, ceilings, levels)
     return (
         alt.layer(roof_lines, *roof_labels, joins, dots, above)
@@ -208,69 +173,6 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
     return rows
 
 
-def _roof_rows(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) -> dict[str, list[dict[str, object]]]:
-    """Line segments and labels of the roofs, in data coordinates."""
-    precisions = [p for p in precisions_present(points.points) if p in ceilings.compute] or [
-        p for p in ("fp32",) if p in ceilings.compute
-    ]
-    bandwidths = {lv: ceilings.bandwidth[lv] for lv in levels if lv in ceilings.bandwidth}
-    top = max((ceilings.compute[p] for p in precisions), default=None)
-    ais = pd.concat([points.points[f"ai_{lv}"] for lv in levels]) if levels else pd.Series(dtype=float)
-    ais = ais[ais > 0]
-    x_low = _decade_below(float(ais.min()) / 3) if len(ais) else 1e-2
-    right_edges = [float(ais.max()) * 3] if len(ais) else [1e3]
-    if top:  # room for every ridge point, where a bandwidth roof meets the top compute roof
-        right_edges += [top / b * 3 for b in bandwidths.values()]
-    x_high = _decade_above(max(right_edges))
-    lines: list[dict[str, object]] = []
-    labels: list[dict[str, object]] = []
-    for level, bandwidth in bandwidths.items():
-        name = LEVEL_LABELS[level]
-        x_end = top / bandwidth if top else x_high
-        for x_value in (x_low, x_end):
-            lines.append(
-                {"roof": name, "x": x_value, "y": bandwidth * x_value, "colour": LEVEL_COLOURS[name], "dash": "solid"}
-            )
-        label_x = x_low * 1.6
-        labels.append(
-            {
-                "x": label_x,
-                "y": bandwidth * label_x,
-                "label": f"{name} {si(bandwidth, 'B/s', 4)}",
-                "align": "left",
-                "colour": LEVEL_COLOURS[name],
-            }
-        )
-    fastest = max(bandwidths.values(), default=None)
-    for precision in precisions:
-        peak = ceilings.compute[precision]
-        name = ceilings.tensor_label if precision == "tensor" else PRECISION_LABELS[precision]
-        x_start = peak / fastest if fastest else x_low
-        for x_value in (x_start, x_high):
-            lines.append({"roof": name, "x": x_value, "y": peak, "colour": ROOF_GREY, "dash": "dash"})
-        labels.append(
-            {
-                "x": x_high / 1.15,
-                "y": peak,
-                "label": f"{name} {si(peak, 'FLOP/s', 4)}",
-                "align": "right",
-                "colour": ROOF_GREY,
-            }
-        )
-    return {"lines": lines, "labels": labels, "x_domain": [x_low, x_high]}
-
-
-def _domains(
-    data: list[dict[str, object]], roofs: dict[str, list[dict[str, object]]]
-) -> tuple[list[float], list[float]]:
-    x_domain = [float(v) for v in roofs["x_domain"]]  # type: ignore[arg-type]
-    rates = [float(row["flop_rate"]) for row in data]  # type: ignore[arg-type]
-    peaks = [float(row["y"]) for row in roofs["labels"] if row["align"] == "right"]  # type: ignore[arg-type]
-    y_low = _decade_below(min(rates, default=1e9) / 3)
-    y_high = _decade_above(max([*rates, *peaks], default=1e12) * 2)
-    return x_domain, [y_low, y_high]
-
-
 def _subtitle(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) -> list[str]:
     lines = [
         f"Roofs: {ceilings.label}.",
@@ -293,23 +195,6 @@ def _subtitle(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) -> 
             "check the ceilings or the metrics."
         )
     return lines
-
-
-def _decades(domain: list[float]) -> list[float]:
-    low, high = (round(math.log10(v)) for v in domain)
-    return [10.0**k for k in range(low, high + 1)]
-
-
-def _pixels_per_decade(domain: list[float], pixels: int) -> float:
-    return pixels / math.log10(domain[1] / domain[0])
-
-
-def _decade_below(value: float) -> float:
-    return 10.0 ** math.floor(math.log10(value)) if value > 0 else 1e-3
-
-
-def _decade_above(value: float) -> float:
-    return 10.0 ** math.ceil(math.log10(value)) if value > 0 else 1.0
 
 
 def _finite(value: object) -> bool:

@@ -1,0 +1,162 @@
+"""Two runs side by side: per phase (time, FLOPs, tensor share, bytes, speedup, ratios) and per kernel
+family (largest gains and regressions).
+
+Kernels are matched by family (:mod:`hroofline.analyze.families`) within a phase; when both runs carry
+NVTX ranges below the phase (an op or layer context), the context is part of the match, so the same
+layer is compared with itself. Ratios are candidate / base; speedup is base time / candidate time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hroofline.analyze.families import kernel_family
+from hroofline.analyze.kernels import phase_summary
+from hroofline.model import Run
+
+PHASE_FIELDS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
+FAMILY_COLUMNS: tuple[str, ...] = (
+    "phase",
+    "family",
+    "base_time_s",
+    "candidate_time_s",
+    "saved_s",
+    "speedup",
+    "base_flops",
+    "candidate_flops",
+    "base_kernels",
+    "candidate_kernels",
+)
+
+
+@dataclass
+class Comparison:
+    base: str
+    candidate: str
+    phases: dict[str, dict[str, float | None]]
+    families: pd.DataFrame  # FAMILY_COLUMNS, largest saving first
+    matched_on: str  # "family" or "nvtx context and family"
+
+    def to_json(self) -> dict[str, object]:
+        from hroofline.render.text import frame_records
+
+        return {
+            "base": self.base,
+            "candidate": self.candidate,
+            "matched_on": self.matched_on,
+            "phases": self.phases,
+            "families": frame_records(self.families),
+        }
+
+
+def _ratio(numerator: float | int | None, denominator: float | int | None) -> float | None:
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | None]]:
+    base_phases, cand_phases = phase_summary(base), phase_summary(candidate)
+    result: dict[str, dict[str, float | None]] = {}
+    for phase in [p for p in base_phases if p in cand_phases]:
+        b, c = base_phases[phase], cand_phases[phase]
+        row: dict[str, float | None] = {}
+        for field in PHASE_FIELDS:
+            row[f"base_{field}"] = b.get(field)
+            row[f"candidate_{field}"] = c.get(field)
+        row["speedup"] = _ratio(b.get("time_s"), c.get("time_s"))
+        row["time_ratio"] = _ratio(c.get("time_s"), b.get("time_s"))
+        row["flops_ratio"] = _ratio(c.get("flops"), b.get("flops"))
+        row["hbm_bytes_ratio"] = _ratio(c.get("bytes_hbm"), b.get("bytes_hbm"))
+        row["base_tensor_share"] = _ratio(b.get("flops_tensor"), b.get("flops"))
+        row["candidate_tensor_share"] = _ratio(c.get("flops_tensor"), c.get("flops"))
+        result[phase] = row
+    return result
+
+
+def _context(nvtx: pd.Series) -> pd.Series:
+    """The NVTX ranges below the phase, e.g. 'forward/layer1/conv' -> 'layer1/conv'."""
+    return nvtx.fillna("").astype(str).str.split("/", n=1).str[1].fillna("")
+
+
+def _has_context(run: Run) -> bool:
+    return bool((_context(run.launches["nvtx"]) != "").mean() > 0.5)
+
+
+def _family_sums(run: Run, with_context: bool) -> pd.DataFrame:
+    launches = run.launches
+    flops = launches[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1, min_count=1)
+    family = launches["kernel"].astype(str).map(kernel_family)
+    if with_context:
+        family = _context(launches["nvtx"]) + " · " + family
+    frame = pd.DataFrame(
+        {
+            "phase": launches["phase"].astype(str),
+            "family": family,
+            "time_s": launches["time_s"],
+            "flops": flops,
+            "kernels": launches["launches"],
+        }
+    )
+    return frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
+
+
+def compare_runs(base: Run, candidate: Run) -> Comparison:
+    with_context = _has_context(base) and _has_context(candidate)
+    b = _family_sums(base, with_context)
+    c = _family_sums(candidate, with_context)
+    merged = b.merge(c, on=["phase", "family"], how="outer", suffixes=("_b", "_c"))
+    families = pd.DataFrame(
+        {
+            "phase": merged["phase"],
+            "family": merged["family"],
+            "base_time_s": merged["time_s_b"].fillna(0.0),
+            "candidate_time_s": merged["time_s_c"].fillna(0.0),
+            "base_flops": merged["flops_b"],
+            "candidate_flops": merged["flops_c"],
+            "base_kernels": merged["kernels_b"].fillna(0).astype("int64"),
+            "candidate_kernels": merged["kernels_c"].fillna(0).astype("int64"),
+        }
+    )
+    families["saved_s"] = families["base_time_s"] - families["candidate_time_s"]
+    families["speedup"] = families["base_time_s"] / families["candidate_time_s"].where(families["candidate_time_s"] > 0)
+    families = families.sort_values("saved_s", ascending=False, kind="stable").reset_index(drop=True)
+    return Comparison(
+        base=base.name,
+        candidate=candidate.name,
+        phases=compare_phases(base, candidate),
+        families=families[list(FAMILY_COLUMNS)],
+        matched_on="nvtx context and family" if with_context else "family",
+    )
+
+
+def family_points(run: Run, level: str, with_context: bool = False) -> pd.DataFrame:
+    """Per phase and family: time, FLOPs per precision, bytes at ``level``, intensity and FLOP/s."""
+    launches = run.launches
+    family = launches["kernel"].astype(str).map(kernel_family)
+    if with_context:
+        family = _context(launches["nvtx"]) + " · " + family
+    columns = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", f"bytes_{level}"]
+    frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
+    sums = frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
+    flops = sums[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1, min_count=1)
+    sums["flops"] = flops
+    sums[f"ai_{level}"] = flops / sums[f"bytes_{level}"].where(sums[f"bytes_{level}"] > 0)
+    sums["flop_rate"] = flops / sums["time_s"].where(sums["time_s"] > 0)
+    return sums
+
+
+def matched_points(base: Run, candidate: Run, level: str, count: int) -> pd.DataFrame:
+    """The ``count`` families with the most time in either run that both runs can place at ``level``."""
+    with_context = _has_context(base) and _has_context(candidate)
+    b = family_points(base, level, with_context)
+    c = family_points(candidate, level, with_context)
+    merged = b.merge(c, on=["phase", "family"], suffixes=("_base", "_candidate"))
+    placeable = pd.Series(True, index=merged.index)
+    for side in ("base", "candidate"):
+        placeable &= (merged[f"ai_{level}_{side}"] > 0) & (merged[f"flop_rate_{side}"] > 0)
+    merged = merged[placeable]
+    weight = merged["time_s_base"] + merged["time_s_candidate"]
+    return merged.loc[weight.sort_values(ascending=False).index].head(count).reset_index(drop=True)

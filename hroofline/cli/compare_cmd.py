@@ -1,0 +1,80 @@
+"""``hroofline compare``: two runs, phase by phase and kernel family by kernel family."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hroofline.analyze.compare import compare_runs
+from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
+from hroofline.render.text import render_frame, to_json
+
+EPILOG = """\
+examples:
+  hroofline compare deepcam-fp32 deepcam-amp-o1                       what AMP changed
+  hroofline compare deepcam-fp32 deepcam-amp-o1 --out fp32-vs-amp.html   both on one roofline, with arrows
+  hroofline compare r50-fp32-v100-predicted r50-fp32-v100 --format json  predicted against measured
+
+Ratios are candidate / base; speedup is base time / candidate time. Comparing a predicted run with a
+measured one gives the "estimated versus measured" table: FLOPs, HBM bytes and time ratios per phase.
+"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="compare two runs: speedup, FLOPs, tensor share and bytes per phase; gains and regressions per kernel",
+        description="Per phase: time, FLOPs, tensor-FLOP share, bytes per level, speedup and candidate/base ratios. "
+        "Per kernel family (kernel names change between precisions, so kernels are matched by family, and by "
+        "NVTX op context when both runs have it): the largest gains and regressions.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument("base", metavar="BASE")
+    compare.add_argument("candidate", metavar="CAND")
+    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("-n", "--top", type=positive_int, default=8, metavar="N", help="gains/regressions shown (8)")
+    compare.add_argument("--out", metavar="FILE", help="also draw both runs on one roofline (.html .png .svg .json)")
+    compare.add_argument("--level", default="hbm", choices=("l1", "l2", "hbm"), help="memory level of the chart")
+    compare.add_argument("--ceilings", metavar="GPU|SET|FILE", help="roofs of the chart (default: the base run's GPU)")
+    add_store_option(compare)
+    compare.set_defaults(run_command=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from hroofline.render.compare_text import comparison_text, phase_frame
+    from hroofline.render.output import chart_format
+
+    if args.out:
+        chart_format(Path(args.out))
+    store = open_store(args)
+    base, candidate = store.load(args.base), store.load(args.candidate)
+    comparison = compare_runs(base, candidate)
+    if args.format == "json":
+        write_out(to_json(comparison.to_json()))
+    elif args.format == "csv":
+        write_out(render_frame(phase_frame(comparison), "csv"))
+    else:
+        write_out(comparison_text(comparison, args.top))
+    if args.out:
+        _draw(args, base, candidate)
+    return 0
+
+
+def _draw(args: argparse.Namespace, base: object, candidate: object) -> None:
+    from hroofline.analyze.compare import matched_points
+    from hroofline.ceilings import ceilings_for_run
+    from hroofline.errors import HrooflineError
+    from hroofline.model import Run
+    from hroofline.render.compare_chart import compare_chart
+    from hroofline.render.output import write_chart
+
+    assert isinstance(base, Run) and isinstance(candidate, Run)
+    matched = matched_points(base, candidate, args.level, count=25)
+    if matched.empty:
+        raise HrooflineError(f"no kernel family of both runs has FLOPs and {args.level} bytes to draw")
+    ceilings = ceilings_for_run(base.meta, args.ceilings)
+    title = f"{base.name} -> {candidate.name}"
+    chart = compare_chart(matched, ceilings, args.level, (base.name, candidate.name), title)
+    write_chart(chart.to_dict(), Path(args.out), title)
+    say(f"wrote {args.out} ({len(matched)} kernel families)")

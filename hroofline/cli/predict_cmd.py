@@ -1,0 +1,105 @@
+"""``hroofline predict``: a training step's cost on any catalog GPU, traced on the meta device."""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from hroofline.analyze.predict import FlopSplit, flop_split, predict_times, prediction_peaks, to_tensor_cores
+from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, write_out
+from hroofline.collect.workload import WorkloadConfig, check_model
+from hroofline.errors import UsageError
+from hroofline.metricset import resolve_gpu
+from hroofline.render.numbers import si
+from hroofline.store import RunDefaults
+
+EPILOG = """\
+examples:
+  hroofline predict --arch resnet18 --gpu v100 --batch-size 256 --phases forward --run r18-fw
+  hroofline predict --arch resnet50 --gpu a100 --precision amp --run r50-amp-a100
+  hroofline compare r50-fp32-a100 r50-amp-a100
+
+The run's kernels are ATen ops (aten::convolution, ...); its time is the roofline's lower bound, so
+`compare` against a measured run shows how far the real step is from it.
+"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    predict = commands.add_parser(
+        "predict",
+        help="predict a training step on any catalog GPU from a trace of its ops (no GPU needed)",
+        description="Trace a torchvision model's forward pass or training step on PyTorch's meta device (no "
+        "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and predict its "
+        "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
+        "Matrix products in 16-bit or TF32 go to the tensor cores. Stored as a run whose source is "
+        "'analytic'.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_workload_options(predict, "a catalog GPU with datasheet peaks (see `hroofline gpus`)")
+    predict.add_argument("--phases", choices=("forward", "train"), default="train", help="forward only, or a step")
+    predict.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU-predicted)")
+    predict.add_argument("--replace", action="store_true", help="replace the run if it exists")
+    add_store_option(predict)
+    predict.set_defaults(run_command=run_predict)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from hroofline.collect.meta_trace import trace_identity, trace_step
+    from hroofline.importers import ImportedSource
+    from hroofline.model import SourceInfo
+
+    config = WorkloadConfig(args.arch, args.batch_size, args.precision, args.optimizer, device="meta")
+    check_model(config.arch)
+    gpu = resolve_gpu(args.gpu)
+    peaks = prediction_peaks(gpu, config.precision)
+    run = args.run or f"{config.arch}-{config.precision}-{gpu.name}-predicted"
+    store = open_store(args)
+    if not args.replace and store.has_run(run):
+        raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
+    say(f"tracing {config.arch} ({args.phases}, batch {config.batch_size}, {config.precision}) on the meta device")
+    launches = predict_times(to_tensor_cores(trace_step(config, args.phases), config.precision, peaks), peaks)
+    info = SourceInfo(
+        path=f"analytic:{config.arch}",
+        kind="analytic",
+        sha256=trace_identity(config, gpu.name, args.phases),
+        launches=len(launches),
+        formulas_used={
+            "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",
+            "bytes_hbm": "fewest bytes an op must move: each distinct input read once, each output written once",
+            "time_s": "max(FLOPs per precision / peak, bytes / HBM bandwidth)",
+        },
+        settings={
+            "gpu": gpu.name,
+            "precision": config.precision,
+            "batch_size": str(config.batch_size),
+            "phases": args.phases,
+            "optimizer": config.optimizer,
+            "tensor_peak": peaks.tensor_key or "none",
+            "peak_source": gpu.peak_source or "metrics/gpus.toml",
+        },
+    )
+    source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
+    store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
+    _print_prediction(run, launches, flop_split(launches))
+    return 0
+
+
+def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit) -> None:
+    write_out(f"{run}: predicted\n")
+    for phase, rows in launches.groupby("phase", sort=False, observed=True):
+        flops = rows[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum().sum()
+        write_out(
+            f"  {phase:<10} {si(rows['time_s'].sum(), 's'):>10}  {si(flops, 'FLOP'):>12}  "
+            f"{si(rows['bytes_hbm'].sum(), 'B'):>10}  {len(rows)} ops\n"
+        )
+    total = split.matmul + split.other
+    if total > 0:
+        top = ", ".join(
+            f"{op.removeprefix('aten::')} {si(value, 'FLOP')}" for op, value in list(split.other_by_op.items())[:4]
+        )
+        write_out(
+            f"forward: {si(split.matmul, 'FLOP', 4)} in convolutions and matrix products (what model summaries count), "
+            f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}\n"
+        )

@@ -1,0 +1,101 @@
+"""Two runs on one roofline: each kernel family of the base run, an arrow to the same family in the
+candidate run. Colour = run, dot area proportional to time, one memory level."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from hroofline.ceilings import LEVEL_LABELS, Ceilings
+from hroofline.render.numbers import si
+from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
+
+RUN_COLOURS = ("#9e9e9e", "#4c78a8")  # base, candidate
+MAX_DOT_AREA = 900
+
+
+def compare_chart(
+    matched: pd.DataFrame, ceilings: Ceilings, level: str, names: tuple[str, str], title: str
+) -> alt.LayerChart:
+    rows: list[dict[str, object]] = []
+    arrows: list[dict[str, object]] = []
+    for key, record in enumerate(matched.to_dict(orient="records")):
+        for side, name in zip(("base", "candidate"), names, strict=True):
+            rows.append(
+                {
+                    "key": key,
+                    "run": name,
+                    "family": record["family"],
+                    "phase": record["phase"],
+                    "ai": float(record[f"ai_{level}_{side}"]),
+                    "flop_rate": float(record[f"flop_rate_{side}"]),
+                    "time_s": float(record[f"time_s_{side}"]),
+                    "time_text": si(float(record[f"time_s_{side}"]), "s"),
+                    "rate_text": si(float(record[f"flop_rate_{side}"]), "FLOP/s"),
+                }
+            )
+        arrows.append({"key": key})
+    frame = pd.DataFrame(rows)
+    roof_frame = pd.DataFrame(
+        {
+            f"ai_{level}": frame["ai"] if len(frame) else [],
+            **{
+                f"flops_{p}": pd.concat(
+                    [matched[f"flops_{p}_base"], matched[f"flops_{p}_candidate"]], ignore_index=True
+                )
+                for p in ("fp64", "fp32", "fp16", "tensor")
+            },
+        }
+    )
+    roofs = roof_rows(roof_frame, ceilings, [level])
+    frame_axes = axes(roofs, list(frame["flop_rate"]) if len(frame) else [])
+    heads = []
+    for record in matched.to_dict(orient="records"):
+        angle = frame_axes.screen_angle(
+            record[f"ai_{level}_candidate"] / record[f"ai_{level}_base"],
+            record["flop_rate_candidate"] / record["flop_rate_base"],
+        )
+        heads.append(
+            {"ai": record[f"ai_{level}_candidate"], "flop_rate": record["flop_rate_candidate"], "angle": angle % 360}
+        )
+    x, y = frame_axes.x("ai"), frame_axes.y("flop_rate")
+    colour = alt.Color("run:N", title="run", scale=alt.Scale(domain=list(names), range=list(RUN_COLOURS)))
+    tooltip = [
+        alt.Tooltip("family:N", title="kernel family"),
+        alt.Tooltip("phase:N"),
+        alt.Tooltip("run:N"),
+        alt.Tooltip("time_text:N", title="time"),
+        alt.Tooltip("rate_text:N", title="performance"),
+        alt.Tooltip("ai:Q", title=f"intensity at {LEVEL_LABELS[level]} (FLOP/byte)", format=".3g"),
+    ]
+    base = alt.Chart(frame)
+    shafts = base.mark_line(strokeWidth=1.2, color="#444444").encode(x=x, y=y, detail="key:N", order="run:N")
+    dots = base.mark_circle(stroke="#222222", strokeWidth=0.3, opacity=0.8).encode(
+        x=x,
+        y=y,
+        color=colour,
+        size=alt.Size(
+            "time_s:Q",
+            scale=alt.Scale(type="linear", zero=True, range=[0, MAX_DOT_AREA]),
+            legend=alt.Legend(title="time", labelExpr="format(datum.value * 1e3, '.3~g') + ' ms'"),
+        ),
+        tooltip=tooltip,
+    )
+    tips = (
+        alt.Chart(pd.DataFrame(heads))
+        .mark_point(shape="triangle-right", filled=True, size=60, color="#444444")
+        .encode(x=x, y=y, angle=alt.Angle("angle:Q", scale=None))
+    )
+    layers = [*roof_layers(roofs, frame_axes), shafts, dots]
+    if heads:
+        layers.append(tips)
+    subtitle = [
+        f"Roofs: {ceilings.label}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
+        f"Arrows go from {names[0]} to {names[1]}, one per kernel family and phase ({len(matched)} shown).",
+    ]
+    return (
+        alt.layer(*layers)
+        .properties(width=WIDTH, height=HEIGHT, title=alt.TitleParams(title, subtitle=subtitle, anchor="start"))
+        .configure_view(stroke="#cccccc")
+        .interactive()
+    )

@@ -1,0 +1,152 @@
+"""The roofs and log-log axes every roofline chart shares: bandwidth diagonals, compute ceilings, labels.
+
+Roofs are built from a frame of drawn points (``ai_<level>`` and ``flops_<precision>`` columns): only the
+compute roofs of precisions with FLOPs, each bandwidth roof up to the highest compute roof.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import altair as alt
+import pandas as pd
+
+from hroofline.analyze.roofs import precisions_present
+from hroofline.ceilings import LEVEL_LABELS, PRECISION_LABELS, Ceilings
+from hroofline.render.numbers import si
+
+LEVEL_COLOURS: dict[str, str] = {"L1": "#e45756", "L2": "#54a24b", "HBM": "#4c78a8"}
+ROOF_GREY = "#555555"
+WIDTH, HEIGHT = 760, 480
+
+Rows = list[dict[str, object]]
+
+
+@dataclass(frozen=True)
+class RoofRows:
+    lines: Rows
+    labels: Rows
+    x_domain: list[float]
+    peaks: list[float]
+
+
+def roof_rows(frame: pd.DataFrame, ceilings: Ceilings, levels: list[str]) -> RoofRows:
+    """Line segments and labels of the roofs, in data coordinates, and the x range they need."""
+    precisions = [p for p in precisions_present(frame) if p in ceilings.compute] or [
+        p for p in ("fp32",) if p in ceilings.compute
+    ]
+    bandwidths = {lv: ceilings.bandwidth[lv] for lv in levels if lv in ceilings.bandwidth}
+    top = max((ceilings.compute[p] for p in precisions), default=None)
+    ais = pd.concat([frame[f"ai_{lv}"] for lv in levels]) if levels else pd.Series(dtype=float)
+    ais = ais[ais > 0]
+    x_low = _decade_below(float(ais.min()) / 3) if len(ais) else 1e-2
+    right_edges = [float(ais.max()) * 3] if len(ais) else [1e3]
+    if top:  # room for every ridge point, where a bandwidth roof meets the top compute roof
+        right_edges += [top / b * 3 for b in bandwidths.values()]
+    x_high = _decade_above(max(right_edges))
+    lines: Rows = []
+    labels: Rows = []
+    for level, bandwidth in bandwidths.items():
+        name = LEVEL_LABELS[level]
+        x_end = top / bandwidth if top else x_high
+        for x_value in (x_low, x_end):
+            lines.append(
+                {"roof": name, "x": x_value, "y": bandwidth * x_value, "colour": LEVEL_COLOURS[name], "dash": "solid"}
+            )
+        label_x = x_low * 1.6
+        labels.append(
+            {
+                "x": label_x,
+                "y": bandwidth * label_x,
+                "label": f"{name} {si(bandwidth, 'B/s', 4)}",
+                "align": "left",
+                "colour": LEVEL_COLOURS[name],
+            }
+        )
+    fastest = max(bandwidths.values(), default=None)
+    peaks = []
+    for precision in precisions:
+        peak = ceilings.compute[precision]
+        peaks.append(peak)
+        name = ceilings.tensor_label if precision == "tensor" else PRECISION_LABELS[precision]
+        x_start = peak / fastest if fastest else x_low
+        for x_value in (x_start, x_high):
+            lines.append({"roof": name, "x": x_value, "y": peak, "colour": ROOF_GREY, "dash": "dash"})
+        labels.append(
+            {
+                "x": x_high / 1.15,
+                "y": peak,
+                "label": f"{name} {si(peak, 'FLOP/s', 4)}",
+                "align": "right",
+                "colour": ROOF_GREY,
+            }
+        )
+    return RoofRows(lines=lines, labels=labels, x_domain=[x_low, x_high], peaks=peaks)
+
+
+@dataclass(frozen=True)
+class Axes:
+    """Log-log scales with decade ticks, fixed so that roofs, labels and points line up."""
+
+    x_domain: list[float]
+    y_domain: list[float]
+
+    def x(self, field: str) -> alt.X:
+        axis = alt.Axis(values=_decades(self.x_domain), format="~g", title="arithmetic intensity (FLOP/byte)")
+        return alt.X(f"{field}:Q", axis=axis, scale=alt.Scale(type="log", domain=self.x_domain))
+
+    def y(self, field: str) -> alt.Y:
+        axis = alt.Axis(values=_decades(self.y_domain), format="~s", title="performance (FLOP/s)")
+        return alt.Y(f"{field}:Q", axis=axis, scale=alt.Scale(type="log", domain=self.y_domain))
+
+    def screen_angle(self, x_ratio: float, y_ratio: float) -> float:
+        """Degrees (clockwise, as Vega rotates text and shapes) of a step by these factors in x and y."""
+        dx = math.log10(x_ratio) * WIDTH / math.log10(self.x_domain[1] / self.x_domain[0])
+        dy = math.log10(y_ratio) * HEIGHT / math.log10(self.y_domain[1] / self.y_domain[0])
+        return math.degrees(math.atan2(-dy, dx))
+
+
+def axes(roofs: RoofRows, rates: list[float]) -> Axes:
+    y_low = _decade_below(min(rates, default=1e9) / 3)
+    y_high = _decade_above(max([*rates, *roofs.peaks], default=1e12) * 2)
+    return Axes(x_domain=list(roofs.x_domain), y_domain=[y_low, y_high])
+
+
+def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
+    """The roof lines, then their labels: bandwidth labels along their diagonal, compute labels above."""
+    lines = (
+        alt.Chart(alt.Data(values=roofs.lines))
+        .mark_line(clip=True)
+        .encode(
+            x=frame_axes.x("x"),
+            y=frame_axes.y("y"),
+            detail="roof:N",
+            color=alt.Color("colour:N", scale=None),
+            strokeDash=alt.StrokeDash("dash:N", scale=None, legend=None),
+            strokeWidth=alt.value(1.5),
+        )
+    )
+    diagonal = frame_axes.screen_angle(10.0, 10.0)
+    labels = [
+        alt.Chart(alt.Data(values=[row for row in roofs.labels if row["align"] == side]))
+        .mark_text(
+            fontSize=11, clip=True, baseline="bottom", dy=-3, align=side, angle=diagonal % 360 if side == "left" else 0
+        )
+        .encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N", color=alt.Color("colour:N", scale=None))
+        for side in ("left", "right")
+    ]
+    return [lines, *labels]
+
+
+def _decades(domain: list[float]) -> list[float]:
+    low, high = (round(math.log10(v)) for v in domain)
+    return [10.0**k for k in range(low, high + 1)]
+
+
+def _decade_below(value: float) -> float:
+    return 10.0 ** math.floor(math.log10(value)) if value > 0 else 1e-3
+
+
+def _decade_above(value: float) -> float:
+    return 10.0 ** math.ceil(math.log10(value)) if value > 0 else 1.0
