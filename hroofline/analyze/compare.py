@@ -78,7 +78,7 @@ def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | Non
 
 def _context(nvtx: pd.Series) -> pd.Series:
     """The NVTX ranges below the phase, e.g. 'forward/layer1/conv' -> 'layer1/conv'."""
-    return nvtx.fillna("").astype(str).str.split("/", n=1).str[1].fillna("")
+    return nvtx.astype("string").fillna("").str.partition("/")[2].astype(str)
 
 
 def _has_context(run: Run) -> bool:

@@ -1,0 +1,172 @@
+"""`hroofline compare` on Yang et al.'s DeepCAM runs (FP32 against AMP O1), kernel families, and the
+predicted-against-measured table."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hroofline.analyze.families import kernel_family
+
+
+@pytest.mark.parametrize(
+    ("names", "family"),
+    [
+        (
+            [
+                "volta_scudnn_128x64_relu_interior_nn_v1",
+                "volta_fp16_s884cudnn_fp16_256x128_ldg8_relu_filter1x1_stg8_interior_nchw_nn_v1",
+            ],
+            "cudnn",
+        ),
+        (
+            [
+                "void cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3>(int)",
+                "void cudnn::detail::implicit_convolve_sgemm<__half, __half, 512, 6, 8, 3>(int)",
+            ],
+            "implicit_convolve_gemm",
+        ),
+        (
+            ["volta_sgemm_128x64_nt", "volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", "sm80_xmma_gemm_f16f16_f16f32"],
+            None,
+        ),
+        (
+            [
+                "void at::native::col2im_kernel<float, float>(long)",
+                "void at::native::col2im_kernel<c10::Half, float>(long)",
+            ],
+            "col2im_kernel",
+        ),
+    ],
+)
+def test_kernel_families(names: list[str], family: str | None) -> None:
+    families = {kernel_family(name) for name in names[:2]}
+    assert len(families) == 1
+    if family:
+        assert families == {family}
+
+
+def test_deepcam_amp_speedups(cli, deepcam_store: Path) -> None:
+    result = cli("compare", "deepcam-O0", "deepcam-O1", "--format", "json", "--store", str(deepcam_store))
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["base"] == "deepcam-O0" and data["candidate"] == "deepcam-O1"
+    phases = data["phases"]
+    assert phases["forward"]["speedup"] == pytest.approx(1.64, abs=0.005)
+    assert phases["backward"]["speedup"] == pytest.approx(1.75, abs=0.01)
+    assert phases["optimizer"]["speedup"] == pytest.approx(1.00, abs=0.005)
+    for phase in ("forward", "backward", "optimizer"):
+        row = phases[phase]
+        assert row["speedup"] == pytest.approx(row["base_time_s"] / row["candidate_time_s"])
+    assert phases["forward"]["base_tensor_share"] == 0 and phases["forward"]["candidate_tensor_share"] > 0.8
+    families = pd.DataFrame(data["families"])
+    assert families["saved_s"].sum() == pytest.approx(
+        phases["total"]["base_time_s"] - phases["total"]["candidate_time_s"]
+    )
+    biggest = families.iloc[0]
+    assert biggest["family"] == "cudnn" and biggest["phase"] == "backward"
+
+
+def test_table_and_csv(cli, deepcam_store: Path) -> None:
+    table = cli("compare", "deepcam-O0", "deepcam-O1", "-n", "3", "--store", str(deepcam_store))
+    assert "1.64x" in table.out and "largest gains:" in table.out and "largest regressions:" in table.out
+    csv = cli("compare", "deepcam-O0", "deepcam-O1", "--format", "csv", "--store", str(deepcam_store))
+    frame = pd.read_csv(io.StringIO(csv.out)).set_index("phase")
+    assert frame.loc["backward", "speedup"] == pytest.approx(1.754, abs=0.001)
+
+
+def test_comparison_chart(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp.json"
+    result = cli("compare", "deepcam-O0", "deepcam-O1", "--out", str(out), "--store", str(deepcam_store))
+    assert result.code == 0 and "wrote" in result.err
+    spec = json.loads(out.read_text())
+    layers = spec["layer"]
+    heads = next(layer for layer in layers if layer["mark"].get("shape") == "triangle-right")
+    shafts = next(
+        layer for layer in layers if layer["mark"]["type"] == "line" and layer["encoding"]["detail"]["field"] == "key"
+    )
+    rows = spec["datasets"][shafts["data"]["name"]]
+    runs = {row["run"] for row in rows}
+    assert runs == {"deepcam-O0", "deepcam-O1"}
+    assert len(rows) == 2 * len(spec["datasets"][heads["data"]["name"]])  # one arrow per matched family
+    png = tmp_path / "cmp.png"
+    assert cli("compare", "deepcam-O0", "deepcam-O1", "--out", str(png), "--store", str(deepcam_store)).code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_predicted_against_measured(cli, tmp_path: Path) -> None:
+    """The estimated-versus-measured table: a CPU run and its prediction (same model, same batch)."""
+    store = str(tmp_path / "store")
+    ceilings = tmp_path / "c.toml"
+    ceilings.write_text(
+        'name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n'
+    )
+    assert (
+        cli(
+            "profile",
+            "--arch",
+            "resnet18",
+            "--gpu",
+            "cpu",
+            "--batch-size",
+            "1",
+            "--run",
+            "measured",
+            "--ceilings",
+            str(ceilings),
+            "--store",
+            store,
+        ).code
+        == 0
+    )
+    assert (
+        cli(
+            "predict",
+            "--arch",
+            "resnet18",
+            "--gpu",
+            "v100",
+            "--batch-size",
+            "1",
+            "--run",
+            "predicted",
+            "--store",
+            store,
+        ).code
+        == 0
+    )
+    result = cli("compare", "predicted", "measured", "--format", "json", "--store", store)
+    phases = json.loads(result.out)["phases"]
+    # Same model, same batch, same analytic counts: the FLOPs agree; the times differ by machine.
+    assert phases["forward"]["flops_ratio"] == pytest.approx(1.0, rel=1e-6)
+    assert phases["backward"]["flops_ratio"] == pytest.approx(1.0, rel=1e-6)
+    assert phases["forward"]["time_ratio"] > 1  # a 2-core CPU is slower than a V100's roofline
+
+
+def test_compare_errors(cli, deepcam_store: Path) -> None:
+    missing = cli("compare", "deepcam-O0", "nope", "--store", str(deepcam_store))
+    assert missing.code == 1 and missing.err.count("\n") == 1
+    bad = cli("compare", "deepcam-O0", "deepcam-O1", "--out", "x.pdf", "--store", str(deepcam_store))
+    assert bad.code == 2
+
+
+def test_report_with_comparison(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = cli(
+        "report",
+        "deepcam-O1",
+        "--compare",
+        "deepcam-O0",
+        "deepcam-O1",
+        "--out",
+        str(out),
+        "--store",
+        str(deepcam_store),
+    )
+    assert result.code == 0 and "4 chart(s)" in result.err
+    page = (out / "index.html").read_text()
+    assert 'id="compare-1"' in page and "1.64x" in page
