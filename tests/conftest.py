@@ -52,6 +52,16 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
     return store
 
 
+@pytest.fixture
+def cpu_profile_args(tmp_path: Path) -> list[str]:
+    """`hroofline profile` of resnet18 at batch 1 on the CPU, with fixed ceilings instead of measuring."""
+    ceilings = tmp_path / "fixed-ceilings.toml"
+    ceilings.write_text(
+        'name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n'
+    )
+    return ["profile", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "1", "--ceilings", str(ceilings)]
+
+
 @dataclass
 class Result:
     code: int

@@ -98,31 +98,10 @@ def test_comparison_chart(cli, deepcam_store: Path, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_predicted_against_measured(cli, tmp_path: Path) -> None:
+def test_predicted_against_measured(cli, tmp_path: Path, cpu_profile_args: list[str]) -> None:
     """The estimated-versus-measured table: a CPU run and its prediction (same model, same batch)."""
     store = str(tmp_path / "store")
-    ceilings = tmp_path / "c.toml"
-    ceilings.write_text(
-        'name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n'
-    )
-    assert (
-        cli(
-            "profile",
-            "--arch",
-            "resnet18",
-            "--gpu",
-            "cpu",
-            "--batch-size",
-            "1",
-            "--run",
-            "measured",
-            "--ceilings",
-            str(ceilings),
-            "--store",
-            store,
-        ).code
-        == 0
-    )
+    assert cli(*cpu_profile_args, "--run", "measured", "--store", store).code == 0
     assert (
         cli(
             "predict",

@@ -126,26 +126,8 @@ def test_show_ceilings(cli) -> None:
     assert "hbm          828.8 GB/s" in result.out and "tensor_fp16  106.5 TFLOP/s" in result.out
 
 
-def test_profile_refuses_to_append_and_replaces_on_request(cli, tmp_path: Path) -> None:
-    ceilings = tmp_path / "c.toml"
-    ceilings.write_text('name = "fixed"\n[ceilings]\nl1 = 400e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n')
-    argv = [
-        "profile",
-        "--arch",
-        "resnet18",
-        "--gpu",
-        "cpu",
-        "--batch-size",
-        "1",
-        "--warmup",
-        "0",
-        "--run",
-        "r",
-        "--ceilings",
-        str(ceilings),
-        "--store",
-        str(tmp_path / "store"),
-    ]
+def test_profile_refuses_to_append_and_replaces_on_request(cli, tmp_path: Path, cpu_profile_args: list[str]) -> None:
+    argv = [*cpu_profile_args, "--warmup", "0", "--run", "r", "--store", str(tmp_path / "store")]
     assert cli(*argv).code == 0
     again = cli(*argv)
     assert again.code == 2 and "exists already" in again.err and "--replace" in again.err
