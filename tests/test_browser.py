@@ -75,9 +75,12 @@ def expected_circles(html: str) -> int:
     for text in re.findall(r'<script type="application/json" id="[^"]+">(.*?)</script>', html, flags=re.S):
         spec = json.loads(text)
         dots = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "circle")
-        levels = next(t["fold"] for t in dots["transform"] if "fold" in t)
         rows = spec["datasets"][dots["data"]["name"]]
-        count += sum(1 for row in rows for key in levels if (row.get(key) or 0) > 0)
+        folds = [t["fold"] for t in dots.get("transform", []) if "fold" in t]
+        if folds:  # a roofline: one dot per kernel and level
+            count += sum(1 for row in rows for key in folds[0] if (row.get(key) or 0) > 0)
+        else:  # a comparison: one dot per kernel family and run
+            count += len(rows)
     return count
 
 
@@ -99,9 +102,20 @@ def assert_renders(path: Path, charts: int, work: Path) -> None:
 def test_report_renders_every_chart_in_chromium(cli, deepcam_store: Path, tmp_path: Path) -> None:
     _chromium()
     out = tmp_path / "report"
-    result = cli("report", "deepcam-O0", "deepcam-O1", "--out", str(out), "--store", str(deepcam_store))
+    result = cli(
+        "report",
+        "deepcam-O0",
+        "deepcam-O1",
+        "--compare",
+        "deepcam-O0",
+        "deepcam-O1",
+        "--out",
+        str(out),
+        "--store",
+        str(deepcam_store),
+    )
     assert result.code == 0, result.err
-    assert_renders(out / "index.html", charts=6, work=tmp_path)
+    assert_renders(out / "index.html", charts=7, work=tmp_path)
 
 
 def test_chart_page_with_phase_selector_renders_in_chromium(cli, deepcam_store: Path, tmp_path: Path) -> None:

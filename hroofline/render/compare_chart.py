@@ -20,10 +20,11 @@ def compare_chart(
     rows: list[dict[str, object]] = []
     arrows: list[dict[str, object]] = []
     for key, record in enumerate(matched.to_dict(orient="records")):
-        for side, name in zip(("base", "candidate"), names, strict=True):
+        for step, (side, name) in enumerate(zip(("base", "candidate"), names, strict=True)):
             rows.append(
                 {
                     "key": key,
+                    "step": step,  # draws each shaft from base to candidate
                     "run": name,
                     "family": record["family"],
                     "phase": record["phase"],
@@ -69,7 +70,7 @@ def compare_chart(
         alt.Tooltip("ai:Q", title=f"intensity at {LEVEL_LABELS[level]} (FLOP/byte)", format=".3g"),
     ]
     base = alt.Chart(frame)
-    shafts = base.mark_line(strokeWidth=1.2, color="#444444").encode(x=x, y=y, detail="key:N", order="run:N")
+    shafts = base.mark_line(strokeWidth=1.2, color="#444444").encode(x=x, y=y, detail="key:N", order="step:Q")
     dots = base.mark_circle(stroke="#222222", strokeWidth=0.3, opacity=0.8).encode(
         x=x,
         y=y,
