@@ -18,13 +18,15 @@ from hroofline.errors import HrooflineError
 DESCRIPTION = """\
 Hierarchical roofline analysis of the GPU kernels of deep-learning workloads.
 
-Import Nsight Compute (ncu) output into a run, then ask which kernels take the time and how they
-use the L1, L2 and HBM bandwidth and the FP64/FP32/FP16/tensor compute of the GPU.
+Profile a training step (ncu on a GPU, or the CPU), import Nsight Compute (ncu) output, or predict a
+model's cost on any GPU; then ask which kernels take the time, how they use the L1, L2 and HBM bandwidth
+and the FP64/FP32/FP16/tensor compute, draw the hierarchical roofline, and compare runs.
 """
 
 EPILOG = """\
 typical use:
   hroofline profile --arch resnet18 --gpu cpu --batch-size 2     (or --gpu v100 with ncu on a GPU machine)
+  hroofline predict --arch resnet50 --gpu a100 --precision amp   (no GPU needed)
   hroofline import prof/fw.ncu-rep --run resnet34-fp32 --gpu v100 --phase forward
   hroofline import prof/bw.ncu-rep --run resnet34-fp32 --phase backward
   hroofline summary resnet34-fp32
@@ -32,6 +34,7 @@ typical use:
   hroofline top resnet34-fp32 --phase forward -n 5
   hroofline chart resnet34-fp32 --phase forward --out forward.html
   hroofline report resnet34-fp32 --out report/
+  hroofline compare resnet34-fp32 resnet34-amp
 
 the store: runs live in --store DIR, else $HROOFLINE_STORE, else ./hroofline-runs
 units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)

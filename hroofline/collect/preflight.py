@@ -69,7 +69,8 @@ def preflight(ncu_option: str | None, arch: str, gpu: str) -> NcuTool:
     if missing:
         raise ProfilingError(
             f"cannot profile on {gpu} here: " + "; ".join(missing),
-            "to profile this machine's CPU instead: make profile GPU=cpu, or hroofline profile --gpu cpu",
+            "instead: profile this machine's CPU with GPU=cpu (hroofline profile --gpu cpu), or predict the cost "
+            f"on the GPU with hroofline predict --gpu {gpu}",
         )
     assert ncu is not None
     tool = ncu_version(ncu)
