@@ -130,24 +130,18 @@ class RunStore:
             raise
 
     def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
-        """Make ``name`` a new run of just ``sources``: built beside the old one, then swapped in by renames."""
+        """Make ``name`` a run of just ``sources``, under the run's lock: readers see the old run until the
+        new metadata replaces the old in one rename (the same commit point as any import)."""
         check_run_name(name)
-        fresh_name = f".new-{name}"
-        fresh_dir = self.runs_dir / fresh_name
-        shutil.rmtree(fresh_dir, ignore_errors=True)
-        fresh_dir.mkdir(parents=True)
+        run_dir = self.runs_dir / name
+        created = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            result = self._add_locked(fresh_dir, name, sources, defaults, start_fresh=True)
+            return self._add_locked(run_dir, name, sources, defaults, start_fresh=True)
         except BaseException:
-            shutil.rmtree(fresh_dir, ignore_errors=True)
+            if created and not (run_dir / "meta.json").exists():
+                shutil.rmtree(run_dir, ignore_errors=True)
             raise
-        old_dir = self.runs_dir / f".old-{name}"
-        shutil.rmtree(old_dir, ignore_errors=True)
-        if (self.runs_dir / name).exists():
-            os.replace(self.runs_dir / name, old_dir)
-        os.replace(fresh_dir, self.runs_dir / name)  # the run reads as old or new, missing only between renames
-        shutil.rmtree(old_dir, ignore_errors=True)
-        return result
 
     def _add_locked(
         self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool = False

@@ -4,6 +4,7 @@ from ../shared (the real binary needs a GPU)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -124,8 +125,11 @@ def test_one_pass_end_to_end(
 def test_group_passes_are_merged_launch_by_launch(
     standin_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ncu_dir: Path
 ) -> None:
-    log = need(ncu_dir / "v100_gene_dgdxy_time_dram.csv")
-    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(log))
+    """Two real logs of the same application, one per metric group: the merged run has both groups' data."""
+    time_dram = need(ncu_dir / "v100_gene_dgdxy_time_dram.csv")
+    flops = need(ncu_dir / "v100_gene_dgdxy_dpflops.csv")
+    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(time_dram))
+    monkeypatch.setenv("HROOFLINE_STANDIN_REPORTS", json.dumps({"flops": str(flops)}))
     settings = NcuSettings(passes="groups")
     source = profile_with_ncu(
         _passes(standin_path, tmp_path, settings), settings, load_metric_set(), resolve_gpu("v100"), lambda _: None
@@ -133,6 +137,7 @@ def test_group_passes_are_merged_launch_by_launch(
     assert source.info.kind == "ncu-metric-logs"
     assert len(source.info.files) == 5
     assert source.launches["time_s"].gt(0).all()
+    assert source.launches["flops_fp64"].gt(0).any() and source.launches["bytes_hbm"].gt(0).all()
 
 
 @pytest.mark.parametrize(
@@ -143,11 +148,12 @@ def test_group_passes_are_merged_launch_by_launch(
         ("crash", "ncu exited with status 1: Traceback (most recent call last): RuntimeError: CUDA error"),
     ],
 )
+@pytest.mark.parametrize("passes", ["one", "groups"])
 def test_ncu_failures_are_explained(
-    standin_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str
+    standin_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str, passes: str
 ) -> None:
     monkeypatch.setenv("HROOFLINE_STANDIN_MODE", mode)
-    settings = NcuSettings()
+    settings = NcuSettings(passes=passes)
     with pytest.raises(ProfilingError) as caught:
         profile_with_ncu(
             _passes(standin_path, tmp_path, settings), settings, load_metric_set(), resolve_gpu("v100"), lambda _: None

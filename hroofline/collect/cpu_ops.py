@@ -9,6 +9,7 @@ outputs written once), counted at L1. Views and other metadata-only ops launch n
 
 from __future__ import annotations
 
+import math
 import time
 import tomllib
 from dataclasses import dataclass
@@ -63,14 +64,70 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
+def _tensor_bytes(tensor: torch.Tensor) -> float:
+    """Bytes of the distinct elements a tensor covers: an expanded (stride-0) view covers few."""
+    spanned = tensor.numel() * tensor.element_size()
+    try:
+        stored = tensor.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return spanned
+    return float(min(spanned, stored)) if stored else float(spanned)
+
+
 def _distinct_bytes(tensors: list[torch.Tensor]) -> float:
     seen: set[int] = set()
     total = 0.0
     for tensor in tensors:
         if id(tensor) not in seen:
             seen.add(id(tensor))
-            total += tensor.numel() * tensor.element_size()
+            total += _tensor_bytes(tensor)
     return total
+
+
+# In-place ops that replace the destination's contents without reading them.
+_OVERWRITES = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "set_"})
+
+
+def _base_name(func: Any) -> str:
+    return str(func.overloadpacket).split(".")[-1]
+
+
+def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
+    """Every tensor the op reads, once, plus every tensor it writes, once: its outputs and the arguments
+    its schema marks as written (in-place ops, ``out=``). An ``out=`` argument is written, not read."""
+    schema = func._schema
+    reads: list[torch.Tensor] = []
+    writes: list[torch.Tensor] = _tensors(out)
+    positional = list(args)
+    for index, argument in enumerate(schema.arguments):
+        value = positional[index] if index < len(positional) and not argument.kwarg_only else kwargs.get(argument.name)
+        if value is None:
+            continue
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        if written:
+            writes += _tensors(value)
+        overwritten = written and (
+            (argument.kwarg_only and argument.name.startswith("out")) or _base_name(func) in _OVERWRITES
+        )
+        if not overwritten:
+            reads += _tensors(value)
+    return _distinct_bytes(reads) + _distinct_bytes(writes)
+
+
+# Ops that only allocate or relabel memory: no kernel touches the data.
+_NO_DATA_MOVED = frozenset(
+    {
+        "detach",
+        "lift_fresh",
+        "alias",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "_unsafe_view",
+    }
+)
 
 
 def _is_metadata_only(func: Any) -> bool:
@@ -78,7 +135,7 @@ def _is_metadata_only(func: Any) -> bool:
     namespace = getattr(packet, "__module__", "") or ""
     if "profiler" in str(packet) or namespace.endswith("profiler"):
         return True
-    return bool(getattr(func, "is_view", False)) or str(packet).split(".")[-1] in {"detach", "lift_fresh", "alias"}
+    return bool(getattr(func, "is_view", False)) or str(packet).split(".")[-1] in _NO_DATA_MOVED
 
 
 # CPU kernels PyTorch's FLOP counter has no entry for, counted by the formula of their GPU twin (same
@@ -91,15 +148,35 @@ _SAME_FORMULA_AS = {
 }
 
 
+def convolution_flops(output_elements: int, weight: torch.Tensor) -> float:
+    """2 x output elements x (input channels per group x kernel size): ``weight`` is (C_out, C_in/groups, k...)."""
+    return 2.0 * output_elements * math.prod(weight.shape[1:])
+
+
+def convolution_backward_flops(args: tuple[Any, ...]) -> float:
+    """The input gradient and the weight gradient each cost what the forward convolution did.
+
+    PyTorch's own formula leaves ``groups`` out of the weight gradient, which makes a depthwise
+    convolution's backward pass dozens of times its forward pass."""
+    grad_output, inputs, weight = args[0], args[1], args[2]
+    transposed, output_mask = bool(args[7]), args[10]
+    forward = convolution_flops((inputs if transposed else grad_output).numel(), weight)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
 def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
     packet = _SAME_FORMULA_AS.get(func.overloadpacket, func.overloadpacket)
+    if packet is torch.ops.aten.convolution_backward:
+        return convolution_backward_flops(args)
     if packet in flop_registry:
         return float(flop_registry[packet](*args, **kwargs, out_val=out))
     name = str(packet).split(".")[-1]
     base = name.removeprefix("_foreach_")
     costs = element_costs()
     if base in costs.per_output:
-        elements = _tensors(out) or _tensors(args[:1])  # in-place foreach ops return nothing
+        # the first output is the result (dropout's mask is not); in-place foreach ops return nothing
+        results = out if name.startswith("_foreach_") or not isinstance(out, tuple) else out[:1]
+        elements = _tensors(results) or _tensors(args[:1])
         return costs.per_output[base] * sum(t.numel() for t in elements)
     if base in costs.per_input:
         return costs.per_input[base] * sum(t.numel() for t in _tensors(args[:1]))
@@ -139,7 +216,7 @@ class OpRecorder(TorchDispatchMode):
                 seconds=seconds,
                 flops=op_flops(func, args, kwargs, out),
                 flop_column=_flop_column(args, out),
-                bytes=_distinct_bytes(_tensors(args) + _tensors(kwargs)) + _distinct_bytes(_tensors(out)),
+                bytes=op_bytes(func, args, kwargs, out),
             )
         )
         return out

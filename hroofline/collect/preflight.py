@@ -90,6 +90,7 @@ def explain_ncu_failure(output: str, returncode: int, log: str) -> ProfilingErro
     if "PyTorch sees no CUDA GPU" in output:
         return ProfilingError("the workload found no CUDA GPU under ncu", f"see {log}")
     if returncode != 0:
-        last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "no output")
+        lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("==PROF==")]
+        last = lines[-1] if lines else "no output"
         return ProfilingError(f"ncu exited with status {returncode}: {last}", f"see {log}")
     return None
