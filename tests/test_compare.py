@@ -21,14 +21,14 @@ from hroofline.analyze.families import kernel_family
                 "volta_scudnn_128x64_relu_interior_nn_v1",
                 "volta_fp16_s884cudnn_fp16_256x128_ldg8_relu_filter1x1_stg8_interior_nchw_nn_v1",
             ],
-            "cudnn",
+            "convolution",
         ),
         (
             [
                 "void cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3>(int)",
                 "void cudnn::detail::implicit_convolve_sgemm<__half, __half, 512, 6, 8, 3>(int)",
             ],
-            "implicit_convolve_gemm",
+            "convolution",
         ),
         (
             ["volta_sgemm_128x64_nt", "volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", "sm80_xmma_gemm_f16f16_f16f32"],
@@ -68,7 +68,10 @@ def test_deepcam_amp_speedups(cli, deepcam_store: Path) -> None:
         phases["total"]["base_time_s"] - phases["total"]["candidate_time_s"]
     )
     biggest = families.iloc[0]
-    assert biggest["family"] == "cudnn" and biggest["phase"] == "backward"
+    assert biggest["family"] == "convolution" and biggest["phase"] == "backward"
+    assert biggest["base_time_s"] > 0.25 and biggest["candidate_time_s"] > 0.13  # cuDNN changed algorithms
+    only_amp = families[families["status"] == "only in candidate"]
+    assert "nchwtonhwckernel" in set(only_amp["family"])  # AMP's tensor cores want NHWC: layout transforms
 
 
 def test_table_and_csv(cli, deepcam_store: Path) -> None:
@@ -149,3 +152,54 @@ def test_report_with_comparison(cli, deepcam_store: Path, tmp_path: Path) -> Non
     assert result.code == 0 and "4 chart(s)" in result.err
     page = (out / "index.html").read_text()
     assert 'id="compare-1"' in page and "1.64x" in page
+
+
+def test_runs_without_a_common_phase(cli, deepcam_dir: Path, deepcam_store: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert (
+        cli(
+            "import",
+            str(deepcam_dir / "pt-O0-Adam-fw"),
+            "--run",
+            "fw",
+            "--gpu",
+            "v100",
+            "--phase",
+            "fw",
+            store_dir=store,
+        ).code
+        == 0
+    )
+    assert (
+        cli(
+            "import",
+            str(deepcam_dir / "pt-O1-Adam-bw"),
+            "--run",
+            "bw",
+            "--gpu",
+            "v100",
+            "--phase",
+            "bw",
+            store_dir=store,
+        ).code
+        == 0
+    )
+    result = cli("compare", "fw", "bw", "--store", str(store))
+    assert result.code == 1 and "no phase in common" in result.err and result.err.count("\n") == 1
+    assert (
+        cli(
+            "import",
+            str(deepcam_dir / "pt-O1-Adam-fw"),
+            "--run",
+            "bw",
+            "--gpu",
+            "v100",
+            "--phase",
+            "fw",
+            store_dir=store,
+        ).code
+        == 0
+    )
+    shared = json.loads(cli("compare", "fw", "bw", "--format", "json", "--store", str(store)).out)
+    assert set(shared["phases"]) == {"forward", "total"} and shared["phases_only_in_candidate"] == ["backward"]
+    assert shared["phases"]["total"]["speedup"] == pytest.approx(shared["phases"]["forward"]["speedup"])

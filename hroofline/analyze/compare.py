@@ -14,6 +14,7 @@ import pandas as pd
 
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import phase_summary
+from hroofline.errors import HrooflineError
 from hroofline.model import Run
 
 PHASE_FIELDS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
@@ -28,6 +29,7 @@ FAMILY_COLUMNS: tuple[str, ...] = (
     "candidate_flops",
     "base_kernels",
     "candidate_kernels",
+    "status",
 )
 
 
@@ -38,6 +40,8 @@ class Comparison:
     phases: dict[str, dict[str, float | None]]
     families: pd.DataFrame  # FAMILY_COLUMNS, largest saving first
     matched_on: str  # "family" or "nvtx context and family"
+    only_in_base: list[str]  # phases the candidate lacks: left out of every figure
+    only_in_candidate: list[str]
 
     def to_json(self) -> dict[str, object]:
         from hroofline.render.text import frame_records
@@ -47,6 +51,8 @@ class Comparison:
             "candidate": self.candidate,
             "matched_on": self.matched_on,
             "phases": self.phases,
+            "phases_only_in_base": self.only_in_base,
+            "phases_only_in_candidate": self.only_in_candidate,
             "families": frame_records(self.families),
         }
 
@@ -103,7 +109,25 @@ def _family_sums(run: Run, with_context: bool) -> pd.DataFrame:
     return frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
 
 
+def _phases(run: Run) -> list[str]:
+    return [p for p in phase_summary(run) if p != "total"]
+
+
+def _only(run: Run, phases: list[str]) -> Run:
+    return Run(run.meta, run.launches[run.launches["phase"].isin(phases)].reset_index(drop=True))
+
+
 def compare_runs(base: Run, candidate: Run) -> Comparison:
+    """Both runs restricted to the phases they share (the totals too); no shared phase is an error."""
+    shared = [p for p in _phases(base) if p in _phases(candidate)]
+    if not shared:
+        raise HrooflineError(
+            f"runs {base.name!r} ({', '.join(_phases(base))}) and {candidate.name!r} "
+            f"({', '.join(_phases(candidate))}) have no phase in common"
+        )
+    only_in_base = [p for p in _phases(base) if p not in shared]
+    only_in_candidate = [p for p in _phases(candidate) if p not in shared]
+    base, candidate = _only(base, shared), _only(candidate, shared)
     with_context = _has_context(base) and _has_context(candidate)
     b = _family_sums(base, with_context)
     c = _family_sums(candidate, with_context)
@@ -121,6 +145,9 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         }
     )
     families["saved_s"] = families["base_time_s"] - families["candidate_time_s"]
+    families["status"] = "matched"
+    families.loc[merged["time_s_c"].isna().to_numpy(), "status"] = "only in base"
+    families.loc[merged["time_s_b"].isna().to_numpy(), "status"] = "only in candidate"
     families["speedup"] = families["base_time_s"] / families["candidate_time_s"].where(families["candidate_time_s"] > 0)
     families = families.sort_values("saved_s", ascending=False, kind="stable").reset_index(drop=True)
     return Comparison(
@@ -129,6 +156,8 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         phases=compare_phases(base, candidate),
         families=families[list(FAMILY_COLUMNS)],
         matched_on="nvtx context and family" if with_context else "family",
+        only_in_base=only_in_base,
+        only_in_candidate=only_in_candidate,
     )
 
 

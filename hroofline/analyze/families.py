@@ -3,8 +3,9 @@
 Kernel names change between precisions (``volta_scudnn_128x64_relu_interior_nn_v1`` in FP32 becomes
 ``volta_fp16_s884cudnn_fp16_256x128_ldg8_relu_..._nn_v1`` with AMP), so comparing two runs kernel by
 kernel needs a name without the architecture, the precision, the tile shape and the variant:
-both of those are the family ``cudnn``. Template arguments and parameters go too, so
-``implicit_convolve_sgemm<float, ...>`` and ``implicit_convolve_sgemm<__half, ...>`` meet.
+both of those are ``cudnn``. Template arguments and parameters go too, so
+``implicit_convolve_sgemm<float, ...>`` and ``implicit_convolve_sgemm<__half, ...>`` meet. Convolution
+kernels then become one family, ``convolution``: cuDNN's algorithm choice changes with the precision.
 """
 
 from __future__ import annotations
@@ -25,8 +26,23 @@ _SAME_JOB = {"scudnn": "cudnn", "hcudnn": "cudnn", "sgemm": "gemm", "hgemm": "ge
 _PRECISION_GLUE = re.compile(r"^(s|h|d|i)(\d{3,4})(cudnn|gemm)$")  # s884cudnn, h1688gemm
 
 
+# cuDNN and friends pick a different algorithm per precision (implicit GEMM, Winograd, tensor-core HMMA,
+# separate dgrad/wgrad engines), so every convolution kernel is one family; depthwise ones stay apart.
+_DEPTHWISE = re.compile(r"depthwise")
+_CONVOLUTION = re.compile(r"cudnn|conv|winograd|wgrad|dgrad|fprop|implicit_gemm")
+
+
 @cache
 def kernel_family(name: str) -> str:
+    family = _name_family(name)
+    if _DEPTHWISE.search(family):
+        return "depthwise_convolution"
+    if _CONVOLUTION.search(family):
+        return "convolution"
+    return family
+
+
+def _name_family(name: str) -> str:
     short = short_kernel_name(name)
     base = short.split("<", 1)[0].strip().lower()
     base = _ARCH_PREFIX.sub("", base)

@@ -60,10 +60,25 @@ def comparison_text(comparison: Comparison, count: int) -> str:
             ]
         )
     text = header + text_table(rows)
+    for phases, side in (
+        (comparison.only_in_base, comparison.base),
+        (comparison.only_in_candidate, comparison.candidate),
+    ):
+        if phases:
+            text += f"(phases only in {side}, left out: {', '.join(phases)})\n"
     families = comparison.families
-    gains = families[families["saved_s"] > 0].head(count)
-    losses = families[families["saved_s"] < 0].sort_values("saved_s").head(count)
-    for title, part in (("largest gains", gains), ("largest regressions", losses)):
+    matched = families[families["status"] == "matched"]
+    gains = matched[matched["saved_s"] > 0].head(count)
+    losses = matched[matched["saved_s"] < 0].sort_values("saved_s").head(count)
+    only_base = families[families["status"] == "only in base"].sort_values("base_time_s", ascending=False).head(count)
+    only_cand = families[families["status"] == "only in candidate"].sort_values("candidate_time_s", ascending=False)
+    sections = (
+        ("largest gains", gains),
+        ("largest regressions", losses),
+        (f"kernel families only in {comparison.base}", only_base),
+        (f"kernel families only in {comparison.candidate}", only_cand.head(count)),
+    )
+    for title, part in sections:
         if part.empty:
             continue
         lines = [["phase", "kernel family", "base", "candidate", "change"]]
