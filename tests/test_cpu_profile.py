@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import torchvision
 
 from hroofline.ceilings import load_ceilings_file
@@ -133,7 +134,55 @@ def test_profile_refuses_to_append_and_replaces_on_request(cli, tmp_path: Path, 
     assert again.code == 2 and "exists already" in again.err and "--replace" in again.err
     assert cli(*argv, "--replace").code == 0
     store = RunStore(tmp_path / "store")
-    assert store.run_names() == ["r"]
+    assert store.run_names() == ["r"] and [p.name for p in store.runs_dir.iterdir()] == ["r"]
     run = store.load("r")
     assert len(run.meta.sources) == 1 and int(run.launches["launches"].sum()) == len(run.launches) < 500
     assert run.meta.ceilings and run.meta.ceilings["label"] == "fixed"
+
+
+def test_bytes_follow_what_each_op_reads_and_writes() -> None:
+    recorder = OpRecorder()
+    a, b, out = torch.ones(1000), torch.ones(1000), torch.empty(1000)
+    left, right = [torch.ones(1000) for _ in range(3)], [torch.ones(1000) for _ in range(3)]
+    with recorder:
+        a.add_(b)  # reads a and b, writes a
+        torch.add(a, b, out=out)  # reads a and b, writes out
+        out.copy_(a)  # reads a, overwrites out
+        torch._foreach_add_(left, right)  # reads both lists, writes the first
+        _ = a.expand(10, 1000) + b  # the expanded view covers 1000 elements, the result 10000
+    got = [(r.op, r.flops, r.bytes) for r in recorder.records]
+    assert got == [
+        ("aten::add_", 1000.0, 12000.0),
+        ("aten::add", 1000.0, 12000.0),
+        ("aten::copy_", 0.0, 8000.0),
+        ("aten::_foreach_add_", 3000.0, 36000.0),
+        ("aten::add", 10000.0, 48000.0),
+    ]
+
+
+def test_depthwise_convolution_backward_is_twice_the_forward() -> None:
+    recorder = OpRecorder()
+    images = torch.randn(2, 32, 16, 16, requires_grad=True)
+    weights = torch.randn(32, 1, 3, 3, requires_grad=True)
+    with recorder:
+        torch.nn.functional.conv2d(images, weights, padding=1, groups=32).sum().backward()
+    flops = {r.op: r.flops for r in recorder.records}
+    assert flops["aten::convolution"] == 2 * (2 * 32 * 16 * 16) * (1 * 3 * 3)
+    assert flops["aten::convolution_backward"] == 2 * flops["aten::convolution"]
+
+
+def test_gpu_only_options_are_refused_for_the_cpu(cli, tmp_path: Path) -> None:
+    result = cli(
+        "profile",
+        "--arch",
+        "resnet18",
+        "--gpu",
+        "cpu",
+        "--dry-run",
+        "--passes",
+        "groups",
+        "--store",
+        str(tmp_path / "store"),
+    )
+    assert result.code == 2 and "--passes, --dry-run: only for profiling a GPU" in result.err
+    assert not (tmp_path / "store").exists()

@@ -143,6 +143,7 @@ def test_precision_and_gpu_combinations(cli, tmp_path: Path) -> None:
     )
     assert volta.code == 0
     assert RunStore(tmp_path / "store").load("v").launches["flops_tensor"].sum() == 0  # no TF32 on Volta
+    assert "v100-sxm2 has no TF32 tensor cores" in volta.err
     bf16 = cli("predict", "--arch", "resnet18", "--gpu", "v100", "--precision", "amp-bf16", "--store", store)
     assert bf16.code == 2 and "no BF16 tensor cores" in bf16.err
     unknown = cli("predict", "--arch", "resnet7", "--gpu", "v100", "--store", store)
@@ -158,3 +159,11 @@ def test_predicted_runs_work_with_the_other_commands(cli, predicted: Path, tmp_p
     assert top.code == 0 and "beats" not in top.err  # a prediction never beats its own roofs
     chart = cli("chart", "r50-amp", "--out", str(tmp_path / "p.json"), "--store", str(predicted))
     assert chart.code == 0 and "at HBM" in chart.err
+
+
+@pytest.mark.parametrize("arch", ["mobilenet_v2", "efficientnet_b0", "resnet18"])
+def test_backward_is_about_twice_the_forward(arch: str) -> None:
+    """Grouped and depthwise convolutions included: each gradient costs one forward pass."""
+    launches = trace_step(WorkloadConfig(arch, batch_size=1), "train")
+    flops = launches.groupby("phase")[["flops_fp32"]].sum()["flops_fp32"]
+    assert 1.7 <= flops["backward"] / flops["forward"] <= 2.3

@@ -54,6 +54,7 @@ class Peaks:
     flops: dict[str, float]
     hbm: float
     tensor_key: str | None
+    notes: tuple[str, ...] = ()
 
 
 def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
@@ -65,15 +66,31 @@ def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
         "flops_fp32": peaks["fp32"],
         "flops_fp16": peaks.get("fp16", peaks["fp32"]),
     }
+    notes = []
+    for key in ("fp64", "fp16"):
+        if key not in peaks:
+            notes.append(
+                f"the catalog has no {key.upper()} peak for {gpu.name}: {key.upper()} work is predicted at FP32's"
+            )
     tensor_key = None
     if precision in TENSOR_PEAK:
         wanted, _ = TENSOR_PEAK[precision]
         tensor_key = wanted if wanted in peaks else None
         if precision == "amp-bf16" and tensor_key is None:
             raise UsageError(f"{gpu.name} has no BF16 tensor cores", "predict with --precision amp (float16)")
+        if tensor_key is None:
+            notes.append(
+                f"{gpu.name} has no {wanted.removeprefix('tensor_').upper()} tensor cores: matrix products "
+                "are predicted on the FP32 / FP16 units"
+            )
+    if precision in ("amp", "amp-bf16"):
+        notes.append(
+            "amp is traced as a 16-bit model with float32 batch norm (what autocast gives a CNN, as Apex O2): "
+            "layer norm and softmax count as 16-bit, and autocast's per-op weight casts are not counted"
+        )
     if tensor_key:
         flops["flops_tensor"] = peaks[tensor_key]
-    return Peaks(flops=flops, hbm=peaks["hbm"], tensor_key=tensor_key)
+    return Peaks(flops=flops, hbm=peaks["hbm"], tensor_key=tensor_key, notes=tuple(notes))
 
 
 def to_tensor_cores(launches: pd.DataFrame, precision: str, peaks: Peaks) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import UsageError
 from hroofline.metricset import resolve_gpu
 from hroofline.render.numbers import si
-from hroofline.store import RunDefaults
+from hroofline.store import RunDefaults, check_run_name
 
 EPILOG = """\
 examples:
@@ -54,7 +54,7 @@ def run_predict(args: argparse.Namespace) -> int:
     check_model(config.arch)
     gpu = resolve_gpu(args.gpu)
     peaks = prediction_peaks(gpu, config.precision)
-    run = args.run or f"{config.arch}-{config.precision}-{gpu.name}-predicted"
+    run = check_run_name(args.run or f"{config.arch}-{config.precision}-{gpu.name}-predicted")
     store = open_store(args)
     if not args.replace and store.has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
@@ -79,9 +79,12 @@ def run_predict(args: argparse.Namespace) -> int:
             "tensor_peak": peaks.tensor_key or "none",
             "peak_source": gpu.peak_source or "metrics/gpus.toml",
         },
+        notes=list(peaks.notes),
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
     store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
+    for note in peaks.notes:
+        say(f"hroofline: note: {note}")
     _print_prediction(run, launches, flop_split(launches))
     return 0
 

@@ -15,7 +15,7 @@ from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.model import RunMeta
 from hroofline.render.numbers import si
-from hroofline.store import RunDefaults
+from hroofline.store import RunDefaults, check_run_name
 
 PROFILE_EPILOG = """\
 examples:
@@ -47,10 +47,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     gpu_options = profile.add_argument_group("GPU (ncu) options")
     gpu_options.add_argument("--ncu", metavar="PATH", help="the ncu to use (default: ncu on PATH)")
     gpu_options.add_argument(
-        "--passes", choices=("one", "groups"), default="one", help="one ncu run, or one per metric group (Yang's way)"
+        "--passes", choices=("one", "groups"), help="one ncu run (default), or one per metric group (Yang's way)"
     )
-    gpu_options.add_argument("--clock-control", choices=("base", "none"), default="base", help="ncu clock control")
-    gpu_options.add_argument("--cache-control", choices=("all", "none"), default="all", help="ncu cache control")
+    gpu_options.add_argument("--clock-control", choices=("base", "none"), help="ncu clock control (default base)")
+    gpu_options.add_argument("--cache-control", choices=("all", "none"), help="ncu cache control (default all)")
     gpu_options.add_argument(
         "--out-dir", metavar="DIR", help="where ncu's reports and logs go (hroofline-profiles/RUN)"
     )
@@ -83,6 +83,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ceilings.set_defaults(run_command=run_ceilings)
 
 
+GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "out_dir", "dry_run")
+
+
 def run_profile(args: argparse.Namespace) -> int:
     config = WorkloadConfig(
         arch=args.arch,
@@ -91,9 +94,12 @@ def run_profile(args: argparse.Namespace) -> int:
         optimizer=args.optimizer,
         device="cpu" if args.gpu.lower() == CPU else "cuda",
     )
-    run = args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}"
+    run = check_run_name(args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}")
     if args.warmup < 0:
         raise UsageError("--warmup must be 0 or more")
+    gpu_only = [f"--{name.replace('_', '-')}" for name in GPU_ONLY_OPTIONS if getattr(args, name) not in (None, False)]
+    if args.gpu.lower() == CPU and gpu_only:
+        raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
     check_model(config.arch)  # before minutes of measuring or profiling
     if args.gpu.lower() != CPU:
         resolve_gpu(args.gpu)
@@ -131,7 +137,9 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     arch = metric_set.arch_of(gpu.cc)
     if arch is None or arch not in metric_set.collect:
         raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
-    settings = NcuSettings(args.clock_control, args.cache_control, args.passes, args.warmup, args.steps)
+    settings = NcuSettings(
+        args.clock_control or "base", args.cache_control or "all", args.passes or "one", args.warmup, args.steps
+    )
     out_dir = Path(args.out_dir or Path("hroofline-profiles") / run)
     workload = workload_command(config, settings)
     if args.dry_run:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
-from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
+from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.importers import ImportedSource
 from hroofline.model import SourceInfo
 
@@ -28,9 +28,11 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
     for _ in range(warmup):
         step.run()
     progress(f"{config.arch}: {steps} profiled step(s)")
+    scale = step.loss_scale()
     with recorder:
         for _ in range(steps):
             step.run()
+    warn_if_skipped(step, scale)
     launches = records_to_launches(recorder.records)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     identity = f"{asdict(config)} {stamp} {time.time_ns()}"

@@ -36,6 +36,7 @@ PRECISION_ALIASES: dict[str, str] = {
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 # O2 scales the loss by a constant: Apex scales dynamically, which only matters over many steps.
 O2_LOSS_SCALE = 1024.0
+AMP_INIT_SCALE = 1024.0
 LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
 
 
@@ -149,7 +150,9 @@ class TrainingStep:
         else:
             self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9)
         scaled = config.precision == "amp" and device.type != "meta"
-        self.scaler = torch.amp.GradScaler(device.type) if scaled else None
+        # A modest first scale: at PyTorch's 65536 the first steps often overflow and skip the optimizer,
+        # and a profiled step that skipped it would show no optimizer phase.
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=AMP_INIT_SCALE) if scaled else None
 
     def _to_half(self, dtype: Any) -> None:
         """Apex O2: a 16-bit model with float32 batch norm, float32 master weights for the optimizer."""
@@ -200,19 +203,26 @@ class TrainingStep:
             self.model.zero_grad(set_to_none=True)
 
     def _o2_step(self) -> None:
+        """Float32 gradients unscaled and checked in one fused op; an overflowing step is skipped."""
         torch = self.torch
-        finite = True
-        for master, param in zip(self.master_params, self.model.parameters(), strict=True):
-            if param.grad is None:
-                continue
-            master.grad = param.grad.float() / O2_LOSS_SCALE
-            if master.grad.device.type != "meta":  # a traced step has no values to check
-                finite = finite and bool(torch.isfinite(master.grad).all())
-        if finite:  # an overflowing step is skipped, as loss scaling does
+        pairs = [(m, p) for m, p in zip(self.master_params, self.model.parameters(), strict=True) if p.grad is not None]
+        for master, param in pairs:
+            master.grad = param.grad.float()
+        grads = [master.grad for master, _ in pairs]
+        device = grads[0].device if grads else self.images.device
+        found_inf = torch.zeros(1, device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            grads, found_inf, torch.full((1,), 1 / O2_LOSS_SCALE, device=device)
+        )
+        if device.type == "meta" or not bool(found_inf.item()):  # a traced step has no values to check
             self.optimizer.step()
             with torch.no_grad():
-                for master, param in zip(self.master_params, self.model.parameters(), strict=True):
+                for master, param in pairs:
                     param.copy_(master)
+
+    def loss_scale(self) -> float | None:
+        """The AMP loss scale (None without a scaler); it drops when a step overflowed and was skipped."""
+        return float(self.scaler.get_scale()) if self.scaler is not None else None
 
     def synchronize(self) -> None:
         if self.images.device.type == "cuda":
@@ -228,6 +238,7 @@ def run_profiled_steps(step: TrainingStep, warmup: int, steps: int, cuda_profile
     step.synchronize()
     step.marks.listeners = listeners
     profiler = step.torch.cuda.profiler if cuda_profiler else None
+    scale = step.loss_scale()
     if profiler is not None:
         profiler.start()
     try:
@@ -237,6 +248,17 @@ def run_profiled_steps(step: TrainingStep, warmup: int, steps: int, cuda_profile
     finally:
         if profiler is not None:
             profiler.stop()
+    warn_if_skipped(step, scale)
+
+
+def warn_if_skipped(step: TrainingStep, scale_before: float | None) -> None:
+    after = step.loss_scale()
+    if scale_before is not None and after is not None and after < scale_before:
+        print(
+            "hroofline workload: warning: a profiled AMP step overflowed and skipped the optimizer "
+            f"(loss scale {scale_before:g} -> {after:g}); profile again with more --warmup steps",
+            file=sys.stderr,
+        )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
