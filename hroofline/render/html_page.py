@@ -22,7 +22,7 @@ h3 { font-size: 1.1em; margin-top: 1.5em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
-td.kernel { max-width: 28em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
 .hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
 .hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
 """
