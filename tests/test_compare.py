@@ -203,3 +203,47 @@ def test_runs_without_a_common_phase(cli, deepcam_dir: Path, deepcam_store: Path
     shared = json.loads(cli("compare", "fw", "bw", "--format", "json", "--store", str(store)).out)
     assert set(shared["phases"]) == {"forward", "total"} and shared["phases_only_in_candidate"] == ["backward"]
     assert shared["phases"]["total"]["speedup"] == pytest.approx(shared["phases"]["forward"]["speedup"])
+
+
+def test_nvtx_context_below_the_phase() -> None:
+    from hroofline.analyze.compare import context_below_phase
+
+    assert context_below_phase("train_step/forward") == ""  # the T4 trace: phase ranges only
+    assert context_below_phase("step/forward/layer1/conv1") == "layer1/conv1"
+    assert context_below_phase("forward/encoder/bwd") == ""  # the innermost phase name counts
+    assert context_below_phase("") == "" and context_below_phase("setup/load") == ""
+
+
+def test_phase_ranges_only_match_by_family_and_layer_ranges_by_layer(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    """The T4 trace tags phases only, so its kernels are matched by family; a run compared with itself
+    has speedup 1 everywhere. Given layer ranges below the phase, the layer is part of the match."""
+    store = tmp_path / "store"
+    assert (
+        cli(
+            "import",
+            str(ncu_dir / "t4_resnet18_trainstep_nvtx_details.csv"),
+            "--run",
+            "t4",
+            "--gpu",
+            "t4",
+            store_dir=store,
+        ).code
+        == 0
+    )
+    data = json.loads(cli("compare", "t4", "t4", "--format", "json", "--store", str(store)).out)
+    assert data["matched_on"] == "family"
+    assert all(row["speedup"] == pytest.approx(1.0) for row in data["phases"].values())
+    assert {row["status"] for row in data["families"]} == {"matched"}
+    from dataclasses import replace
+
+    from hroofline.analyze.compare import compare_runs
+    from hroofline.store import RunStore
+
+    run = RunStore(store).load("t4")
+    layered = run.launches.copy()
+    layered["nvtx"] = [f"{stack}/layer{index % 3}" for index, stack in enumerate(layered["nvtx"].astype(str))]
+    with_layers = replace(run, launches=layered)
+    comparison = compare_runs(with_layers, with_layers)
+    assert comparison.matched_on == "nvtx context and family"
+    in_phases = comparison.families[comparison.families["phase"] != "other"]  # 'loss' is no phase range
+    assert in_phases["family"].str.startswith(("layer0 · ", "layer1 · ", "layer2 · ")).all()

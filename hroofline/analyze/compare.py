@@ -16,6 +16,7 @@ from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import phase_summary
 from hroofline.errors import HrooflineError
 from hroofline.model import Run
+from hroofline.phases import canonical_phase
 
 PHASE_FIELDS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
 FAMILY_COLUMNS: tuple[str, ...] = (
@@ -82,9 +83,18 @@ def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | Non
     return result
 
 
+def context_below_phase(stack: str) -> str:
+    """The NVTX ranges below the innermost phase range: 'step/forward/layer1/conv' -> 'layer1/conv'."""
+    ranges = stack.split("/") if stack else []
+    for index in range(len(ranges) - 1, -1, -1):
+        if canonical_phase(ranges[index]) not in (None, "other"):
+            return "/".join(ranges[index + 1 :])
+    return ""
+
+
 def _context(nvtx: pd.Series) -> pd.Series:
-    """The NVTX ranges below the phase, e.g. 'forward/layer1/conv' -> 'layer1/conv'."""
-    return nvtx.astype("string").fillna("").str.partition("/")[2].astype(str)
+    stacks = nvtx.astype("string").fillna("")
+    return stacks.map(context_below_phase, na_action=None).astype(str)
 
 
 def _has_context(run: Run) -> bool:
