@@ -93,7 +93,6 @@ def with_roofs(table: pd.DataFrame, ceilings: Ceilings, notes: RoofNotes | None 
     out["time_at_roof_s"] = time_at_roof
     out["roof_pct"] = 100.0 * time_at_roof / seconds.where(seconds > 0)
     out["recoverable_s"] = seconds - time_at_roof
-    out["attainable_flop_rate"] = out["flops"] / time_at_roof.where(time_at_roof > 0)
     # A kernel faster than its time at roof beats a roof, drawn or not (zero-FLOP kernels too).
     out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
     for level in LEVELS:
