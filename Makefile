@@ -20,7 +20,7 @@ DEMO_REPORT ?= demo-report
 README_CHART := docs/deepcam-amp-o1-forward.png
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help venv browser demo demo-deepcam profile ceilings test lint bench clean
+.PHONY: help venv browser demo demo-deepcam profile ceilings samples test lint bench clean
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
@@ -77,6 +77,11 @@ profile: $(STAMP)
 	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) --run $(RUN) --replace --store $(STORE)
 	$(BIN)/hroofline summary $(RUN) --store $(STORE)
 	$(BIN)/hroofline chart $(RUN) --out $(RUN).html --store $(STORE)
+
+# samples/store: predicted runs kept in the repository, golden files of tests/test_samples.py.
+samples: $(STAMP)
+	rm -rf samples/store
+	for p in fp32 amp; do $(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision $$p --run resnet50-$$p-v100-predicted --store samples/store || exit 1; done
 
 ceilings: $(STAMP)
 	$(BIN)/hroofline ceilings --measure --out ceilings-$$(hostname).toml
