@@ -114,37 +114,29 @@ class RunStore:
         sources: list[ImportedSource],
         gpu: str | None = None,
         precision: str | None = None,
-        ceilings: dict[str, Any] | None = None,
     ) -> AddResult:
-        """Append sources to a run (creating it); a source already in the run is skipped. ``ceilings``:
-        roofs measured along with the sources, kept with the run (the first set given stays)."""
-        check_run_name(name)
-        run_dir = self.runs_dir / name
-        created = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            return self._add_locked(run_dir, name, sources, RunDefaults(gpu, precision, ceilings))
-        except BaseException:
-            if created and not (run_dir / "meta.json").exists():
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
+        """Append sources to a run (creating it); a source already in the run is skipped."""
+        return self._add(name, sources, RunDefaults(gpu, precision, None), start_fresh=False)
 
     def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
         """Make ``name`` a run of just ``sources``, under the run's lock: readers see the old run until the
         new metadata replaces the old in one rename (the same commit point as any import)."""
+        return self._add(name, sources, defaults, start_fresh=True)
+
+    def _add(self, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool) -> AddResult:
         check_run_name(name)
         run_dir = self.runs_dir / name
         created = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            return self._add_locked(run_dir, name, sources, defaults, start_fresh=True)
+            return self._add_locked(run_dir, name, sources, defaults, start_fresh)
         except BaseException:
             if created and not (run_dir / "meta.json").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
 
     def _add_locked(
-        self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool = False
+        self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool
     ) -> AddResult:
         with _locked(run_dir / ".lock"):
             existing = self.load(name) if self.has_run(name) and not start_fresh else None

@@ -101,22 +101,21 @@ def _has_context(run: Run) -> bool:
     return bool((_context(run.launches["nvtx"]) != "").mean() > 0.5)
 
 
-def _family_sums(run: Run, with_context: bool) -> pd.DataFrame:
+FLOP_COLUMNS = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
+BYTE_COLUMNS = ["bytes_l1", "bytes_l2", "bytes_hbm"]
+
+
+def family_sums(run: Run, with_context: bool) -> pd.DataFrame:
+    """Per phase and kernel family (with its NVTX context if asked): time, FLOPs, bytes, kernels."""
     launches = run.launches
-    flops = launches[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1, min_count=1)
     family = launches["kernel"].astype(str).map(kernel_family)
     if with_context:
         family = _context(launches["nvtx"]) + " · " + family
-    frame = pd.DataFrame(
-        {
-            "phase": launches["phase"].astype(str),
-            "family": family,
-            "time_s": launches["time_s"],
-            "flops": flops,
-            "kernels": launches["launches"],
-        }
-    )
-    return frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
+    columns = ["time_s", *FLOP_COLUMNS, *BYTE_COLUMNS, "launches"]
+    frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
+    sums = frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
+    sums["flops"] = sums[FLOP_COLUMNS].sum(axis=1, min_count=1)
+    return sums.rename(columns={"launches": "kernels"})
 
 
 def _phases(run: Run) -> list[str]:
@@ -139,8 +138,8 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     only_in_candidate = [p for p in _phases(candidate) if p not in shared]
     base, candidate = _only(base, shared), _only(candidate, shared)
     with_context = _has_context(base) and _has_context(candidate)
-    b = _family_sums(base, with_context)
-    c = _family_sums(candidate, with_context)
+    b = family_sums(base, with_context)
+    c = family_sums(candidate, with_context)
     merged = b.merge(c, on=["phase", "family"], how="outer", suffixes=("_b", "_c"))
     families = pd.DataFrame(
         {
@@ -172,18 +171,10 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
 
 
 def family_points(run: Run, level: str, with_context: bool = False) -> pd.DataFrame:
-    """Per phase and family: time, FLOPs per precision, bytes at ``level``, intensity and FLOP/s."""
-    launches = run.launches
-    family = launches["kernel"].astype(str).map(kernel_family)
-    if with_context:
-        family = _context(launches["nvtx"]) + " · " + family
-    columns = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", f"bytes_{level}"]
-    frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
-    sums = frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
-    flops = sums[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1, min_count=1)
-    sums["flops"] = flops
-    sums[f"ai_{level}"] = flops / sums[f"bytes_{level}"].where(sums[f"bytes_{level}"] > 0)
-    sums["flop_rate"] = flops / sums["time_s"].where(sums["time_s"] > 0)
+    """:func:`family_sums` with the intensity at ``level`` and the FLOP/s of each family."""
+    sums = family_sums(run, with_context)
+    sums[f"ai_{level}"] = sums["flops"] / sums[f"bytes_{level}"].where(sums[f"bytes_{level}"] > 0)
+    sums["flop_rate"] = sums["flops"] / sums["time_s"].where(sums["time_s"] > 0)
     return sums
 
 

@@ -127,9 +127,7 @@ def top_kernels(
     run: Run, ceilings: Ceilings, phase: str | None = None, count: int | None = None, notes: RoofNotes | None = None
 ) -> pd.DataFrame:
     """Kernels grouped by name within each phase, ranked by time, with their roofs."""
-    table = kernel_table(run, KernelQuery(group_by="name", phase=phase))
-    table["phase_share_pct"] = _phase_share(run, table)
-    table = with_roofs(table, ceilings, notes)
+    table = _roof_table(run, ceilings, KernelQuery(group_by="name", phase=phase), notes)
     table = table.sort_values("time_s", ascending=False, kind="stable", na_position="last")
     if count is not None:
         table = table.head(count)
@@ -149,9 +147,12 @@ class RooflinePoints:
     per_launch: bool
 
 
-def _phase_share(run: Run, table: pd.DataFrame) -> pd.Series:
+def _roof_table(run: Run, ceilings: Ceilings, query: KernelQuery, notes: RoofNotes | None) -> pd.DataFrame:
+    """The kernel table with each row's share of its phase's time and its roofs."""
+    table = kernel_table(run, query)
     phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
-    return 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
+    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
+    return with_roofs(table, ceilings, notes)
 
 
 def roofline_points(
@@ -163,9 +164,7 @@ def roofline_points(
 ) -> RooflinePoints:
     """The kernel groups (or launches) a chart can place: time, FLOPs and bytes at one of ``levels``."""
     notes = RoofNotes()
-    table = kernel_table(run, KernelQuery(group_by="launch" if per_launch else "name", phase=phase))
-    table["phase_share_pct"] = _phase_share(run, table)
-    table = with_roofs(table, ceilings, notes)
+    table = _roof_table(run, ceilings, KernelQuery(group_by="launch" if per_launch else "name", phase=phase), notes)
     drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)

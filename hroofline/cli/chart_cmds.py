@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
@@ -15,11 +14,8 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
+from hroofline.render.report import ComparisonSection, PhaseSection, RunSection, report_page
 from hroofline.render.text import render_frame
-
-if TYPE_CHECKING:
-    from hroofline.render.report import ComparisonSection as ComparisonSectionType
-    from hroofline.render.report import RunSection as RunSectionType
 
 CEILINGS_HELP = (
     "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
@@ -173,8 +169,6 @@ def show_top(args: argparse.Namespace) -> int:
 
 
 def write_report(args: argparse.Namespace) -> int:
-    from hroofline.render.report import report_page
-
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
     pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
@@ -198,8 +192,7 @@ def write_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSectionType:
-    from hroofline.render.report import PhaseSection, RunSection
+def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 
     meta = run.meta
@@ -214,7 +207,8 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSectionType:
     ]
     warnings: list[str] = []
     phases = []
-    for phase in phase_summary(run):
+    summary = phase_summary(run)
+    for phase in summary:
         if phase == "total":
             continue
         points = roofline_points(run, ceilings, phase=phase, levels=default_levels(ceilings))
@@ -230,14 +224,13 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSectionType:
         else:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
-    return RunSection(name=run.name, facts=facts, summary=phase_summary(run), phases=phases, warnings=warnings)
+    return RunSection(name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings)
 
 
-def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSectionType:
+def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSection:
     from hroofline.analyze.compare import compare_runs, matched_points
     from hroofline.render.compare_chart import compare_chart
     from hroofline.render.compare_text import comparison_text
-    from hroofline.render.report import ComparisonSection
 
     title = f"{base.name} -> {candidate.name}"
     text = comparison_text(compare_runs(base, candidate), count)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hroofline.analyze.compare import compare_runs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
+from hroofline.model import Run
 from hroofline.render.text import render_frame, to_json
 
 EPILOG = """\
@@ -61,15 +62,13 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _draw(args: argparse.Namespace, base: object, candidate: object) -> None:
+def _draw(args: argparse.Namespace, base: Run, candidate: Run) -> None:
     from hroofline.analyze.compare import matched_points
     from hroofline.ceilings import ceilings_for_run
     from hroofline.errors import HrooflineError
-    from hroofline.model import Run
     from hroofline.render.compare_chart import compare_chart
     from hroofline.render.output import write_chart
 
-    assert isinstance(base, Run) and isinstance(candidate, Run)
     matched = matched_points(base, candidate, args.level, count=25)
     if matched.empty:
         raise HrooflineError(f"no kernel family of both runs has FLOPs and {args.level} bytes to draw")

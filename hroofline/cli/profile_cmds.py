@@ -6,14 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
+from hroofline.analyze.kernels import phase_summary
 from hroofline.ceilings import CPU, ceilings_for_run, load_ceilings_file
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, positive_int, say, write_out
 from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import load_metric_set, resolve_gpu
-from hroofline.model import RunMeta
+from hroofline.model import Run, RunMeta
 from hroofline.render.numbers import si
 from hroofline.store import RunDefaults, check_run_name
 
@@ -124,7 +123,7 @@ def _profile_cpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
         ceilings = measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
     source = profile_cpu(config, args.warmup, args.steps, say)
     result = store.replace_run(run, [source], RunDefaults(CPU, config.precision, ceilings.to_json()))
-    _report_phases(result.run.launches, run, store.root)
+    _report_phases(result.run, store.root)
 
 
 def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> None:
@@ -153,18 +152,18 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
     store = open_store(args)
     result = store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
-    _report_phases(result.run.launches, run, store.root)
+    _report_phases(result.run, store.root)
 
 
-def _report_phases(launches: pd.DataFrame, run: str, root: Path) -> None:
-    counts = launches.groupby("phase", observed=True)["launches"].sum()
-    times = launches.groupby("phase", observed=True)["time_s"].sum()
-    parts = [f"{phase} {int(counts.get(phase, 0))} ({si(times.get(phase), 's')})" for phase in counts.index]
-    say(f"run {run!r} in {root}: " + ", ".join(parts))
-    empty = [phase for phase in ("forward", "backward", "optimizer") if int(counts.get(phase, 0)) == 0]
+def _report_phases(run: Run, root: Path) -> None:
+    phases = {p: v for p, v in phase_summary(run).items() if p != "total"}
+    parts = [f"{phase} {values['kernels']} ({si(values['time_s'], 's')})" for phase, values in phases.items()]
+    say(f"run {run.name!r} in {root}: " + ", ".join(parts))
+    empty = [phase for phase in ("forward", "backward", "optimizer") if phase not in phases]
     if empty:
         say(f"hroofline: warning: no kernels in phase(s) {', '.join(empty)}: the NVTX phases did not reach them")
-    say(f"next: hroofline summary {run}; hroofline top {run}; hroofline chart {run} --out {run}.html")
+    name = run.name
+    say(f"next: hroofline summary {name}; hroofline top {name}; hroofline chart {name} --out {name}.html")
 
 
 def _quoted(part: str) -> str:

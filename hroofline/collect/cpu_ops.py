@@ -88,8 +88,9 @@ def _distinct_bytes(tensors: list[torch.Tensor]) -> float:
 _OVERWRITES = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "set_"})
 
 
-def _base_name(func: Any) -> str:
-    return str(func.overloadpacket).split(".")[-1]
+def _op_name(packet: Any) -> str:
+    """'aten.add_' -> 'add_'."""
+    return str(packet).split(".")[-1]
 
 
 def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
@@ -107,7 +108,7 @@ def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         if written:
             writes += _tensors(value)
         overwritten = written and (
-            (argument.kwarg_only and argument.name.startswith("out")) or _base_name(func) in _OVERWRITES
+            (argument.kwarg_only and argument.name.startswith("out")) or _op_name(func.overloadpacket) in _OVERWRITES
         )
         if not overwritten:
             reads += _tensors(value)
@@ -135,7 +136,7 @@ def _is_metadata_only(func: Any) -> bool:
     namespace = getattr(packet, "__module__", "") or ""
     if "profiler" in str(packet) or namespace.endswith("profiler"):
         return True
-    return bool(getattr(func, "is_view", False)) or str(packet).split(".")[-1] in _NO_DATA_MOVED
+    return bool(getattr(func, "is_view", False)) or _op_name(packet) in _NO_DATA_MOVED
 
 
 # CPU kernels PyTorch's FLOP counter has no entry for, counted by the formula of their GPU twin (same
@@ -170,7 +171,7 @@ def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         return convolution_backward_flops(args)
     if packet in flop_registry:
         return float(flop_registry[packet](*args, **kwargs, out_val=out))
-    name = str(packet).split(".")[-1]
+    name = _op_name(packet)
     base = name.removeprefix("_foreach_")
     costs = element_costs()
     if base in costs.per_output:

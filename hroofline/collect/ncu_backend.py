@@ -49,13 +49,12 @@ def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
                     progress(f"  {ncu_pass.name}: {kernels} kernels profiled")
     returncode = process.wait()
     output = "".join(lines)
-    if "--log-file" in ncu_pass.command and ncu_pass.output.is_file():
-        # With --log-file ncu writes its own messages (==PROF==, ==ERROR==) there, beside the results.
+    if ncu_pass.writes_log_file and ncu_pass.output.is_file():
         logged = ncu_pass.output.read_text(errors="replace")
         output += logged
         kernels = max(kernels, len(_PROFILED.findall(logged)))
     failure = explain_ncu_failure(output, returncode, str(log))
-    if failure is None and kernels == 0 and "--log-file" in ncu_pass.command:
+    if failure is None and kernels == 0 and ncu_pass.writes_log_file:
         failure = explain_ncu_failure(output + "\n==WARNING== No kernels were profiled.", returncode, str(log))
     if failure is None and not ncu_pass.output.is_file():
         failure = ProfilingError(f"ncu wrote no {ncu_pass.output.name}", f"see {log}")

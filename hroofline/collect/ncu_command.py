@@ -99,6 +99,11 @@ class NcuPass:
     output: Path
     log: Path  # ncu's console output, kept apart from the results it imports
 
+    @property
+    def writes_log_file(self) -> bool:
+        """ncu --log-file: the tool's own messages go to ``output`` with the results, not to stdout."""
+        return "--log-file" in self.command
+
 
 def ncu_passes(
     ncu: str, metric_set: MetricSet, arch: str, workload: list[str], settings: NcuSettings, out_dir: Path
