@@ -1,70 +1,107 @@
 """The roofs a run is drawn and judged against: bandwidth per memory level and compute per precision.
 
-Two kinds of sets exist. A GPU's datasheet peaks come from the catalog (``metrics/gpus.toml``); measured
-ceilings (ERT and the like) come from a small TOML file, either bundled in ``metrics/ceilings/`` or the
-user's own. Every value is SI: byte/s for bandwidth, FLOP/s for compute.
+Three kinds of roofs, all SI (byte/s, FLOP/s; operations/s for integer tensor work):
+
+- the report's own (ncu's peak metrics x the clocks each launch ran at, :mod:`hroofline.report_roofs`),
+  used first, so every GPU ncu can profile gets a hierarchical roofline;
+- a GPU's datasheet peaks (``metrics/gpus.toml``), quoted at a boost clock: compute, L1 and L2 roofs are
+  scaled to the SM clock each launch ran at where the source measured it (``--clock-control base``
+  locks it well below boost); HBM is not;
+- measured ceilings (ERT and the like) from a TOML file, bundled in ``metrics/ceilings/`` or the user's
+  own, taken as given.
+
+``--ceilings`` picks a set for the whole run; without it, the report's roofs and then the datasheet of
+the run's GPU are used, key by key.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from hroofline.errors import InputError, UsageError
-from hroofline.metricset import GpuName, gpu_from_display_name, load_gpu_names, metrics_dir, resolve_gpu
-from hroofline.model import RunMeta
+from hroofline.metricset import (
+    COMPUTE_ROOFS,
+    LEVELS,
+    ROOF_KEYS,
+    GpuName,
+    gpu_from_display_name,
+    load_gpu_names,
+    metrics_dir,
+    resolve_gpu,
+)
+from hroofline.model import PEAK_PREFIX, Run, RunMeta
 
 CPU = "cpu"  # the --gpu name of CPU runs
-LEVELS: tuple[str, ...] = ("l1", "l2", "hbm")
 LEVEL_LABELS: dict[str, str] = {"l1": "L1", "l2": "L2", "hbm": "HBM"}
-# The compute roofs hroofline draws, each fed by one FLOP quantity of a run.
-PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "fp16", "tensor")
-PRECISION_LABELS: dict[str, str] = {"fp64": "FP64", "fp32": "FP32", "fp16": "FP16", "tensor": "tensor"}
-# A run counts tensor FLOPs without their input precision, so one tensor roof stands for them all: the
-# FP16 one (what AMP uses), else the first of these the set has.
-TENSOR_KEYS: tuple[str, ...] = ("tensor_fp16", "tensor_bf16", "tensor_tf32", "tensor_fp8", "tensor")
-FILE_KEYS: frozenset[str] = frozenset({*LEVELS, "fp64", "fp32", "fp16", *TENSOR_KEYS, "tensor_fp64"})
+ROOF_LABELS: dict[str, str] = {
+    **LEVEL_LABELS,
+    "fp64": "FP64",
+    "fp32": "FP32",
+    "fp16": "FP16",
+    "tensor_tf32": "TF32 tensor",
+    "tensor_fp16": "FP16 tensor",
+    "tensor_fp16_acc16": "FP16 tensor, FP16 accumulator",
+    "tensor_bf16": "BF16 tensor",
+    "tensor_fp8": "FP8 tensor",
+    "tensor_fp4": "FP4 tensor",
+    "tensor_fp64": "FP64 tensor",
+    "tensor_int8": "INT8 tensor",
+}
+# "tensor" is the FP16 tensor peak in ceilings files written before tensor peaks had a precision.
+FILE_KEYS: frozenset[str] = frozenset({*ROOF_KEYS, "tensor"})
+# Where a GPU has one rate for both accumulators the catalog gives only the FP32-accumulator peak.
+FALLBACK_KEYS: dict[str, str] = {"tensor_fp16_acc16": "tensor_fp16"}
+# ncu's FP16 counters count a packed half2 instruction once (metrics/hierarchical.toml): the FP16 roof of
+# FLOPs counted that way is half the packed rate datasheets, ERT and ncu's own Half roofline quote.
+COUNTED_FP16_FACTOR = 0.5
+REPORT = "report"
 
 
 @dataclass(frozen=True)
 class Ceilings:
-    """One set of roofs; ``label`` and ``source`` say which set a chart shows."""
+    """One set of roofs; ``label`` and ``source`` say which. ``quoted_clock`` gives, per key, the SM clock
+    a peak is quoted at (datasheets); keys without one are taken as given (measured sets)."""
 
     label: str
     source: str
-    bandwidth: dict[str, float]  # level -> byte/s
-    compute: dict[str, float]  # precision -> FLOP/s
-    tensor_key: str | None = None  # which tensor peak stands for "tensor"
+    peaks: dict[str, float]
+    quoted_clock: dict[str, float] = field(default_factory=dict)
+    gpu: str | None = None  # the catalog GPU of a datasheet set
 
-    def peaks(self) -> dict[str, float]:
-        """The set as flat SI peaks, the inverse of :func:`from_peaks` (how a run keeps its roofs)."""
-        values = {**self.bandwidth, **{k: v for k, v in self.compute.items() if k != "tensor"}}
-        if "tensor" in self.compute:
-            values[self.tensor_key or "tensor"] = self.compute["tensor"]
-        return values
+    def peak(self, key: str) -> float | None:
+        value = self.peaks.get(key)
+        if value is None and key in FALLBACK_KEYS:
+            return self.peaks.get(FALLBACK_KEYS[key])
+        return value
+
+    def clock_of(self, key: str) -> float | None:
+        if key in self.peaks or key not in FALLBACK_KEYS:
+            return self.quoted_clock.get(key)
+        return self.quoted_clock.get(FALLBACK_KEYS[key])
+
+    @property
+    def bandwidth(self) -> dict[str, float]:
+        return {level: self.peaks[level] for level in LEVELS if level in self.peaks}
 
     def to_json(self) -> dict[str, object]:
-        return {"label": self.label, "source": self.source, "peaks": self.peaks()}
+        return {"label": self.label, "source": self.source, "peaks": dict(self.peaks)}
 
     def describe(self) -> str:
         return f"{self.label}; source: {self.source}"
 
-    @property
-    def tensor_label(self) -> str:
-        if self.tensor_key and self.tensor_key.startswith("tensor_"):
-            return f"tensor ({self.tensor_key.removeprefix('tensor_').upper()} inputs)"
-        return "tensor"
-
 
 def from_peaks(label: str, source: str, peaks: dict[str, float]) -> Ceilings:
-    bandwidth = {level: peaks[level] for level in LEVELS if level in peaks}
-    compute = {p: peaks[p] for p in ("fp64", "fp32", "fp16") if p in peaks}
-    tensor_key = next((k for k in TENSOR_KEYS if k in peaks), None)
-    if tensor_key:
-        compute["tensor"] = peaks[tensor_key]
-    return Ceilings(label=label, source=source, bandwidth=bandwidth, compute=compute, tensor_key=tensor_key)
+    """A set taken as given: measured ceilings, or the roofs a CPU run measured."""
+    values = dict(peaks)
+    if "tensor" in values:  # files from before tensor peaks had a precision
+        values.setdefault("tensor_fp16", values.pop("tensor"))
+    return Ceilings(label=label, source=source, peaks=values)
 
 
 def datasheet_ceilings(gpu: GpuName) -> Ceilings:
@@ -73,7 +110,8 @@ def datasheet_ceilings(gpu: GpuName) -> Ceilings:
             f"the catalog has no datasheet peaks for {gpu.name}",
             "pass --ceilings FILE with measured ceilings (format: metrics/ceilings/v100-yang-ert.toml)",
         )
-    return from_peaks(f"{gpu.name} datasheet", gpu.peak_source or "metrics/gpus.toml", gpu.peaks)
+    clocks = {key: clock for key in gpu.peaks if (clock := gpu.quoted_clock(key)) is not None}
+    return Ceilings(f"{gpu.name} datasheet", gpu.peak_source or "metrics/gpus.toml", dict(gpu.peaks), clocks, gpu.name)
 
 
 def bundled_ceiling_files() -> dict[str, Path]:
@@ -121,18 +159,8 @@ def run_gpu(meta: RunMeta) -> GpuName | None:
     return gpu_from_display_name(meta.device_name) if meta.device_name else None
 
 
-def ceilings_for_run(meta: RunMeta, choice: str | None = None) -> Ceilings:
-    """The run's GPU datasheet by default; else ``choice``: a file, a bundled set, or a catalog GPU."""
-    if choice is None and meta.ceilings:
-        return from_peaks(str(meta.ceilings["label"]), str(meta.ceilings["source"]), dict(meta.ceilings["peaks"]))
-    if choice is None:
-        gpu = run_gpu(meta)
-        if gpu is None:
-            raise UsageError(
-                f"run {meta.name!r} does not say which GPU it ran on",
-                "pass --ceilings with a GPU name, a bundled set or a file (see `hroofline gpus`)",
-            )
-        return datasheet_ceilings(gpu)
+def named_ceilings(choice: str) -> Ceilings:
+    """``--ceilings``: a file, a bundled measured set or a catalog GPU's datasheet."""
     path = Path(choice)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
@@ -148,3 +176,181 @@ def ceilings_for_run(meta: RunMeta, choice: str | None = None) -> Ceilings:
             f"--ceilings {choice!r} is neither a file, a bundled set nor a catalog GPU",
             "bundled sets: " + ", ".join(bundled) + "; GPUs: see `hroofline gpus`",
         ) from None
+
+
+def ceilings_for_run(meta: RunMeta, choice: str | None = None) -> Ceilings:
+    """One set for the whole run: ``choice``, else the run's own measured set, else its GPU's datasheet."""
+    if choice is not None:
+        return named_ceilings(choice)
+    if meta.ceilings:
+        return from_peaks(str(meta.ceilings["label"]), str(meta.ceilings["source"]), dict(meta.ceilings["peaks"]))
+    gpu = run_gpu(meta)
+    if gpu is None:
+        raise UsageError(
+            f"run {meta.name!r} does not say which GPU it ran on",
+            "pass --ceilings with a GPU name, a bundled set or a file (see `hroofline gpus`)",
+        )
+    return datasheet_ceilings(gpu)
+
+
+@dataclass
+class RunRoofs:
+    """The roofs of each launch of a run, and what a chart and a table must say about them.
+
+    ``per_launch`` has the run's launch index and one column per roof key (NaN: no roof). ``origins``
+    says per key where it came from; ``clock_hz`` is the time-weighted median SM clock of the launches
+    whose roofs were scaled to their clock (None when none was), ``quoted_clock_hz`` the datasheet's."""
+
+    label: str
+    source: str
+    per_launch: pd.DataFrame
+    origins: dict[str, str] = field(default_factory=dict)
+    clock_hz: float | None = None
+    quoted_clock_hz: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"{self.label}; source: {self.source}"
+
+    def representative(self, launches: pd.DataFrame) -> dict[str, float]:
+        """One value per roof for the given launches (a chart draws one line per roof): the
+        time-weighted median of their roofs."""
+        rows = self.per_launch.loc[launches.index] if len(launches) else self.per_launch
+        weights = launches["time_s"] if len(launches) else pd.Series(1.0, index=rows.index)
+        values = {}
+        for key in ROOF_KEYS:
+            value = weighted_median(rows[key], weights.reindex(rows.index))
+            if value is not None:
+                values[key] = value
+        return values
+
+
+def weighted_median(values: pd.Series, weights: pd.Series) -> float | None:
+    """The value below which half the weight lies (unweighted where weights are missing)."""
+    ok = values.notna() & (values > 0)
+    if not ok.any():
+        return None
+    v = values[ok].to_numpy(dtype=float)
+    w = weights[ok].fillna(0).clip(lower=0).to_numpy(dtype=float)
+    if w.sum() <= 0:
+        w = np.ones_like(v)
+    order = np.argsort(v, kind="stable")
+    cumulative = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cumulative, cumulative[-1] / 2)])
+
+
+def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
+    """The roofs every launch of ``run`` is judged against (see the module docstring for the order)."""
+    launches = run.launches
+    if choice is not None or run.meta.ceilings:
+        chosen = ceilings_for_run(run.meta, choice)
+        own = run_gpu(run.meta)
+        if chosen.gpu is not None and (own is None or own.name != chosen.gpu):
+            # Another GPU's datasheet: its peaks at its own quoted clocks, not at this run's clock.
+            chosen = replace(chosen, label=f"{chosen.label} (another GPU: at its quoted clocks)", quoted_clock={})
+        return _counted_fp16(run, _from_set(launches, chosen, {}))
+    report = launches[[PEAK_PREFIX + key for key in ROOF_KEYS]].rename(columns=lambda c: c[len(PEAK_PREFIX) :])
+    from_report = [key for key in ROOF_KEYS if report[key].notna().any()]
+    gpu = run_gpu(run.meta)
+    datasheet = datasheet_ceilings(gpu) if gpu is not None and gpu.peaks else None
+    if datasheet is None and not from_report:
+        raise UsageError(
+            f"run {run.name!r} does not say which GPU it ran on, and its sources carry no roofs",
+            "pass --ceilings with a GPU name, a bundled set or a file (see `hroofline gpus`)",
+        )
+    if datasheet is None:
+        roofs = RunRoofs(label="", source="", per_launch=report.copy())
+    else:
+        roofs = _from_set(launches, datasheet, {})
+        roofs.per_launch = report.where(report.notna(), roofs.per_launch)
+    for key in from_report:
+        roofs.origins[key] = REPORT
+    roofs.label, roofs.source = _report_label(run, roofs, datasheet, from_report)
+    return _counted_fp16(run, roofs)
+
+
+def _from_set(launches: pd.DataFrame, ceilings: Ceilings, origins: dict[str, str]) -> RunRoofs:
+    """Each launch's roofs from one set, datasheet peaks scaled to the launch's measured SM clock."""
+    clock = launches["clock_hz"].where(launches["clock_hz"] > 0)
+    columns: dict[str, pd.Series] = {}
+    scaled_any = False
+    for key in ROOF_KEYS:
+        value = ceilings.peak(key)
+        if value is None:
+            columns[key] = pd.Series(np.nan, index=launches.index)
+            continue
+        quoted = ceilings.clock_of(key)
+        if quoted:
+            columns[key] = (value * clock / quoted).where(clock.notna(), value)
+            scaled_any = scaled_any or bool(clock.notna().any())
+        else:
+            columns[key] = pd.Series(value, index=launches.index, dtype=float)
+        origins.setdefault(key, ceilings.label)
+    quoted_default = next((ceilings.quoted_clock[k] for k in ("fp32", "l1") if k in ceilings.quoted_clock), None)
+    if quoted_default is None and ceilings.quoted_clock:
+        quoted_default = next(iter(ceilings.quoted_clock.values()))
+    median = weighted_median(clock, launches["time_s"]) if scaled_any else None
+    label = ceilings.label
+    if ceilings.quoted_clock:
+        label += _clock_phrase(median, quoted_default, bool(clock.notna().any()))
+    return RunRoofs(
+        label=label,
+        source=ceilings.source,
+        per_launch=pd.DataFrame(columns, index=launches.index),
+        origins=origins,
+        clock_hz=median,
+        quoted_clock_hz=quoted_default,
+    )
+
+
+def _clock_phrase(median: float | None, quoted: float | None, measured: bool) -> str:
+    quoted_text = f"{quoted / 1e9:.3g} GHz" if quoted else "boost"
+    if measured and median:
+        return f", scaled to each launch's measured SM clock (median {median / 1e9:.3g} GHz; quoted at {quoted_text})"
+    return f", at the quoted {quoted_text} SM clock (the source did not measure the clock)"
+
+
+def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_report: list[str]) -> tuple[str, str]:
+    if not from_report:
+        return roofs.label, roofs.source
+    named = ", ".join(ROOF_LABELS[k] for k in ROOF_KEYS if k in from_report)
+    clock = weighted_median(run.launches["clock_hz"], run.launches["time_s"])
+    at = f", median SM clock {clock / 1e9:.3g} GHz" if clock else ""
+    label = f"from the report ({named}: ncu peak metrics x the clocks each launch ran at{at})"
+    hows = sorted({f"{k}: {how}" for s in run.meta.sources for k, how in s.roofs.items() if k in from_report})
+    source = "; ".join(hows) or "ncu peak metrics"
+    rest = [k for k in ROOF_KEYS if k not in from_report and roofs.per_launch[k].notna().any()]
+    if datasheet is not None and rest:
+        label += f"; {', '.join(ROOF_LABELS[k] for k in rest)} from the {roofs.label}"
+        source += f"; {datasheet.source}"
+    return label, source
+
+
+def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:
+    """Halve the FP16 roof of launches whose FP16 FLOPs are ncu's counted (packed-once) instructions."""
+    counted = {i for i, s in enumerate(run.meta.sources) if s.counts_fp16_instructions}
+    mask = run.launches["source"].isin(counted)
+    if mask.any() and roofs.per_launch["fp16"].notna().any():
+        roofs.per_launch.loc[mask, "fp16"] *= COUNTED_FP16_FACTOR
+        if (run.launches.loc[mask, "flops_fp16"].fillna(0) > 0).any():
+            roofs.notes.append(
+                "FP16 roof halved to match ncu's FP16 counters, which count a packed half2 instruction once"
+            )
+    return roofs
+
+
+__all__ = [
+    "COMPUTE_ROOFS",
+    "CPU",
+    "LEVEL_LABELS",
+    "ROOF_LABELS",
+    "Ceilings",
+    "RunRoofs",
+    "bundled_ceiling_files",
+    "ceilings_for_run",
+    "datasheet_ceilings",
+    "from_peaks",
+    "load_ceilings_file",
+    "named_ceilings",
+    "run_roofs",
+]

@@ -1,7 +1,7 @@
 """The metric set and GPU names, read from the data files in ``metrics/``.
 
 Nothing here computes: this module turns the TOML files into typed objects that
-:mod:`hroofline.roofline` evaluates.
+:mod:`hroofline.roofline` and :mod:`hroofline.report_roofs` evaluate.
 """
 
 from __future__ import annotations
@@ -14,17 +14,45 @@ from pathlib import Path
 
 from hroofline.errors import UsageError
 
-QUANTITIES: tuple[str, ...] = (
-    "flops_fp64",
-    "flops_fp32",
-    "flops_fp16",
-    "flops_tensor",
-    "bytes_l1",
-    "bytes_l2",
-    "bytes_hbm",
+# FLOPs on the CUDA cores, per precision.
+CORE_FLOP_QUANTITIES: tuple[str, ...] = ("flops_fp64", "flops_fp32", "flops_fp16")
+# FLOPs on the tensor cores, per input precision (fp16_acc16: FP16 inputs with an FP16 accumulator).
+TENSOR_FLOP_QUANTITIES: tuple[str, ...] = (
+    "flops_tensor_tf32",
+    "flops_tensor_fp16",
+    "flops_tensor_fp16_acc16",
+    "flops_tensor_bf16",
+    "flops_tensor_fp8",
+    "flops_tensor_fp4",
+    "flops_tensor_fp64",
 )
-FLOP_QUANTITIES: tuple[str, ...] = QUANTITIES[:4]
-BYTE_QUANTITIES: tuple[str, ...] = QUANTITIES[4:]
+FLOP_QUANTITIES: tuple[str, ...] = CORE_FLOP_QUANTITIES + TENSOR_FLOP_QUANTITIES
+# Integer tensor operations: counted and shown, never mixed into FLOPs.
+OP_QUANTITIES: tuple[str, ...] = ("ops_tensor_int",)
+BYTE_QUANTITIES: tuple[str, ...] = ("bytes_l1", "bytes_l2", "bytes_hbm")
+QUANTITIES: tuple[str, ...] = FLOP_QUANTITIES + OP_QUANTITIES + BYTE_QUANTITIES
+
+LEVELS: tuple[str, ...] = ("l1", "l2", "hbm")
+# The compute roofs: one per FLOP (or operation) quantity, named as in metrics/gpus.toml and ceilings files.
+COMPUTE_ROOF_OF: dict[str, str] = {
+    "flops_fp64": "fp64",
+    "flops_fp32": "fp32",
+    "flops_fp16": "fp16",
+    **{q: q.removeprefix("flops_") for q in TENSOR_FLOP_QUANTITIES},
+    "ops_tensor_int": "tensor_int8",
+}
+COMPUTE_ROOFS: tuple[str, ...] = tuple(COMPUTE_ROOF_OF.values())
+TENSOR_ROOFS: tuple[str, ...] = tuple(k for k in COMPUTE_ROOFS if k.startswith("tensor_"))
+ROOF_KEYS: tuple[str, ...] = LEVELS + COMPUTE_ROOFS
+# Device attributes (device__attribute_*) the roofs are derived from when a report lacks peak metrics.
+DEVICE_ATTRIBUTES: tuple[str, ...] = (
+    "device__attribute_multiprocessor_count",
+    "device__attribute_num_tex_per_multiprocessor",
+    "device__attribute_l2s_count",
+    "device__attribute_memory_clock_rate",
+    "device__attribute_global_memory_bus_width",
+    "device__attribute_clock_rate",
+)
 
 
 def metrics_dir() -> Path:
@@ -44,6 +72,7 @@ class Formula:
     terms: dict[str, float] = field(default_factory=dict)
     pattern: str | None = None
     arch: tuple[str, ...] | None = None
+    roof: str | None = None  # for bytes: the roof definition of the same traffic
 
     def applies_to(self, arch: str | None) -> bool:
         # An architecture-specific formula needs a known architecture: a wrong guess gives wrong FLOPs.
@@ -57,10 +86,50 @@ class Formula:
 
 
 @dataclass(frozen=True)
+class RoofAlternative:
+    """One way to get a roof from a report, per cycle (see [roofs] in metrics/hierarchical.toml)."""
+
+    per_cycle: dict[str, float] = field(default_factory=dict)
+    per_unit: float | None = None
+    units: str | None = None
+    lanes: bool = False
+    memory_bus: bool = False
+    factor: float = 1.0
+
+    def describe(self, clock: str) -> str:
+        if self.memory_bus:
+            return "device__attribute_memory_clock_rate x 2 x device__attribute_global_memory_bus_width / 8"
+        if self.lanes:
+            return f"{self.factor:g} x FP32 lanes per SM (compute capability) x SMs x {clock}"
+        if self.per_cycle:
+            parts = [name if coef == 1 else f"{coef:g} x {name}" for name, coef in self.per_cycle.items()]
+            units = f" x {self.units} units" if self.units else ""
+            return " + ".join(parts) + units + f" x {clock}"
+        return f"{self.per_unit:g} per {self.units} unit per cycle x {self.units} units x {clock}"
+
+
+@dataclass(frozen=True)
+class RoofDefinition:
+    key: str  # the roof it gives: a level (l1, l2, hbm) or a compute roof
+    clock: str
+    alternatives: tuple[RoofAlternative, ...]
+
+
+@dataclass(frozen=True)
 class TimeMetrics:
     duration: str
     cycles: str
     clock: str
+
+
+@dataclass(frozen=True)
+class TensorKernelHints:
+    """Kernel-name fragments and pipe metrics that show tensor-core work (float and integer)."""
+
+    float_names: tuple[str, ...]
+    integer_names: tuple[str, ...]
+    float_metrics: tuple[str, ...]
+    integer_metrics: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -72,6 +141,12 @@ class MetricSet:
     formulas: dict[str, tuple[Formula, ...]]
     architectures: dict[str, str]
     collect: dict[str, tuple[str, ...]]
+    roofs: dict[str, RoofDefinition] = field(default_factory=dict)
+    clocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fp32_lanes: dict[str, int] = field(default_factory=dict)
+    pipes: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    tensor_hints: TensorKernelHints = field(default_factory=lambda: TensorKernelHints((), (), (), ()))
+    display_names: dict[str, str] = field(default_factory=dict)
 
     def arch_of(self, cc: str | None) -> str | None:
         if not cc:
@@ -79,13 +154,27 @@ class MetricSet:
         return self.architectures.get(normalize_cc(cc))
 
     def metrics_to_collect(self, arch: str) -> list[str]:
-        """The ncu --metrics list for one architecture."""
+        """The ncu --metrics list for one architecture: the formulas' metrics and the roofs' peaks."""
         if arch not in self.collect:
             raise UsageError(f"no metric list for architecture {arch!r}")
-        return list(self.collect["common"]) + list(self.collect[arch])
+        paths = list(self.collect[arch])
+        peaks = [f"{m}.peak_sustained" for m in paths if m.startswith("sm__ops_path_tensor_")]
+        return list(self.collect["common"]) + paths + list(self.collect.get("roofs", ())) + peaks
+
+    def pipes_of(self, cc: str | None) -> tuple[tuple[str, ...], ...]:
+        """Compute roofs grouped by the execution pipe they share, for a compute capability."""
+        groups = self.pipes.get(normalize_cc(cc) if cc else "", self.pipes.get("default", ()))
+        expanded = []
+        for group in groups:
+            keys: list[str] = []
+            for key in group:
+                keys += list(TENSOR_ROOFS) if key == "tensor" else [key]
+            expanded.append(tuple(keys))
+        return tuple(expanded)
 
     def feeds_a_formula(self, metric: str) -> bool:
-        """Whether a metric, in count or rate form and under either prefix, is used by some formula.
+        """Whether a metric, in count or rate form and under either prefix, is used by some formula or
+        roof (peaks, clocks, device attributes, tensor-pipe evidence).
 
         Asked once per metric per launch when reading reports, so answers are memoised."""
         known = self._feeds_answers.get(metric)
@@ -99,8 +188,10 @@ class MetricSet:
         names = self._formula_metrics
         if base in names or other_prefix(base) in names or metric in names:
             return True
-        if re.fullmatch(r"\w+__cycles_elapsed\.avg(\.per_second)?", metric):
-            return True  # converts a unit's .per_cycle_elapsed rates into counts
+        if re.fullmatch(r"\w+__cycles_elapsed\.(avg|sum)(\.per_second)?", metric):
+            return True  # unit clocks, and converting a unit's .per_cycle_elapsed rates into counts
+        if metric.startswith(self._evidence_prefixes):
+            return True
         return any(pattern.match(base) for pattern in self._formula_patterns)
 
     @cached_property
@@ -113,7 +204,19 @@ class MetricSet:
         for formulas in self.formulas.values():
             for formula in formulas:
                 names.update(formula.terms)
+        for definition in self.roofs.values():
+            for alternative in definition.alternatives:
+                names.update(alternative.per_cycle)
+        for clock_names in self.clocks.values():
+            names.update(clock_names)
+        names.update(DEVICE_ATTRIBUTES)
+        names.update(self.display_names.values())
         return frozenset(names)
+
+    @cached_property
+    def _evidence_prefixes(self) -> tuple[str, ...]:
+        hints = self.tensor_hints
+        return tuple(f"{m}." for m in hints.float_metrics + hints.integer_metrics)
 
     @cached_property
     def _formula_patterns(self) -> tuple[re.Pattern[str], ...]:
@@ -146,6 +249,24 @@ def normalize_cc(cc: str) -> str:
     return text
 
 
+def _roof_definitions(data: dict) -> dict[str, RoofDefinition]:
+    roofs = {}
+    for name, entry in data.items():
+        alternatives = tuple(
+            RoofAlternative(
+                per_cycle={k: float(v) for k, v in alt.get("per_cycle", {}).items()},
+                per_unit=float(alt["per_unit"]) if "per_unit" in alt else None,
+                units=alt.get("units"),
+                lanes=bool(alt.get("lanes", False)),
+                memory_bus=bool(alt.get("memory_bus", False)),
+                factor=float(alt.get("factor", 1.0)),
+            )
+            for alt in entry["alternatives"]
+        )
+        roofs[name] = RoofDefinition(key=entry.get("level", name), clock=entry["clock"], alternatives=alternatives)
+    return roofs
+
+
 @cache
 def load_metric_set(name: str = "hierarchical") -> MetricSet:
     path = metrics_dir() / f"{name}.toml"
@@ -159,9 +280,11 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
                 terms={k: float(v) for k, v in entry.get("terms", {}).items()},
                 pattern=entry.get("pattern"),
                 arch=tuple(entry["arch"]) if "arch" in entry else None,
+                roof=entry.get("roof"),
             )
             for entry in entries
         )
+    hints = data.get("tensor_core_kernels", {})
     return MetricSet(
         name=data["name"],
         schema=int(data["schema"]),
@@ -170,12 +293,26 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
         formulas=formulas,
         architectures=dict(data["architectures"]),
         collect={k: tuple(v) for k, v in data["collect"].items()},
+        roofs=_roof_definitions(data.get("roofs", {})),
+        clocks={k: tuple(v) for k, v in data.get("clocks", {}).items()},
+        fp32_lanes={normalize_cc(k): int(v) for k, v in data.get("fp32_lanes", {}).items()},
+        pipes={k: tuple(tuple(g) for g in v) for k, v in data.get("pipes", {}).items()},
+        tensor_hints=TensorKernelHints(
+            float_names=tuple(hints.get("float", ())),
+            integer_names=tuple(hints.get("integer", ())),
+            float_metrics=tuple(hints.get("float_metrics", ())),
+            integer_metrics=tuple(hints.get("integer_metrics", ())),
+        ),
+        display_names=dict(data.get("display_names", {})),
     )
 
 
 @dataclass(frozen=True)
 class GpuName:
-    """A catalog GPU: its names, compute capability and datasheet peaks (FLOP/s, byte/s)."""
+    """A catalog GPU: its names, compute capability and datasheet peaks (FLOP/s, byte/s).
+
+    ``clocks`` gives the SM clock (Hz) each peak is quoted at: ``default`` for all, per key where the
+    datasheet quotes a peak at another clock (H100 tensor peaks at 1830 MHz, FP32 at 1980 MHz)."""
 
     name: str
     cc: str
@@ -183,6 +320,13 @@ class GpuName:
     match: tuple[str, ...]
     peaks: dict[str, float] = field(default_factory=dict)
     peak_source: str | None = None
+    clocks: dict[str, float] = field(default_factory=dict)
+
+    def quoted_clock(self, key: str) -> float | None:
+        """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
+        if key == "hbm":
+            return None
+        return self.clocks.get(key, self.clocks.get("default"))
 
 
 @cache
@@ -192,6 +336,7 @@ def load_gpu_names() -> dict[str, GpuName]:
     for key, value in data.items():
         peak = dict(value.get("peak", {}))
         source = peak.pop("source", None)
+        clocks = {k: float(v) for k, v in value.get("clock", {}).items() if k != "source"}
         gpus[key] = GpuName(
             name=key,
             cc=value["cc"],
@@ -199,31 +344,46 @@ def load_gpu_names() -> dict[str, GpuName]:
             match=tuple(value.get("match", ())),
             peaks={k: float(v) for k, v in peak.items()},
             peak_source=source,
+            clocks=clocks,
         )
     return gpus
 
 
+def _canon(text: str) -> str:
+    return re.sub(r"[\s_]+", "-", text.strip().lower())
+
+
 def resolve_gpu(name: str) -> GpuName:
     """A --gpu argument to a catalog entry; case and '-'/'_'/' ' do not matter."""
-
-    def canon(text: str) -> str:
-        return re.sub(r"[\s_]+", "-", text.strip().lower())
-
-    wanted = canon(name)
+    wanted = _canon(name)
     for gpu in load_gpu_names().values():
-        if wanted == gpu.name or wanted in (canon(a) for a in gpu.aliases):
+        if wanted == gpu.name or wanted in (_canon(a) for a in gpu.aliases):
             return gpu
     known = ", ".join(sorted(load_gpu_names()))
     raise UsageError(f"unknown GPU {name!r}", f"known GPUs: {known}")
 
 
+# A word after the matched model name that makes it another product (RTX 3090 Ti, RTX 4090 D, H200 NVL)
+# or a slice of one (MIG): the catalog's full-part peaks do not apply.
+_VARIANT_WORDS = frozenset({"ti", "super", "d", "nvl", "mig", "max-q", "mobile", "laptop", "ada", "lhr", "xt"})
+
+
 def gpu_from_display_name(display_name: str) -> GpuName | None:
-    """ncu's device display name (e.g. 'Tesla V100-SXM2-16GB') to a catalog entry, if any."""
+    """ncu's device display name (e.g. 'Tesla V100-SXM2-16GB') to a catalog entry, if any.
+
+    The longest matching fragment wins; a name with a variant word after it (Ti, D, NVL, ...) or a MIG
+    slice matches nothing, rather than a full part's peaks."""
     text = display_name.lower()
+    if re.search(r"(^|[\s-])mig([\s-]|$)", text):
+        return None
     best: tuple[int, GpuName] | None = None
     for gpu in load_gpu_names().values():
         for fragment in gpu.match:
             found = re.search(rf"(^|[\s-]){re.escape(fragment)}($|[\s-])", text)
-            if found and (best is None or len(fragment) > best[0]):
-                best = (len(fragment), gpu)
+            if not found or (best is not None and len(fragment) <= best[0]):
+                continue
+            rest = text[found.end() :].replace("-", " ").split()
+            if rest and rest[0] in _VARIANT_WORDS and rest[0] not in fragment.split():
+                continue
+            best = (len(fragment), gpu)
     return best[1] if best else None

@@ -3,6 +3,9 @@
 A run is metadata plus one row per kernel launch (``Run.launches``, a pandas DataFrame). Every
 importer produces the same launch columns; the store keeps them in Parquet; the analysis reads them.
 All quantities are SI: seconds, FLOPs, bytes. A quantity that was not measured is null, never 0.
+
+Beside the quantities a launch may carry its own roofs (``peak_<key>``: FLOP/s or byte/s at the clock it
+ran at), derived from the report's peak metrics and device attributes (:mod:`hroofline.report_roofs`).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from hroofline.metricset import QUANTITIES
+from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 
-SCHEMA_VERSION = 1
+# 2: tensor FLOPs per input precision (flops_tensor is their total), integer tensor ops, per-launch roofs.
+SCHEMA_VERSION = 2
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -39,7 +43,17 @@ TIME_COLUMNS: dict[str, str] = {
     "clock_hz": "float64",
 }
 QUANTITY_COLUMNS: dict[str, str] = {q: "float64" for q in QUANTITIES}
-LAUNCH_COLUMNS: dict[str, str] = {**IDENTITY_COLUMNS, **TIME_COLUMNS, **QUANTITY_COLUMNS}
+# All tensor FLOPs, whatever the input precision: the sum of the per-precision columns.
+TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
+PEAK_PREFIX = "peak_"
+PEAK_COLUMNS: dict[str, str] = {PEAK_PREFIX + key: "float64" for key in ROOF_KEYS}
+LAUNCH_COLUMNS: dict[str, str] = {
+    **IDENTITY_COLUMNS,
+    **TIME_COLUMNS,
+    **QUANTITY_COLUMNS,
+    **TOTAL_COLUMNS,
+    **PEAK_COLUMNS,
+}
 # Raw ncu metrics that fed a formula are kept beside the quantities, under this prefix, so every stored
 # number can be traced back to what ncu measured.
 RAW_METRIC_PREFIX = "metric:"
@@ -61,6 +75,13 @@ class SourceInfo:
     extra_metrics: dict[str, str] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)  # how it was collected (clock control, ...)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the user must know about the numbers
+    roofs: dict[str, str] = field(default_factory=dict)  # roof key -> how the report gave it
+
+    @property
+    def counts_fp16_instructions(self) -> bool:
+        """ncu's FP16 counters count a packed half2 instruction once; analytic sources count arithmetic."""
+        return self.kind.startswith("ncu")
 
 
 @dataclass
@@ -108,9 +129,19 @@ def empty_launches() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in LAUNCH_COLUMNS.items()})
 
 
+def upgrade_launches(frame: pd.DataFrame, schema_version: int) -> pd.DataFrame:
+    """A launch table written by an older hroofline, in today's layout. Schema 1 kept one tensor column;
+    its runs were judged against the FP16 tensor peak, so that is where their tensor FLOPs go."""
+    if schema_version < 2 and "flops_tensor" in frame and not any(q in frame for q in TENSOR_FLOP_QUANTITIES):
+        frame = frame.assign(flops_tensor_fp16=frame["flops_tensor"])
+    return frame
+
+
 def conform_launches(frame: pd.DataFrame) -> pd.DataFrame:
     """Give a launch table exactly the standard columns and dtypes, raw metric columns last."""
     out = frame.copy()
+    tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in out.columns]
+    out["flops_tensor"] = out[tensor].sum(axis=1, min_count=1) if tensor else float("nan")
     for name, dtype in LAUNCH_COLUMNS.items():
         if name not in out.columns:
             missing = float("nan") if dtype == "float64" else pd.NA

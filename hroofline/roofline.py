@@ -40,13 +40,15 @@ class KernelTime:
 
 
 def kernel_time(metrics: pd.DataFrame, metric_set: MetricSet) -> KernelTime:
-    """Time per launch: gpu__time_duration.sum where present, else elapsed SM cycles / SM clock."""
+    """Time per launch: gpu__time_duration.sum where present, else elapsed SM cycles / SM clock.
+
+    ``clock_hz`` is the SM clock the launch ran at, where the source measured it."""
     names = metric_set.time
     nan = pd.Series(np.nan, index=metrics.index)
     used: set[str] = set()
     duration = _first_column(metrics, [names.duration])
     cycles = _first_column(metrics, [names.cycles, other_prefix(names.cycles)])
-    clock = _first_column(metrics, [names.clock, other_prefix(names.clock)])
+    clock = _first_column(metrics, [names.clock, other_prefix(names.clock), *metric_set.clocks.get("sm", ())])
     duration_s = metrics[duration] if duration else nan
     from_cycles = metrics[cycles] / metrics[clock] if cycles and clock else nan
     seconds = duration_s.where(duration_s.notna(), from_cycles)
@@ -71,11 +73,13 @@ class Derived:
     formulas_used: dict[str, str]
     used_metrics: set[str]
     notes: list[str]
+    level_roofs: dict[str, str] = field(default_factory=dict)  # level -> roof definition of its formula
 
 
 def derive_quantities(metrics: pd.DataFrame, metric_set: MetricSet, arch: str | None, time: KernelTime) -> Derived:
     quantities = pd.DataFrame(index=metrics.index)
     formulas_used: dict[str, str] = {}
+    level_roofs: dict[str, str] = {}
     used = set(time.used)
     for quantity in QUANTITIES:
         result = _evaluate_first(metric_set.formulas[quantity], metrics, arch, time)
@@ -85,13 +89,15 @@ def derive_quantities(metrics: pd.DataFrame, metric_set: MetricSet, arch: str | 
         values, formula, columns, how = result
         quantities[quantity] = values
         formulas_used[quantity] = formula.describe() + (f" [{how}]" if how else "")
+        if formula.roof:
+            level_roofs[quantity.removeprefix("bytes_")] = formula.roof
         used.update(columns)
-    return Derived(quantities, formulas_used, used, _tensor_notes(metrics, arch, formulas_used))
+    return Derived(quantities, formulas_used, used, _tensor_notes(metrics, arch, formulas_used), level_roofs)
 
 
 def _tensor_notes(metrics: pd.DataFrame, arch: str | None, formulas_used: dict[str, str]) -> list[str]:
     has_pipe = _first_column(metrics, ["sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed_pipe_tensor.sum"])
-    if not has_pipe or "flops_tensor" in formulas_used:
+    if not has_pipe or any(q.startswith("flops_tensor") for q in formulas_used):
         return []
     if arch is None:
         return [
@@ -197,7 +203,9 @@ def _first_column(metrics: pd.DataFrame, names: list[str]) -> str | None:
 
 
 def total_flops(frame: pd.DataFrame) -> pd.Series:
-    """All FLOPs: FP64 + FP32 + FP16 + tensor; null only when no precision was measured."""
+    """All FLOPs: FP64 + FP32 + FP16 + tensor (every input precision); null only when none was measured.
+
+    Integer tensor operations are not FLOPs and stay out."""
     return frame[list(FLOP_QUANTITIES)].sum(axis=1, min_count=1)
 
 

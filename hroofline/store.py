@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from hroofline.errors import StoreError, UsageError
 from hroofline.importers import ImportedSource
 from hroofline.metricset import load_metric_set
-from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches
+from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches, upgrade_launches
 
 DEFAULT_STORE = "hroofline-runs"
 STORE_ENV = "HROOFLINE_STORE"
@@ -89,7 +89,10 @@ class RunStore:
             frame = pq.read_table(path).to_pandas()
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"run {name!r}: cannot read {path} ({error})") from None
-        return Run(meta=RunMeta.from_json(raw), launches=conform_launches(frame))
+        meta = RunMeta.from_json(raw)
+        frame = upgrade_launches(frame, meta.schema_version)
+        meta.schema_version = SCHEMA_VERSION
+        return Run(meta=meta, launches=conform_launches(frame))
 
     def _read_meta_json(self, name: str) -> dict:
         check_run_name(name)

@@ -35,6 +35,8 @@ UNIT = {
     "inst/cycle": 1,
     "byte/second": 1,
     "sector": 1,
+    "byte/cycle": 1,
+    "inst/cycle": 1,
 }
 
 
@@ -94,4 +96,37 @@ def console_launches(path: Path) -> list[dict[str, float]]:
             name, value = parts[0], parts[-1].replace(",", "")
             unit = parts[1] if len(parts) == 3 else ""
             launches[-1][name] = float(value) * UNIT[unit]
+    return launches
+
+
+def wide_csv_launches(path: Path) -> list[dict[str, float]]:
+    """[{metric: SI value}] per launch of a wide (--page raw) ncu CSV: header row, units row, launch rows."""
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    header, units = rows[0], rows[1]
+    launches = []
+    for row in rows[2:]:
+        values = {}
+        for name, unit, text in zip(header, units, row, strict=True):
+            scale = UNIT.get(unit)
+            try:
+                number = float(text.replace(",", ""))
+            except ValueError:
+                continue
+            if "__" in name and scale is not None:
+                values[name] = number * scale
+        launches.append(values)
+    return launches
+
+
+def section_console_launches(path: Path) -> list[dict[str, float]]:
+    """[{"gpu__time_duration.sum": seconds}] per launch of a console log printed with ncu's default
+    sections, from its "Duration" rows."""
+    launches: list[dict[str, float]] = []
+    for line in path.read_text().splitlines():
+        if line.startswith("  ") and not line.startswith("   ") and ", Context " in line:
+            launches.append({})
+        elif line.strip().startswith("Duration ") and launches:
+            parts = line.split()
+            launches[-1]["gpu__time_duration.sum"] = float(parts[-1].replace(",", "")) * UNIT[parts[-2]]
     return launches

@@ -55,8 +55,20 @@ def test_summary_json_shape(sam) -> None:
     data = json.loads(sam("summary", "sam", "--format", "json").out)
     assert set(data) == {"run", "phases", "total"}
     assert list(data["phases"]) == ["forward"]
-    assert set(data["total"]) == {"time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels"}
+    per_precision = {"flops_tensor_" + p for p in ("tf32", "fp16", "fp16_acc16", "bf16", "fp8", "fp4", "fp64")}
+    assert set(data["total"]) == {
+        "time_s",
+        "flops",
+        "flops_tensor",
+        *per_precision,
+        "ops_tensor_int",
+        "bytes_l1",
+        "bytes_l2",
+        "bytes_hbm",
+        "kernels",
+    }
     assert data["total"]["flops_tensor"] is None  # not measured: null, not 0
+    assert all(data["total"][column] is None for column in per_precision)
     assert data["total"]["kernels"] == 72
 
 

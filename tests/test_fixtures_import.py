@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,18 @@ import pytest
 from tests import reference
 
 Launch = dict[str, float]
-QUANTITIES = ("time_s", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm")
+QUANTITIES = (
+    "time_s",
+    "flops_fp64",
+    "flops_fp32",
+    "flops_fp16",
+    "flops_tensor",
+    "flops_tensor_bf16",
+    "ops_tensor_int",
+    "bytes_l1",
+    "bytes_l2",
+    "bytes_hbm",
+)
 
 
 def fp(prefix: str, p: str) -> Callable[[Launch], float]:
@@ -58,14 +70,19 @@ def metric(name: str, scale: float = 1.0) -> Callable[[Launch], float]:
     return lambda m: scale * m[name]
 
 
+def l2_sectors(m: Launch) -> float:
+    return 32 * m["lts__t_sectors.sum"]
+
+
 @dataclass
 class Expect:
     launches: int
-    reader: str  # "rep", "csv" or "console"
+    reader: str  # "rep", "csv", "wide", "console" or "sections"
     phases: dict[str, int]
     totals: dict[str, Callable[[Launch], float]] = field(default_factory=dict)
-    gpu: str | None = None
+    device: str | None = None  # the device name the file gives
     nvtx_example: str | None = None
+    failed: int = 0  # launches with no values at all, left out
 
 
 NERSC_CSV = {
@@ -84,10 +101,11 @@ EXPECTED: dict[str, Expect] = {
         "rep",
         {"other": 8},
         {"time_s": cycles_time, "bytes_hbm": metric("dram__bytes.sum")},
+        device="Tesla V100-SXM2-16GB",
         nvtx_example="GENE/gsub/timeloop/t_loop/eRK_standard/eRK_stage_1/CalFRhs0/dgdxy",
     ),
     "v100_gene_dgdxy_dpflops_nvtx.ncu-rep": Expect(
-        8, "rep", {"other": 8}, {"time_s": cycles_time, "flops_fp64": fp("sm", "d")}
+        8, "rep", {"other": 8}, {"time_s": cycles_time, "flops_fp64": fp("sm", "d")}, device="Tesla V100-SXM2-16GB"
     ),
     "v100_gene_dgdxy_time_dram.csv": Expect(
         8, "csv", {"other": 8}, {"time_s": cycles_time, "bytes_hbm": metric("dram__bytes.sum")}
@@ -102,8 +120,10 @@ EXPECTED: dict[str, Expect] = {
             "flops_fp32": fp_rate("f", metric("smsp__cycles_elapsed.avg")),
             "flops_fp64": fp_rate("d", metric("smsp__cycles_elapsed.avg")),
             "bytes_l1": metric("l1tex__lsu_writeback_active_mem_lg.sum", 128),
+            "bytes_l2": l2_sectors,
             "bytes_hbm": hbm_rw,
         },
+        device="NVIDIA GeForce RTX 3060 Ti",
     ),
     "titanv_cnn_conv_fp32_fullset.ncu-rep": Expect(
         10,
@@ -115,10 +135,14 @@ EXPECTED: dict[str, Expect] = {
             "flops_fp32": fp_rate("f", clock_cycles),
             "flops_fp64": fp_rate("d", clock_cycles),
             "bytes_hbm": hbm_rw,
+            # Volta: ncu 2020's L1 definition (no _mem_lg split), and L2 sectors x 32
+            "bytes_l1": metric("l1tex__lsu_writeback_active.sum", 128),
+            "bytes_l2": l2_sectors,
         },
+        device="TITAN V",
     ),
     "rtx3070_manual_nvtx_daxpy.ncu-rep": Expect(
-        3, "rep", {"other": 3}, {"time_s": duration}, nvtx_example="run_test/daxpy"
+        3, "rep", {"other": 3}, {"time_s": duration}, device="NVIDIA GeForce RTX 3070", nvtx_example="run_test/daxpy"
     ),
     "rtx4060laptop_gpp_hier_dp_roofline.ncu-rep": Expect(
         2,
@@ -133,6 +157,7 @@ EXPECTED: dict[str, Expect] = {
             ),
             "flops_fp64": fp_rate("d", clock_cycles),
         },
+        device="NVIDIA GeForce RTX 4060 Laptop GPU",
     ),
     "a100_cutlass_int8_gemm_fullset_nvtx.ncu-rep": Expect(
         3,
@@ -144,9 +169,43 @@ EXPECTED: dict[str, Expect] = {
             "flops_fp32": fp_rate("f", metric("smsp__cycles_elapsed.avg")),
             "flops_fp64": fp_rate("d", metric("smsp__cycles_elapsed.avg")),
             "bytes_l1": metric("l1tex__lsu_writeback_active_mem_lg.sum", 128),
+            "bytes_l2": l2_sectors,
         },
+        device="NVIDIA A100 80GB PCIe",
         nvtx_example="Fused-GEMM",
     ),
+    "h800_podattn_flashfwd_fullset_nvtx.ncu-rep": Expect(
+        4,
+        "rep",
+        {"other": 4},
+        {
+            "time_s": duration,
+            "flops_fp32": fp_rate("f", clock_cycles),
+            "flops_fp64": fp_rate("d", clock_cycles),
+            "bytes_hbm": hbm_rw,
+            "bytes_l1": metric("l1tex__lsu_writeback_active_mem_lgds.sum", 128),  # Hopper's definition
+            "bytes_l2": l2_sectors,
+        },
+        device="NVIDIA H800",
+        failed=1,
+    ),
+    "a40_ece408_lenet_conv_basicset.ncu-rep": Expect(6, "rep", {"other": 6}, {"time_s": duration}, device="NVIDIA A40"),
+    "rtx3070_gcn_torch_nvtx_startend_csv.txt": Expect(
+        14, "csv", {"other": 14}, {"time_s": duration}, nvtx_example="convLayer"
+    ),
+    "rtxpro6000_bf16_proj_gemm_ncu2026_raw.csv": Expect(
+        2,
+        "wide",
+        {"other": 2},
+        {
+            "time_s": duration,
+            "bytes_hbm": lambda m: m["dram__bytes_op_read.sum"] + m["dram__bytes_op_write.sum"],
+            "bytes_l2": metric("lts__t_bytes.sum"),
+        },
+        device="NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    ),
+    "a100_dropout_fp64_nersc_metrics.csv": Expect(162, "csv", {"other": 162}, {**NERSC_CSV, "time_s": duration}),
+    "a100pcie_torch_bmm_softmax_fp16_sections_console.txt": Expect(4, "sections", {"other": 4}, {"time_s": duration}),
     "t4_resnet18_trainstep_nvtx_details.csv": Expect(
         112,
         "csv",
@@ -160,7 +219,12 @@ EXPECTED: dict[str, Expect] = {
         1,
         "csv",
         {"other": 1},
-        {"time_s": duration, "flops_tensor": metric("sm__ops_path_tensor_src_bf16_dst_fp32.sum"), "bytes_hbm": hbm_rw},
+        {
+            "time_s": duration,
+            "flops_tensor": metric("sm__ops_path_tensor_src_bf16_dst_fp32.sum"),
+            "flops_tensor_bf16": metric("sm__ops_path_tensor_src_bf16_dst_fp32.sum"),
+            "bytes_hbm": hbm_rw,
+        },
     ),
     "a100_vgg11_train_ncu_console.txt": Expect(
         170,
@@ -189,6 +253,10 @@ def _reference(path: Path, reader: str) -> list[Launch]:
         return reference.report_launches(path)
     if reader == "console":
         return reference.console_launches(path)
+    if reader == "sections":
+        return reference.section_console_launches(path)
+    if reader == "wide":
+        return reference.wide_csv_launches(path)
     return list(reference.long_csv_launches(path).values())
 
 
@@ -211,12 +279,18 @@ def test_fixture_imports(cli, ncu_dir: Path, name: str) -> None:
     assert present == set(expect.totals), f"measured quantities {sorted(present)}"
 
     launches = _reference(path, expect.reader)
+    assert len(launches) == expect.launches + expect.failed
+    # A failed replay leaves a launch without values: left out of the run and of its totals.
+    launches = [m for m in launches if not math.isnan(m.get("gpu__time_duration.sum", 0.0))]
     assert len(launches) == expect.launches
     for quantity, formula in expect.totals.items():
         assert table[quantity].sum() == pytest.approx(sum(formula(m) for m in launches), rel=1e-9), quantity
 
     summary = json.loads(cli("summary", "r", "--format", "json").out)
     assert summary["total"]["kernels"] == expect.launches
+    from hroofline.store import RunStore
+
+    assert RunStore(cli.store).load_meta("r").device_name == expect.device
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e.nvtx_example))

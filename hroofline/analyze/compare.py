@@ -15,8 +15,10 @@ import pandas as pd
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import phase_summary
 from hroofline.errors import HrooflineError
+from hroofline.metricset import BYTE_QUANTITIES, COMPUTE_ROOF_OF
 from hroofline.model import Run
 from hroofline.phases import canonical_phase
+from hroofline.roofline import total_flops
 
 PHASE_FIELDS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
 FAMILY_COLUMNS: tuple[str, ...] = (
@@ -101,8 +103,8 @@ def _has_context(run: Run) -> bool:
     return bool((_context(run.launches["nvtx"]) != "").mean() > 0.5)
 
 
-FLOP_COLUMNS = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
-BYTE_COLUMNS = ["bytes_l1", "bytes_l2", "bytes_hbm"]
+WORK_COLUMNS = list(COMPUTE_ROOF_OF)  # FLOPs per precision and integer tensor operations
+BYTE_COLUMNS = list(BYTE_QUANTITIES)
 
 
 def family_sums(run: Run, with_context: bool) -> pd.DataFrame:
@@ -111,10 +113,10 @@ def family_sums(run: Run, with_context: bool) -> pd.DataFrame:
     family = launches["kernel"].astype(str).map(kernel_family)
     if with_context:
         family = _context(launches["nvtx"]) + " · " + family
-    columns = ["time_s", *FLOP_COLUMNS, *BYTE_COLUMNS, "launches"]
+    columns = ["time_s", *WORK_COLUMNS, *BYTE_COLUMNS, "launches"]
     frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
     sums = frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()
-    sums["flops"] = sums[FLOP_COLUMNS].sum(axis=1, min_count=1)
+    sums["flops"] = total_flops(sums)
     return sums.rename(columns={"launches": "kernels"})
 
 

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from hroofline.errors import UsageError
-from hroofline.metricset import QUANTITIES
+from hroofline.metricset import (
+    BYTE_QUANTITIES,
+    CORE_FLOP_QUANTITIES,
+    OP_QUANTITIES,
+    QUANTITIES,
+    TENSOR_FLOP_QUANTITIES,
+)
 from hroofline.model import PHASES, Run
 from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
 
@@ -21,20 +27,30 @@ KERNEL_COLUMNS: tuple[str, ...] = (
     "count",
     "time_s",
     "flops",
-    "flops_fp64",
-    "flops_fp32",
-    "flops_fp16",
+    *CORE_FLOP_QUANTITIES,
     "flops_tensor",
-    "bytes_l1",
-    "bytes_l2",
-    "bytes_hbm",
+    *TENSOR_FLOP_QUANTITIES,
+    *OP_QUANTITIES,
+    *BYTE_QUANTITIES,
     "ai_l1",
     "ai_l2",
     "ai_hbm",
     "flop_rate",
 )
-SUMMED: tuple[str, ...] = ("time_s", *QUANTITIES)
-SUMMARY_COLUMNS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
+# Per-precision tensor columns and integer operations: shown in text tables only where some row has them.
+DETAIL_COLUMNS: tuple[str, ...] = (*TENSOR_FLOP_QUANTITIES, *OP_QUANTITIES)
+SUMMED: tuple[str, ...] = ("time_s", *QUANTITIES, "flops_tensor")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "time_s",
+    "flops",
+    "flops_tensor",
+    *DETAIL_COLUMNS,
+    "bytes_l1",
+    "bytes_l2",
+    "bytes_hbm",
+    "kernels",
+)
+GROUPINGS: tuple[str, ...] = ("launch", "name")
 
 
 @dataclass(frozen=True)
@@ -45,20 +61,26 @@ class KernelQuery:
     sort: str = "time_s"
 
 
-def kernel_table(run: Run, query: KernelQuery) -> pd.DataFrame:
-    if query.group_by not in ("launch", "name"):
+def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Launches, or their sums per kernel name within a phase. ``extra`` (indexed like the run's
+    launches) adds columns that are summed the same way; they come after the standard columns."""
+    if query.group_by not in GROUPINGS:
         raise UsageError(f"--group-by must be launch or name, not {query.group_by!r}")
     launches = run.launches
     if query.phase:
         launches = launches[launches["phase"] == query.phase]
+    extra_columns = list(extra.columns) if extra is not None else []
+    if extra is not None:
+        launches = launches.join(extra)
+    summed = [*SUMMED, *extra_columns]
     if query.group_by == "name":
-        table = _sum_by_name(launches)
+        table = _sum_by_name(launches, summed)
     else:
-        table = launches[["launch_id", "source", "kernel", "phase", "launches", *SUMMED]].rename(
+        table = launches[["launch_id", "source", "kernel", "phase", "launches", *summed]].rename(
             columns={"launches": "count"}
         )
     table = _with_derived(table)
-    columns = list(KERNEL_COLUMNS) + (["source", "launch_id"] if query.group_by == "launch" else [])
+    columns = list(KERNEL_COLUMNS) + (["source", "launch_id"] if query.group_by == "launch" else []) + extra_columns
     table = table[columns]
     if query.sort not in table.columns:
         raise UsageError(f"cannot sort by {query.sort!r}", "columns: " + ", ".join(table.columns))
@@ -69,9 +91,9 @@ def kernel_table(run: Run, query: KernelQuery) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def _sum_by_name(launches: pd.DataFrame) -> pd.DataFrame:
+def _sum_by_name(launches: pd.DataFrame, summed: list[str]) -> pd.DataFrame:
     grouped = launches.groupby(["phase", "kernel"], sort=False, observed=True, dropna=False)
-    sums = grouped[list(SUMMED)].sum(min_count=1)
+    sums = grouped[summed].sum(min_count=1)
     sums["count"] = grouped["launches"].sum()
     return sums.reset_index()
 
@@ -85,8 +107,15 @@ def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """For people: the per-precision tensor and integer columns only where some row has a value."""
+    empty = [c for c in DETAIL_COLUMNS if c in table and table[c].isna().all()]
+    return table.drop(columns=empty)
+
+
 def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
-    """Per phase present (in canonical order) and 'total': time, FLOPs, tensor FLOPs, bytes, launches."""
+    """Per phase present (in canonical order) and 'total': time, FLOPs (tensor FLOPs per input
+    precision, integer tensor operations), bytes, launches."""
     launches = run.launches
     result: dict[str, dict[str, float | int | None]] = {}
     for phase in PHASES:
@@ -100,15 +129,10 @@ def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
 def _totals(rows: pd.DataFrame) -> dict[str, float | int | None]:
     sums = rows[list(SUMMED)].sum(min_count=1)
     flops = total_flops(sums.to_frame().T).iloc[0]
-    values: dict[str, float | int | None] = {
-        "time_s": _value(sums["time_s"]),
-        "flops": _value(flops),
-        "flops_tensor": _value(sums["flops_tensor"]),
-        "bytes_l1": _value(sums["bytes_l1"]),
-        "bytes_l2": _value(sums["bytes_l2"]),
-        "bytes_hbm": _value(sums["bytes_hbm"]),
-        "kernels": int(rows["launches"].sum()),
-    }
+    values: dict[str, float | int | None] = {"time_s": _value(sums["time_s"]), "flops": _value(flops)}
+    for column in ("flops_tensor", *DETAIL_COLUMNS, *BYTE_QUANTITIES):
+        values[column] = _value(sums[column])
+    values["kernels"] = int(rows["launches"].sum())
     return values
 
 

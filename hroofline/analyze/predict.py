@@ -1,31 +1,39 @@
 """Prediction: what a training step should cost on a GPU, from a trace of its ops on the meta device.
 
 Per op (traced by :mod:`hroofline.collect.meta_trace`): FLOPs per precision, the fewest bytes it must
-move, and
+move, and its predicted time = its time at roof with the GPU's datasheet peaks, the same formula every
+measured launch is judged by (:func:`hroofline.analyze.roofs.launch_roof_terms`):
 
-    predicted time = max(sum over precisions p of FLOPs_p / peak_p, bytes / HBM bandwidth)
+    time = max(compute time (longest execution pipe), bytes / HBM bandwidth)
 
-with the GPU's datasheet peaks. Matrix products and convolutions in 16-bit (amp, amp-bf16, o2) or under
-TF32 run on the tensor cores when the GPU has them for that input type; everything else runs on the
-FP32 / FP16 / FP64 units.
+Which ops run on the tensor cores follows what PyTorch does for the precision mode:
+
+- ``fp32`` is PyTorch's default: cuDNN convolutions in TF32 on compute capability 8.0 and later
+  (``torch.backends.cudnn.allow_tf32`` is True), matrix products in FP32
+  (``torch.backends.cuda.matmul.allow_tf32`` is False);
+- ``fp32-strict`` turns TF32 off: everything on the FP32 units;
+- ``tf32`` puts convolutions and matrix products on the TF32 tensor cores;
+- ``amp``, ``o2`` (float16) and ``amp-bf16`` put them on the 16-bit tensor cores.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
+from hroofline.analyze.roofs import launch_roof_terms
+from hroofline.ceilings import datasheet_ceilings
 from hroofline.errors import UsageError
-from hroofline.metricset import GpuName
+from hroofline.metricset import CORE_FLOP_QUANTITIES, FLOP_QUANTITIES, ROOF_KEYS, GpuName, load_metric_set
 
-TIME_METHOD = "predicted: max(FLOPs per precision / peak, bytes / HBM bandwidth) with datasheet peaks"
+TIME_METHOD = (
+    "predicted: time at roof (longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth), datasheet peaks"
+)
+CONVOLUTION_OPS: frozenset[str] = frozenset({"aten::convolution", "aten::convolution_backward"})
 # ATen ops that are matrix products: what cuBLAS/cuDNN run on tensor cores when the inputs allow.
-MATMUL_OPS: frozenset[str] = frozenset(
+MATMUL_OPS: frozenset[str] = CONVOLUTION_OPS | frozenset(
     {
-        "aten::convolution",
-        "aten::convolution_backward",
         "aten::mm",
         "aten::addmm",
         "aten::bmm",
@@ -38,82 +46,110 @@ MATMUL_OPS: frozenset[str] = frozenset(
         "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
     }
 )
-# Which tensor-core peak serves a precision mode's matrix products, and which FLOP column they leave.
-TENSOR_PEAK: dict[str, tuple[str, str]] = {
-    "tf32": ("tensor_tf32", "flops_fp32"),
-    "amp": ("tensor_fp16", "flops_fp16"),
-    "o2": ("tensor_fp16", "flops_fp16"),
-    "amp-bf16": ("tensor_bf16", "flops_fp16"),
+# The first compute capability whose tensor cores take TF32 (Ampere): where PyTorch's TF32 defaults act.
+TF32_FROM_CC = (8, 0)
+
+
+@dataclass(frozen=True)
+class TensorRoute:
+    """Which ops a precision mode runs on the tensor cores, from which FLOP column, onto which roof."""
+
+    ops: frozenset[str]
+    source_column: str
+    roof: str
+
+
+TENSOR_ROUTES: dict[str, TensorRoute] = {
+    "fp32": TensorRoute(CONVOLUTION_OPS, "flops_fp32", "tensor_tf32"),
+    "tf32": TensorRoute(MATMUL_OPS, "flops_fp32", "tensor_tf32"),
+    "amp": TensorRoute(MATMUL_OPS, "flops_fp16", "tensor_fp16"),
+    "o2": TensorRoute(MATMUL_OPS, "flops_fp16", "tensor_fp16"),
+    "amp-bf16": TensorRoute(MATMUL_OPS, "flops_fp16", "tensor_bf16"),
 }
 
 
 @dataclass(frozen=True)
 class Peaks:
-    """The peaks a prediction uses, SI: FLOP/s per FLOP column and HBM byte/s."""
+    """The peaks a prediction uses, SI, and how the precision mode maps ops onto the tensor cores."""
 
-    flops: dict[str, float]
-    hbm: float
-    tensor_key: str | None
+    gpu: GpuName
+    values: dict[str, float]
+    route: TensorRoute | None
     notes: tuple[str, ...] = ()
+
+    @property
+    def tensor_key(self) -> str | None:
+        return self.route.roof if self.route else None
+
+
+def _cc(gpu: GpuName) -> tuple[int, int]:
+    major, _, minor = gpu.cc.partition(".")
+    return int(major), int(minor or 0)
 
 
 def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
-    peaks = gpu.peaks
+    peaks = dict(gpu.peaks)
     if "fp32" not in peaks or "hbm" not in peaks:
         raise UsageError(f"the catalog has no FP32 or HBM peak for {gpu.name}", "see `hroofline gpus`")
-    flops = {
-        "flops_fp64": peaks.get("fp64", peaks["fp32"]),
-        "flops_fp32": peaks["fp32"],
-        "flops_fp16": peaks.get("fp16", peaks["fp32"]),
-    }
     notes = []
     for key in ("fp64", "fp16"):
         if key not in peaks:
+            peaks[key] = peaks["fp32"]
             notes.append(
                 f"the catalog has no {key.upper()} peak for {gpu.name}: {key.upper()} work is predicted at FP32's"
             )
-    tensor_key = None
-    if precision in TENSOR_PEAK:
-        wanted, _ = TENSOR_PEAK[precision]
-        tensor_key = wanted if wanted in peaks else None
-        if precision == "amp-bf16" and tensor_key is None:
+    route = TENSOR_ROUTES.get(precision)
+    if precision == "fp32" and _cc(gpu) < TF32_FROM_CC:
+        route = None  # no TF32 before Ampere: PyTorch's default runs convolutions in FP32 there
+    elif precision == "fp32":
+        notes.append(
+            f"fp32 follows PyTorch's defaults: on {gpu.name} (compute capability {gpu.cc}) cuDNN runs convolutions "
+            "in TF32 on the tensor cores (torch.backends.cudnn.allow_tf32 = True) and matrix products in FP32; "
+            "--precision fp32-strict turns TF32 off"
+        )
+    if route is not None and route.roof not in peaks:
+        if precision == "amp-bf16":
             raise UsageError(f"{gpu.name} has no BF16 tensor cores", "predict with --precision amp (float16)")
-        if tensor_key is None:
-            notes.append(
-                f"{gpu.name} has no {wanted.removeprefix('tensor_').upper()} tensor cores: matrix products "
-                "are predicted on the FP32 / FP16 units"
-            )
+        kind = route.roof.removeprefix("tensor_").upper()
+        notes.append(f"{gpu.name} has no {kind} tensor cores: matrix products are predicted on the FP32 / FP16 units")
+        route = None
     if precision in ("amp", "amp-bf16"):
         notes.append(
             "amp is traced as a 16-bit model with float32 batch norm (what autocast gives a CNN, as Apex O2): "
             "layer norm and softmax count as 16-bit, and autocast's per-op weight casts are not counted"
         )
-    if tensor_key:
-        flops["flops_tensor"] = peaks[tensor_key]
-    return Peaks(flops=flops, hbm=peaks["hbm"], tensor_key=tensor_key, notes=tuple(notes))
+    return Peaks(gpu=gpu, values=peaks, route=route, notes=tuple(notes))
 
 
-def to_tensor_cores(launches: pd.DataFrame, precision: str, peaks: Peaks) -> pd.DataFrame:
-    """Moves the FLOPs of matrix products to ``flops_tensor`` where the precision and GPU allow."""
+def to_tensor_cores(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
+    """Moves the FLOPs of the ops the precision mode runs on the tensor cores to that tensor column."""
     out = launches.copy()
-    out["flops_tensor"] = 0.0
-    if peaks.tensor_key is None:
+    for column in FLOP_QUANTITIES:
+        if column not in CORE_FLOP_QUANTITIES:
+            out[column] = 0.0
+    route = peaks.route
+    if route is None:
         return out
-    _, column = TENSOR_PEAK[precision]
-    eligible = out["kernel"].isin(MATMUL_OPS) & (out[column] > 0)
-    out.loc[eligible, "flops_tensor"] = out.loc[eligible, column]
-    out.loc[eligible, column] = 0.0
+    eligible = out["kernel"].isin(route.ops) & (out[route.source_column] > 0)
+    target = "flops_" + route.roof
+    out.loc[eligible, target] = out.loc[eligible, route.source_column]
+    out.loc[eligible, route.source_column] = 0.0
     return out
 
 
 def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
-    """``time_s`` of every op by the roofline; ``bytes_hbm`` holds its fewest bytes."""
+    """``time_s`` of every op: its time at roof with the datasheet peaks; ``bytes_hbm`` holds its fewest bytes."""
     out = launches.copy()
-    compute = sum(
-        (out[column].fillna(0.0) / peak for column, peak in peaks.flops.items()), start=pd.Series(0.0, out.index)
+    for column in ("bytes_l1", "bytes_l2", "ops_tensor_int"):
+        if column not in out:
+            out[column] = float("nan")
+    ceilings = datasheet_ceilings(peaks.gpu)
+    roofs = pd.DataFrame(
+        {key: float(peaks.values.get(key) or ceilings.peak(key) or "nan") for key in ROOF_KEYS}, index=out.index
     )
-    memory = out["bytes_hbm"].fillna(0.0) / peaks.hbm
-    out["time_s"] = np.maximum(compute, memory)
+    roofs[["l1", "l2"]] = float("nan")  # the fewest bytes are counted at HBM only
+    terms = launch_roof_terms(out.assign(time_s=float("nan")), roofs, load_metric_set().pipes_of(peaks.gpu.cc))
+    out["time_s"] = terms["time_at_roof_s"].fillna(0.0)
     out["time_method"] = TIME_METHOD
     return out
 
@@ -129,7 +165,8 @@ class FlopSplit:
 
 def flop_split(launches: pd.DataFrame, phase: str = "forward") -> FlopSplit:
     rows = launches[launches["phase"] == phase]
-    flops = rows[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].fillna(0.0).sum(axis=1)
+    columns = [c for c in FLOP_QUANTITIES if c in rows]
+    flops = rows[columns].fillna(0.0).sum(axis=1)
     is_matmul = rows["kernel"].isin(MATMUL_OPS)
     other = flops[~is_matmul].groupby(rows.loc[~is_matmul, "kernel"]).sum().sort_values(ascending=False)
     return FlopSplit(

@@ -1,14 +1,18 @@
 """Where each kernel sits against its roofs: binding roof, % of roof, time at roof, dots above a roof.
 
-The roofline model, per kernel (or kernel group), with the ceilings of one set:
+The roofline model, per launch, with that launch's roofs (:func:`hroofline.ceilings.run_roofs`):
 
-- compute time at roof  t_c = sum over precisions p of FLOPs_p / peak_p   (a mixed kernel pays each part)
+- compute time at roof: per execution pipe, the sum over the precisions it runs of FLOPs_p / peak_p;
+  pipes run concurrently, so t_c = the longest pipe (``[pipes]`` in metrics/hierarchical.toml)
 - memory time at roof   t_L = bytes_L / bandwidth_L                       for L in L1, L2, HBM
 - time at roof          t_roof = max(t_c, t_L1, t_L2, t_HBM); the binding roof is the term that is largest
 - roof_pct              100 * t_roof / time          (= achieved FLOP/s / attainable FLOP/s)
 - recoverable time      time - t_roof
 
-A kernel cannot run faster than its time at roof. Per memory level, its dot (intensity FLOPs/bytes_L,
+A group of launches (a kernel name in a phase) has the sums: t_roof = sum of its launches' t_roof, not
+the roof of its summed FLOPs and bytes; its binding roof is the one that binds most of that time.
+
+A launch cannot run faster than its time at roof. Per memory level, its dot (intensity FLOPs/bytes_L,
 FLOP/s) lies above the roof of that level when time < max(t_c, t_L): then the ceilings or the metrics are
 wrong, and hroofline says so instead of drawing it quietly.
 """
@@ -22,12 +26,15 @@ import pandas as pd
 
 from hroofline.analyze.kernels import KernelQuery, kernel_table
 from hroofline.analyze.names import short_kernel_name
-from hroofline.ceilings import LEVEL_LABELS, LEVELS, PRECISION_LABELS, PRECISIONS, Ceilings
+from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs
+from hroofline.errors import HrooflineError
+from hroofline.metricset import COMPUTE_ROOF_OF, LEVELS, load_metric_set
 from hroofline.model import PHASES, Run
 from hroofline.render.numbers import si
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
 ABOVE_ROOF_SLACK = 1e-9
+BOUND_PREFIX = "roof_time:"  # per-launch time at roof, by binding roof, summed per group
 
 ROOF_COLUMNS: tuple[str, ...] = ("bound", "roof_pct", "time_at_roof_s", "recoverable_s")
 TOP_COLUMNS: tuple[str, ...] = (
@@ -42,6 +49,7 @@ TOP_COLUMNS: tuple[str, ...] = (
     "ai_hbm",
     *ROOF_COLUMNS,
 )
+TOP_SORTS: tuple[str, ...] = ("time_s", "recoverable_s", "time_at_roof_s", "flops", "flop_rate")
 
 
 @dataclass
@@ -52,83 +60,143 @@ class RoofNotes:
     missing_roofs: list[str] = field(default_factory=list)
 
 
-def with_roofs(table: pd.DataFrame, ceilings: Ceilings, notes: RoofNotes | None = None) -> pd.DataFrame:
-    """Adds the roof columns (and above_<level> flags) to a kernel table from :func:`kernel_table`."""
-    out = table.copy()
-    terms: dict[str, pd.Series] = {}
-    compute_parts: dict[str, pd.Series] = {}
-    for precision in PRECISIONS:
-        flops = out[f"flops_{precision}"]
-        peak = ceilings.compute.get(precision)
-        if peak is None:
-            used = int((flops > 0).sum())
-            if used and notes is not None:
-                notes.missing_roofs.append(
-                    f"{used} kernel(s) run {PRECISION_LABELS[precision]} FLOPs but {ceilings.label} has no "
-                    f"{PRECISION_LABELS[precision]} peak; their compute roof leaves that part out"
-                )
-            continue
-        compute_parts[precision] = flops.fillna(0.0) / peak
-    compute_time = pd.concat(compute_parts, axis=1).sum(axis=1) if compute_parts else pd.Series(0.0, out.index)
-    terms["compute"] = compute_time.where(compute_time > 0)
-    for level in LEVELS:
-        bandwidth = ceilings.bandwidth.get(level)
-        terms[level] = out[f"bytes_{level}"] / bandwidth if bandwidth else pd.Series(np.nan, out.index)
-        measured = int((out[f"bytes_{level}"] > 0).sum())
-        if not bandwidth and measured and notes is not None:
+def launch_roof_terms(
+    launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...], notes: RoofNotes | None = None
+) -> pd.DataFrame:
+    """Per launch: time at roof, the roof that binds it, and whether it beats a roof (per level too)."""
+    parts: dict[str, pd.Series] = {}
+    for column, key in COMPUTE_ROOF_OF.items():
+        flops = launches[column].fillna(0.0)
+        peak = peaks[key]
+        missing = (flops > 0) & peak.isna()
+        if missing.any() and notes is not None:
             notes.missing_roofs.append(
-                f"{ceilings.label} has no {LEVEL_LABELS[level]} bandwidth: {LEVEL_LABELS[level]} traffic of "
-                f"{measured} kernel(s) has no roof and does not enter their time at roof"
+                f"{int(missing.sum())} launch(es) do {ROOF_LABELS[key]} work but have no {ROOF_LABELS[key]} roof: "
+                "their compute time at roof leaves that part out"
+            )
+        parts[key] = (flops / peak).where(flops > 0, 0.0).fillna(0.0)
+    pipe_times = pd.DataFrame(
+        {
+            str(i): sum((parts[k] for k in group if k in parts), start=pd.Series(0.0, launches.index))
+            for i, group in enumerate(pipes)
+        }
+    )
+    compute = pipe_times.max(axis=1) if len(pipe_times.columns) else pd.Series(0.0, launches.index)
+    terms = {"compute": compute.where(compute > 0)}
+    for level in LEVELS:
+        nbytes = launches[f"bytes_{level}"]
+        terms[level] = nbytes / peaks[level]
+        missing = (nbytes > 0) & peaks[level].isna()
+        if missing.any() and notes is not None:
+            notes.missing_roofs.append(
+                f"no {LEVEL_LABELS[level]} bandwidth roof for {int(missing.sum())} launch(es) with "
+                f"{LEVEL_LABELS[level]} traffic: it does not enter their time at roof"
             )
     frame = pd.DataFrame(terms)
     time_at_roof = frame.max(axis=1, skipna=True)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
-    dominant_precision = (
-        pd.DataFrame(compute_parts).idxmax(axis=1) if compute_parts else pd.Series(None, out.index, dtype=object)
-    )
-    out["bound"] = [
-        _bound_label(term, precision) for term, precision in zip(bound_term, dominant_precision, strict=True)
+    binding_key = _binding_compute_key(parts, pipes, pipe_times, launches.index)
+    bound = [
+        None if not isinstance(term, str) else ROOF_LABELS[key] if term == "compute" else LEVEL_LABELS[term]
+        for term, key in zip(bound_term, binding_key, strict=True)
     ]
-    seconds = out["time_s"]
-    out["time_at_roof_s"] = time_at_roof
-    out["roof_pct"] = 100.0 * time_at_roof / seconds.where(seconds > 0)
-    out["recoverable_s"] = seconds - time_at_roof
-    # A kernel faster than its time at roof beats a roof, drawn or not (zero-FLOP kernels too).
-    out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
+    seconds = launches["time_s"]
+    out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": bound}, index=launches.index)
+    out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
     for level in LEVELS:
         # The dot at this level: above when faster than both the compute roof and this level's roof.
         level_roof_time = pd.concat([terms["compute"], terms[level]], axis=1).max(axis=1, skipna=True)
-        out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False)
-    if notes is not None:
-        notes.above_roof.extend(_above_roof_sentences(out, ceilings))
+        out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
     return out
 
 
-def _bound_label(term: object, precision: object) -> str | None:
-    if not isinstance(term, str):
-        return None
-    if term == "compute":
-        return PRECISION_LABELS.get(str(precision), "compute")
-    return LEVEL_LABELS[term]
+def _binding_compute_key(
+    parts: dict[str, pd.Series], pipes: tuple[tuple[str, ...], ...], pipe_times: pd.DataFrame, index: pd.Index
+) -> list[str]:
+    """Per launch, the precision that takes the most time in its longest pipe."""
+    if not len(pipe_times.columns):
+        return ["fp32"] * len(index)
+    longest = pipe_times.idxmax(axis=1).astype(int)
+    frame = pd.DataFrame(parts)
+    keys = []
+    for row, pipe in zip(frame.itertuples(index=False), longest, strict=True):
+        group = [k for k in pipes[pipe] if k in frame.columns]
+        values = {k: getattr(row, k) for k in group}
+        keys.append(max(values, key=values.__getitem__) if values else "fp32")
+    return keys
 
 
-def _above_roof_sentences(table: pd.DataFrame, ceilings: Ceilings) -> list[str]:
+def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
+    """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
+    out = terms[["time_at_roof_s", "above_roof", *(f"above_{lv}" for lv in LEVELS)]].copy()
+    for label in sorted({b for b in terms["bound"] if isinstance(b, str)}):
+        out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
+    return out
+
+
+def _finish(table: pd.DataFrame) -> pd.DataFrame:
+    """Binding roof, % of roof and recoverable time from the summed terms; flags back to booleans."""
+    out = table.copy()
+    bound_columns = [c for c in out.columns if c.startswith(BOUND_PREFIX)]
+    if bound_columns:
+        times = out[bound_columns].fillna(0.0)
+        out["bound"] = times.idxmax(axis=1).str.removeprefix(BOUND_PREFIX).where(times.max(axis=1) > 0)
+    else:
+        out["bound"] = None
+    seconds = out["time_s"]
+    out["roof_pct"] = 100.0 * out["time_at_roof_s"] / seconds.where(seconds > 0)
+    out["recoverable_s"] = seconds - out["time_at_roof_s"]
+    out["above_launches"] = out["above_roof"].fillna(0).astype("int64")
+    for column in ("above_roof", *(f"above_{lv}" for lv in LEVELS)):
+        out[column] = out[column].fillna(0) > 0
+    return out.drop(columns=bound_columns)
+
+
+def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
+    """The kernel table with each row's share of its phase's time and its roofs."""
+    launches = run.launches if not query.phase else run.launches[run.launches["phase"] == query.phase]
+    pipes = load_metric_set().pipes_of(run.meta.cc)
+    terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
+    table = _finish(kernel_table(run, query, _group_terms(terms)))
+    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
+    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
+    if notes is not None:
+        notes.above_roof.extend(_above_roof_sentences(table, roofs))
+    return table
+
+
+def _above_roof_sentences(table: pd.DataFrame, roofs: RunRoofs) -> list[str]:
     sentences = []
     for row in table[table["above_roof"]].itertuples(index=False):
+        launches = f"{row.above_launches} of its {row.count} launches" if row.count > 1 else "its launch"
         sentences.append(
-            f"{short_kernel_name(str(row.kernel))} ({row.phase}) beats its {row.bound} roof of {ceilings.label}: "
-            f"it took {si(row.time_s, 's')}, less than the {si(row.time_at_roof_s, 's')} the roofs allow; "
-            "check the ceilings or the metrics"
+            f"{short_kernel_name(str(row.kernel))} ({row.phase}) beats its {row.bound} roof ({roofs.label}): "
+            f"{launches} took less than the roofs allow ({si(row.time_s, 's')} in all against "
+            f"{si(row.time_at_roof_s, 's')} at roof); check the ceilings or the metrics"
         )
     return sentences
 
 
 def top_kernels(
-    run: Run, ceilings: Ceilings, phase: str | None = None, count: int | None = None, notes: RoofNotes | None = None
+    run: Run,
+    roofs: RunRoofs,
+    phase: str | None = None,
+    count: int | None = None,
+    notes: RoofNotes | None = None,
+    sort: str = "time_s",
 ) -> pd.DataFrame:
-    """Kernels grouped by name within each phase, ranked by time, with their roofs."""
-    table = _roof_table(run, ceilings, KernelQuery(group_by="name", phase=phase), notes)
-    table = table.sort_values("time_s", ascending=False, kind="stable", na_position="last")
+    """Kernels grouped by name within each phase, ranked by ``sort`` (largest first), with their roofs."""
+    if sort not in TOP_SORTS:
+        raise HrooflineError(f"cannot rank by {sort!r}", "use one of " + ", ".join(TOP_SORTS))
+    launches = run.launches if not phase else run.launches[run.launches["phase"] == phase]
+    if sort == "time_s" and len(launches) and launches["time_s"].isna().all():
+        raise HrooflineError(
+            f"run {run.name!r} has no kernel times: its sources measured no time metric, so nothing can be "
+            "ranked by time",
+            "rank by FLOPs with `hroofline kernels RUN --group-by name --sort flops`",
+        )
+    table = roof_table(run, roofs, KernelQuery(group_by="name", phase=phase), notes)
+    table = table.sort_values(sort, ascending=False, kind="stable", na_position="last")
     if count is not None:
         table = table.head(count)
     return table[list(TOP_COLUMNS)].reset_index(drop=True)
@@ -145,32 +213,27 @@ class RooflinePoints:
     not_drawn_time_s: float
     no_flops: int  # of those, the ones with no FLOPs at all
     per_launch: bool
-
-
-def _roof_table(run: Run, ceilings: Ceilings, query: KernelQuery, notes: RoofNotes | None) -> pd.DataFrame:
-    """The kernel table with each row's share of its phase's time and its roofs."""
-    table = kernel_table(run, query)
-    phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
-    table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
-    return with_roofs(table, ceilings, notes)
+    peaks: dict[str, float] = field(default_factory=dict)  # the roofs drawn: one value per roof
 
 
 def roofline_points(
     run: Run,
-    ceilings: Ceilings,
+    roofs: RunRoofs,
     phase: str | None = None,
     per_launch: bool = False,
     levels: tuple[str, ...] = LEVELS,
 ) -> RooflinePoints:
     """The kernel groups (or launches) a chart can place: time, FLOPs and bytes at one of ``levels``."""
     notes = RoofNotes()
-    table = _roof_table(run, ceilings, KernelQuery(group_by="launch" if per_launch else "name", phase=phase), notes)
+    query = KernelQuery(group_by="launch" if per_launch else "name", phase=phase)
+    table = roof_table(run, roofs, query, notes)
     drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)
     points.insert(0, "kid", np.arange(len(points)))
     present = set(points["phase"].astype(str))
     phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    launches = run.launches if not phase else run.launches[run.launches["phase"] == phase]
     return RooflinePoints(
         points=points,
         phases=phases,
@@ -179,12 +242,13 @@ def roofline_points(
         not_drawn_time_s=float(hidden["time_s"].sum()),
         no_flops=int((hidden["flops"].fillna(0) <= 0).sum()),
         per_launch=per_launch,
+        peaks=roofs.representative(launches),
     )
 
 
-def precisions_present(points: pd.DataFrame) -> list[str]:
-    """Precisions with FLOPs in the drawn kernels: their compute roofs are the ones worth drawing."""
-    return [p for p in PRECISIONS if (points[f"flops_{p}"].fillna(0) > 0).any()]
+def compute_roofs_present(points: pd.DataFrame) -> list[str]:
+    """Compute roofs whose FLOPs (or operations) the drawn kernels have: the ones worth drawing."""
+    return [key for column, key in COMPUTE_ROOF_OF.items() if column in points and (points[column].fillna(0) > 0).any()]
 
 
 def levels_with_dots(points: pd.DataFrame, levels: tuple[str, ...]) -> tuple[str, ...]:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import TOP_COLUMNS, RoofNotes, levels_with_dots, roofline_points, top_kernels
-from hroofline.ceilings import LEVEL_LABELS, LEVELS, Ceilings, bundled_ceiling_files, ceilings_for_run
+from hroofline.analyze.roofs import TOP_COLUMNS, TOP_SORTS, RoofNotes, levels_with_dots, roofline_points, top_kernels
+from hroofline.ceilings import LEVEL_LABELS, RunRoofs, bundled_ceiling_files, run_roofs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
+from hroofline.metricset import LEVELS
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
@@ -19,7 +20,8 @@ from hroofline.render.text import render_frame
 
 CEILINGS_HELP = (
     "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
-    "of your own measured ceilings (default: the datasheet of the run's GPU)"
+    "of your own measured ceilings (default: the report's own roofs, where its sources carry ncu peak "
+    "metrics, else the datasheet of the run's GPU, scaled to the SM clock each kernel ran at)"
 )
 LEVEL_ALIASES = {"l1": "l1", "l2": "l2", "hbm": "hbm", "dram": "hbm"}
 
@@ -64,14 +66,22 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Kernels grouped by name within each phase, ranked by time: share of the phase's time, "
         "achieved FLOP/s, arithmetic intensity per level (FLOP/byte), the roof that binds the kernel, how close it "
         "runs to it (roof_pct = time at roof / time), the time it would take at its roof and the time that is "
-        "recoverable (time - time at roof). Time at roof = max(FLOPs per precision / peak, bytes per level / "
-        "bandwidth).",
+        "recoverable (time - time at roof). Per launch, time at roof = max(compute time, bytes per level / "
+        "bandwidth), where compute time is the longest execution pipe's sum of FLOPs per precision / that "
+        "precision's peak; a kernel's time at roof is the sum over its launches. Roofs are at the SM clock "
+        "each launch ran at where the source measured it; the first line says which roofs and which clock.",
         epilog="columns: " + ", ".join(TOP_COLUMNS) + "\n\nexample:\n  hroofline top deepcam-amp --phase forward -n 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     top.add_argument("run", metavar="RUN")
     top.add_argument("--phase", help="only this phase (default: every phase, ranked together)")
     top.add_argument("-n", "--top", type=positive_int, default=10, metavar="N", help="how many kernels (default 10)")
+    top.add_argument(
+        "--sort",
+        choices=TOP_SORTS,
+        default="time_s",
+        help="rank by kernel time (default), recoverable time, time at roof, FLOPs or FLOP/s",
+    )
     top.add_argument("--format", choices=("table", "csv", "json"), default="table")
     top.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     add_store_option(top)
@@ -119,9 +129,9 @@ def _warn(notes: RoofNotes) -> None:
         say(f"hroofline: warning: {line}")
 
 
-def default_levels(ceilings: Ceilings) -> tuple[str, ...]:
-    """The levels with a roof; all three when the ceilings have none."""
-    return tuple(level for level in LEVELS if level in ceilings.bandwidth) or LEVELS
+def default_levels(roofs: RunRoofs) -> tuple[str, ...]:
+    """The levels with a roof for some launch; all three when there is none."""
+    return tuple(level for level in LEVELS if roofs.per_launch[level].notna().any()) or LEVELS
 
 
 def draw_chart(args: argparse.Namespace) -> int:
@@ -132,9 +142,9 @@ def draw_chart(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
     chart_format(out)  # refuse an unknown extension before any work
     run = open_store(args).load(args.run)
-    ceilings = ceilings_for_run(run.meta, args.ceilings)
-    levels = chosen_levels or default_levels(ceilings)
-    points = roofline_points(run, ceilings, phase=phase, per_launch=args.per_launch, levels=levels)
+    roofs = run_roofs(run, args.ceilings)
+    levels = chosen_levels or default_levels(roofs)
+    points = roofline_points(run, roofs, phase=phase, per_launch=args.per_launch, levels=levels)
     if points.points.empty:
         where = f" in phase {phase}" if phase else ""
         if points.not_drawn == 0:
@@ -145,24 +155,26 @@ def draw_chart(args: argparse.Namespace) -> int:
             + f" ({points.no_flops} of {points.not_drawn} have no FLOPs)"
         )
     title = args.title or f"{run.name}" + (f" · {phase}" if phase else "")
-    spec = roofline_chart(points, ceilings, ChartOptions(title=title, levels=levels)).to_dict()
+    spec = roofline_chart(points, roofs, ChartOptions(title=title, levels=levels)).to_dict()
     write_chart(spec, out, title)
     _warn(points.notes)
     drawn = f"{len(points.points)} {'launches' if args.per_launch else 'kernels'}"
     at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
-    say(f"wrote {out} ({drawn} at {at}; roofs: {ceilings.label})")
+    say(f"wrote {out} ({drawn} at {at}; roofs: {roofs.label})")
     return 0
 
 
 def show_top(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
-    ceilings = ceilings_for_run(run.meta, args.ceilings)
+    roofs = run_roofs(run, args.ceilings)
     notes = RoofNotes()
     phase = parse_phase_option(args.phase) if args.phase else None
-    table = top_kernels(run, ceilings, phase=phase, count=args.top, notes=notes)
+    table = top_kernels(run, roofs, phase=phase, count=args.top, notes=notes, sort=args.sort)
     if args.format == "table":
         table["kernel"] = table["kernel"].map(short_kernel_name)
-        write_out(f"roofs: {ceilings.describe()}\n")
+        write_out(f"roofs: {roofs.describe()}\n")
+        for note in roofs.notes:
+            write_out(f"note: {note}\n")
     write_out(render_frame(table, args.format))
     _warn(notes)
     return 0
@@ -172,7 +184,7 @@ def write_report(args: argparse.Namespace) -> int:
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
     pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
-    sections = [_run_section(run, ceilings_for_run(run.meta, args.ceilings), args.top) for run in runs]
+    sections = [_run_section(run, run_roofs(run, args.ceilings), args.top) for run in runs]
     comparisons = [_comparison_section(base, candidate, args.top) for base, candidate in pairs]
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
@@ -192,7 +204,7 @@ def write_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
+def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 
     meta = run.meta
@@ -203,7 +215,7 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
         ("kernel launches", str(int(run.launches["launches"].sum()))),
         ("sources", ", ".join(s.path for s in meta.sources) or "-"),
         ("ncu", ", ".join(meta.ncu_versions) or "-"),
-        ("roofs", ceilings.describe()),
+        ("roofs", roofs.describe() + "".join(f" {note}." for note in roofs.notes)),
     ]
     warnings: list[str] = []
     phases = []
@@ -211,16 +223,16 @@ def _run_section(run: Run, ceilings: Ceilings, count: int) -> RunSection:
     for phase in summary:
         if phase == "total":
             continue
-        points = roofline_points(run, ceilings, phase=phase, levels=default_levels(ceilings))
+        points = roofline_points(run, roofs, phase=phase, levels=default_levels(roofs))
         notes = RoofNotes()
-        top = top_kernels(run, ceilings, phase=phase, count=count, notes=notes)
+        top = top_kernels(run, roofs, phase=phase, count=count, notes=notes)
         warnings.extend(w for w in notes.above_roof + notes.missing_roofs if w not in warnings)
         spec = None
         note = None
         if not points.points.empty:
             title = f"{run.name} · {phase}"
-            options = ChartOptions(title=title, levels=default_levels(ceilings), phase_selector=False)
-            spec = roofline_chart(points, ceilings, options).to_dict()
+            options = ChartOptions(title=title, levels=default_levels(roofs), phase_selector=False)
+            spec = roofline_chart(points, roofs, options).to_dict()
         else:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
@@ -237,5 +249,7 @@ def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSect
     matched = matched_points(base, candidate, "hbm", count=25)
     spec = None
     if not matched.empty:
-        spec = compare_chart(matched, ceilings_for_run(base.meta), "hbm", (base.name, candidate.name), title).to_dict()
+        roofs = run_roofs(base)
+        peaks = roofs.representative(base.launches)
+        spec = compare_chart(matched, peaks, roofs.label, "hbm", (base.name, candidate.name), title).to_dict()
     return ComparisonSection(title=title, text=text, spec=spec)

@@ -49,7 +49,11 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None
     parser.add_argument("--arch", required=True, help="torchvision model name, e.g. resnet18, vgg16, vit_b_16")
     parser.add_argument("--gpu", required=True, help=gpu_help)
     parser.add_argument(
-        "--precision", default="fp32", help="fp32 (o0), tf32, amp (o1: float16 autocast), amp-bf16, o2 (default fp32)"
+        "--precision",
+        default="fp32",
+        help="fp32 (o0: PyTorch's defaults, i.e. cuDNN convolutions in TF32 from Ampere on, matrix products in "
+        "FP32), fp32-strict (no TF32 at all), tf32 (matrix products in TF32 too), amp (o1: float16 autocast), "
+        "amp-bf16, o2 (default fp32)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="images per step (32)")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")

@@ -6,25 +6,29 @@ import argparse
 from pathlib import Path
 
 from hroofline.cli.common import add_store_option, open_store, progress, say
-from hroofline.importers import ImportedSource, ImportOptions, import_source, source_digest
+from hroofline.importers import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.phases import parse_phase_option
 from hroofline.store import check_run_name
 
 HELP = """\
 Import ncu output into a run. A SOURCE is a .ncu-rep report, an ncu CSV export (long --page details
-or wide --page raw, any ncu version from 2020 on), an ncu console log, or a folder of
-one-metric-per-run logs (Yang et al.'s method); each may be gzip-compressed.
+or wide --page raw, any ncu version from 2020 on), an ncu console log (metric names or ncu's default
+sections), or a folder of passes over one run (Yang et al.'s one-metric-per-run logs, a time pass and an
+instruction pass, ...); each may be gzip-compressed.
 
-Importing into an existing run appends to it: that is how a run gathers forward, backward and
-optimizer data collected separately. A source already in the run is skipped. Either every source
-is imported or, on any error, none is and the store is unchanged.
+Sources that are passes over the same launches (the same kernels in the same order, each measuring
+other metrics) are joined launch by launch, here as in a folder: kernel time comes from the pass that
+measured it without instruction metrics. Other sources are appended: that is how a run gathers forward,
+backward and optimizer data collected separately. A source already in the run is skipped. Either every
+source is imported or, on any error, none is and the store is unchanged.
 """
 
 EPILOG = """\
 examples:
   hroofline import fw.ncu-rep --run deepcam-fp32 --gpu v100 --phase forward
   hroofline import pt-O0-Adam-bw/ --run deepcam-fp32 --gpu v100 --phase bw
+  hroofline import time_dram.ncu-rep dpflops.ncu-rep --run gene   # two passes: joined, 8 launches
   hroofline import logs/ --run r1 --merge name     # files disagree launch by launch
 """
 
@@ -53,8 +57,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--merge",
         choices=("launch", "name"),
         default="launch",
-        help="for a folder of per-metric logs: join launch by launch (default), or join "
-        "per-kernel-name sums when the files' launch sequences differ",
+        help="for passes (a folder, or several files): join launch by launch (default), or join "
+        "per-kernel-name sums when the passes' launch sequences differ",
     )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     add_store_option(parser)
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(args)
     already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) else set()
     metric_set = load_metric_set()
-    imported: list[ImportedSource] = []
+    read: list[ReadSource] = []
     for index, source in enumerate(args.sources, start=1):
         path = Path(source)
         prefix = f"[{index}/{len(args.sources)}] {source}"
@@ -81,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
             say(f"{prefix}: already in run {name!r}, nothing added")
             continue
         progress(f"{prefix}: reading")
-        imported.append(import_source(path, options, metric_set, digest))
-    if not imported:
+        read.append(read_source(path, options, metric_set, digest))
+    if not read:
         return 0
+    imported = import_sources(read, options, metric_set)
     result = store.add_sources(name, imported, gpu=options.gpu.name if options.gpu else None, precision=args.precision)
     for source in result.added:
         info = source.info
@@ -93,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"imported {info.path}: {info.launches} launches ({phase_text}); {measured}")
         for note in info.notes:
             say(f"  note: {note}")
+        for warning in info.warnings:
+            say(f"hroofline: warning: {warning}")
     for source in result.already_present:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())

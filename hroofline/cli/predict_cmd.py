@@ -6,11 +6,19 @@ import argparse
 
 import pandas as pd
 
-from hroofline.analyze.predict import FlopSplit, flop_split, predict_times, prediction_peaks, to_tensor_cores
+from hroofline.analyze.predict import (
+    CONVOLUTION_OPS,
+    FlopSplit,
+    Peaks,
+    flop_split,
+    predict_times,
+    prediction_peaks,
+    to_tensor_cores,
+)
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, write_out
 from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import UsageError
-from hroofline.metricset import resolve_gpu
+from hroofline.metricset import FLOP_QUANTITIES, resolve_gpu
 from hroofline.render.numbers import si
 from hroofline.store import RunDefaults, check_run_name
 
@@ -32,8 +40,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Trace a torchvision model's forward pass or training step on PyTorch's meta device (no "
         "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and predict its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
-        "Matrix products in 16-bit or TF32 go to the tensor cores. Stored as a run whose source is "
-        "'analytic'.",
+        "Tensor cores as PyTorch uses them: fp32 is PyTorch's default (cuDNN convolutions in TF32 from "
+        "Ampere on, matrix products in FP32), fp32-strict turns TF32 off, tf32 also runs matrix products in "
+        "TF32, amp/o2/amp-bf16 run them in 16 bit. Stored as a run whose source is 'analytic'.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -59,7 +68,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if not args.replace and store.has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
     say(f"tracing {config.arch} ({args.phases}, batch {config.batch_size}, {config.precision}) on the meta device")
-    launches = predict_times(to_tensor_cores(trace_step(config, args.phases), config.precision, peaks), peaks)
+    launches = predict_times(to_tensor_cores(trace_step(config, args.phases), peaks), peaks)
     info = SourceInfo(
         path=f"analytic:{config.arch}",
         kind="analytic",
@@ -68,7 +77,7 @@ def run_predict(args: argparse.Namespace) -> int:
         formulas_used={
             "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",
             "bytes_hbm": "fewest bytes an op must move: each distinct input read once, each output written once",
-            "time_s": "max(FLOPs per precision / peak, bytes / HBM bandwidth)",
+            "time_s": "time at roof: max(longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth)",
         },
         settings={
             "gpu": gpu.name,
@@ -85,18 +94,19 @@ def run_predict(args: argparse.Namespace) -> int:
     store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
     for note in peaks.notes:
         say(f"hroofline: note: {note}")
-    _print_prediction(run, launches, flop_split(launches))
+    _print_prediction(run, launches, flop_split(launches), peaks)
     return 0
 
 
-def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit) -> None:
+def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit, peaks: Peaks) -> None:
     write_out(f"{run}: predicted\n")
     for phase, rows in launches.groupby("phase", sort=False, observed=True):
-        flops = rows[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum().sum()
+        flops = rows[list(FLOP_QUANTITIES)].sum().sum()
         write_out(
             f"  {phase:<10} {si(rows['time_s'].sum(), 's'):>10}  {si(flops, 'FLOP'):>12}  "
             f"{si(rows['bytes_hbm'].sum(), 'B'):>10}  {len(rows)} ops\n"
         )
+    write_out(_tensor_line(launches, peaks) + "\n")
     total = split.matmul + split.other
     if total > 0:
         top = ", ".join(
@@ -106,3 +116,19 @@ def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit) -> Non
             f"forward: {si(split.matmul, 'FLOP', 4)} in convolutions and matrix products (what model summaries count), "
             f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}\n"
         )
+
+
+def _tensor_line(launches: pd.DataFrame, peaks: Peaks) -> str:
+    """Which ops the prediction put on which tensor roof, and their share of the FLOPs."""
+    from hroofline.ceilings import ROOF_LABELS
+
+    route = peaks.route
+    if route is None:
+        return "tensor cores: none (every op on the FP32 / FP16 / FP64 units)"
+    tensor = launches["flops_" + route.roof].sum()
+    share = 100 * tensor / launches[list(FLOP_QUANTITIES)].sum().sum()
+    what = "convolutions" if route.ops == CONVOLUTION_OPS else "convolutions and matrix products"
+    return (
+        f"tensor cores: {what} on the {ROOF_LABELS[route.roof]} roof ({si(peaks.values[route.roof], 'FLOP/s')}), "
+        f"{share:.1f}% of the FLOPs"
+    )

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
-from hroofline.ceilings import CPU, ceilings_for_run, load_ceilings_file
+from hroofline.ceilings import CPU, LEVEL_LABELS, ROOF_LABELS, ceilings_for_run, load_ceilings_file, run_roofs
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, positive_int, say, write_out
 from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import ProfilingError, UsageError
@@ -174,14 +174,28 @@ def run_ceilings(args: argparse.Namespace) -> int:
     if args.measure:
         return _measure(args)
     if args.run:
-        meta = open_store(args).load_meta(args.run)
-        ceilings = ceilings_for_run(meta)
-    else:
-        ceilings = ceilings_for_run(RunMeta(name="-"), args.show)
+        run = open_store(args).load(args.run)
+        roofs = run_roofs(run)
+        write_out(f"{roofs.label}\nsource: {roofs.source}\n")
+        for note in roofs.notes:
+            write_out(f"note: {note}\n")
+        write_out("roofs (time-weighted median over the run's launches):\n")
+        for key, value in roofs.representative(run.launches).items():
+            origin = "the report" if roofs.origins.get(key) == "report" else roofs.origins.get(key, "")
+            write_out(f"  {key:<18} {_roof_value(key, value):>14}  {ROOF_LABELS[key]}, from {origin}\n")
+        return 0
+    ceilings = ceilings_for_run(RunMeta(name="-"), args.show)
     write_out(f"{ceilings.label}\nsource: {ceilings.source}\n")
-    for key, value in ceilings.peaks().items():
-        write_out(f"  {key:<12} {si(value, 'B/s' if key in ('l1', 'l2', 'hbm') else 'FLOP/s', 4)}\n")
+    for key, value in ceilings.peaks.items():
+        clock = ceilings.clock_of(key)
+        at = f"  at {clock / 1e9:.4g} GHz" if clock else ""
+        write_out(f"  {key:<18} {_roof_value(key, value):>14}{at}\n")
     return 0
+
+
+def _roof_value(key: str, value: float) -> str:
+    unit = "B/s" if key in LEVEL_LABELS else "op/s" if key == "tensor_int8" else "FLOP/s"
+    return si(value, unit, 4)
 
 
 def _measure(args: argparse.Namespace) -> int:

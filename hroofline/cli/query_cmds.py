@@ -6,7 +6,15 @@ import argparse
 
 import pandas as pd
 
-from hroofline.analyze.kernels import KERNEL_COLUMNS, SUMMARY_COLUMNS, KernelQuery, kernel_table, phase_summary
+from hroofline.analyze.kernels import (
+    DETAIL_COLUMNS,
+    KERNEL_COLUMNS,
+    SUMMARY_COLUMNS,
+    KernelQuery,
+    kernel_table,
+    phase_summary,
+    shown_columns,
+)
 from hroofline.analyze.names import short_kernel_name
 from hroofline.cli.common import add_store_option, open_store, positive_int, write_out
 from hroofline.phases import parse_phase_option
@@ -47,8 +55,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     summary = commands.add_parser(
         "summary",
         help="time, FLOPs and bytes per phase and in total",
-        description="Per phase and in total: time (s), FLOPs, tensor FLOPs, bytes at L1/L2/HBM and the "
-        "number of kernel launches.",
+        description="Per phase and in total: time (s), FLOPs, tensor FLOPs (all, and per input precision), "
+        "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches. The table leaves "
+        "out per-precision columns nothing measured; JSON has them all (null: not measured).",
     )
     summary.add_argument("run", metavar="RUN")
     summary.add_argument("--format", choices=("table", "json"), default="table")
@@ -92,8 +101,9 @@ def show_kernels(args: argparse.Namespace) -> int:
         sort=args.sort,
     )
     table = kernel_table(run, query)
-    if args.format == "table":  # a terminal gets readable names; csv and json keep the full signature
+    if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all
         table["kernel"] = table["kernel"].map(short_kernel_name)
+        table = shown_columns(table)
     write_out(render_frame(table, args.format))
     return 0
 
@@ -105,5 +115,6 @@ def show_summary(args: argparse.Namespace) -> int:
         total = phases.pop("total")
         write_out(to_json({"run": run.name, "phases": phases, "total": total}))
     else:
-        write_out(summary_table(phases, SUMMARY_COLUMNS))
+        empty = {c for c in DETAIL_COLUMNS if all(values.get(c) is None for values in phases.values())}
+        write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty]))
     return 0

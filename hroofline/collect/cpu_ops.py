@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from hroofline.metricset import metrics_dir
+from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, metrics_dir
 
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
 NO_PHASE = "other"
@@ -244,5 +244,6 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
     )
     for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
         frame[column] = [r.flops if r.flop_column == column else 0.0 for r in records]
-    frame["flops_tensor"] = 0.0  # no tensor cores on a CPU
+    for column in (*TENSOR_FLOP_QUANTITIES, *OP_QUANTITIES):
+        frame[column] = 0.0  # no tensor cores on a CPU (and none on the meta device until predict puts them)
     return frame

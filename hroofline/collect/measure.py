@@ -67,7 +67,7 @@ class Measurement:
             "",
             "[ceilings]",
         ]
-        lines += [f"{key} = {value:.6e}" for key, value in ceilings.peaks().items()]
+        lines += [f"{key} = {value:.6e}" for key, value in ceilings.peaks.items()]
         return "\n".join(lines) + "\n"
 
 

@@ -24,9 +24,12 @@ from hroofline.errors import UsageError
 
 NVTX_DOMAIN = "hroofline"
 STEP_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
+# fp32 is what a PyTorch script gets by default: cuDNN convolutions in TF32 from Ampere on, matrix
+# products in FP32. fp32-strict turns TF32 off; tf32 turns it on for matrix products too.
 PRECISION_ALIASES: dict[str, str] = {
     "fp32": "fp32",
     "o0": "fp32",
+    "fp32-strict": "fp32-strict",
     "tf32": "tf32",
     "amp": "amp",
     "o1": "amp",
@@ -43,7 +46,7 @@ LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
 def canonical_precision(name: str) -> str:
     key = name.strip().lower()
     if key not in PRECISION_ALIASES:
-        raise UsageError(f"unknown precision {name!r}", "use fp32 (o0), tf32, amp (o1), amp-bf16 or o2")
+        raise UsageError(f"unknown precision {name!r}", "use fp32 (o0), fp32-strict, tf32, amp (o1), amp-bf16 or o2")
     return PRECISION_ALIASES[key]
 
 
@@ -124,10 +127,9 @@ class TrainingStep:
         check_model(config.arch)
         device = torch.device(config.device)
         torch.manual_seed(config.seed)
-        if device.type == "cuda":
-            allow_tf32 = config.precision == "tf32"
-            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-            torch.backends.cudnn.allow_tf32 = allow_tf32
+        if device.type == "cuda":  # PyTorch's defaults for fp32; fp32-strict and tf32 depart from them
+            torch.backends.cuda.matmul.allow_tf32 = config.precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = config.precision != "fp32-strict"
         extra = {"aux_logits": False, "init_weights": False} if config.arch in ("inception_v3", "googlenet") else {}
         with device:  # built where it runs: on the meta device a model of any size costs no memory
             model = torchvision.models.get_model(config.arch, weights=None, **extra)

@@ -1,8 +1,9 @@
 """Import stage: any real ncu output to the standard per-launch table.
 
-``import_source`` recognises a source by its content (a ``.ncu-rep`` report, a long or wide CSV, a
-console log, each possibly gzip-compressed, or a folder of one-metric-per-run logs), reads it into a
-:class:`~hroofline.importers.raw.RawProfile`, and evaluates the metric formulas on it.
+``import_sources`` recognises each source by its content (a ``.ncu-rep`` report, a long or wide CSV, a
+console log, each possibly gzip-compressed, or a folder of passes), reads it into a
+:class:`~hroofline.importers.raw.RawProfile`, joins sources that are passes over the same launches, and
+evaluates the metric formulas and the report's own roofs on each result.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from hroofline.errors import InputError
+from hroofline.importers.checks import (
+    failed_launch_warning,
+    failed_launches,
+    uncounted_tensor_work,
+    uncounted_work_warning,
+)
+from hroofline.importers.join import Pass, join_passes, measured_metrics, same_launches
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
 from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
@@ -32,6 +40,7 @@ from hroofline.importers.raw import (
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
 from hroofline.phases import phase_from_ranges
+from hroofline.report_roofs import report_roofs
 from hroofline.roofline import Derived, derive_quantities, kernel_time
 
 
@@ -50,6 +59,16 @@ class ImportedSource:
     device_name: str | None
 
 
+@dataclass(frozen=True)
+class ReadSource:
+    """One source as read, before its formulas run."""
+
+    path: Path
+    profile: RawProfile
+    digest: str
+    files: list[dict[str, str]]
+
+
 def source_digest(path: Path) -> str:
     """The identity of a source: its file's sha256, or one over a folder's files."""
     if path.is_dir():
@@ -57,25 +76,31 @@ def source_digest(path: Path) -> str:
     return sha256_of_file(path)
 
 
-def read_profile(
-    path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
-) -> tuple[RawProfile, str, list[dict[str, str]]]:
-    """The profile of a file or folder, the source's sha256 and, for a folder, its files' hashes.
+def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None) -> ReadSource:
+    """The profile of a file or folder, with the source's sha256 and, for a folder, its files' hashes.
 
     A file's sha256 is computed once, beside the parsing, unless the caller already has it."""
     if path.is_dir():
         folder_sha256, files = folder_digest(folder_files(path))
-        return read_metric_logs(path, options.merge), folder_sha256, files
+        reader = _file_reader(metric_set)
+        return ReadSource(path, read_metric_logs(path, options.merge, metric_set, reader), folder_sha256, files)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     raw = read_file_bytes(path)
     if digest is not None:
-        return _read_file(gunzip_if_needed(raw, path), path, metric_set), digest, []
+        return ReadSource(path, _read_file(gunzip_if_needed(raw, path), path, metric_set), digest, [])
     # hashlib releases the GIL on large buffers, so hashing overlaps the parse.
     with ThreadPoolExecutor(max_workers=1) as pool:
         hashing = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
         profile = _read_file(gunzip_if_needed(raw, path), path, metric_set)
-        return profile, hashing.result(), []
+        return ReadSource(path, profile, hashing.result(), [])
+
+
+def _file_reader(metric_set: MetricSet):
+    def read(path: Path) -> RawProfile:
+        return _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
+
+    return read
 
 
 def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile:
@@ -89,7 +114,7 @@ def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> Ra
         return read_ncu_csv(data, str(path))
     text = decode_text(data)
     if looks_like_console_log(text):
-        return read_ncu_console(text, str(path))
+        return read_ncu_console(text, str(path), metric_set.display_names)
     if NO_KERNELS.search(text):
         raise InputError(f"{path}: ncu profiled no kernels in this run (the log says 'No kernels were profiled')")
     raise InputError(f"{path}: not an ncu report, CSV export or console log")
@@ -99,7 +124,48 @@ def import_source(
     path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
 ) -> ImportedSource:
     """Read one source and compute its quantities; ``digest`` is the source's sha256 if already known."""
-    profile, digest, files = read_profile(path, options, metric_set, digest)
+    return build_source(read_source(path, options, metric_set, digest), options, metric_set)
+
+
+def import_sources(sources: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> list[ImportedSource]:
+    """Sources of one import: passes over the same launches are joined, the rest stay apart."""
+    return [build_source(group, options, metric_set) for group in group_passes(sources, options, metric_set)]
+
+
+def group_passes(sources: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> list[ReadSource]:
+    """Joins the sources that are passes over the same launches: the same kernel names in the same order,
+    each measuring something the others did not. ``--merge name`` joins them all per kernel name."""
+    if options.merge == "name" and len(sources) > 1:
+        return [_joined(sources, options, metric_set)]
+    groups: list[list[ReadSource]] = []
+    for source in sources:
+        home = next((g for g in groups if _is_another_pass(g, source, metric_set)), None)
+        if home is None:
+            groups.append([source])
+        else:
+            home.append(source)
+    return [group[0] if len(group) == 1 else _joined(group, options, metric_set) for group in groups]
+
+
+def _is_another_pass(group: list[ReadSource], source: ReadSource, metric_set: MetricSet) -> bool:
+    if not same_launches(group[0].profile, source.profile):
+        return False
+    measured = measured_metrics(source.profile, metric_set)
+    return all(measured != measured_metrics(member.profile, metric_set) for member in group)
+
+
+def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> ReadSource:
+    passes = [Pass(s.path, s.profile) for s in group]
+    where = " + ".join(str(s.path) for s in group)
+    profile = join_passes(passes, options.merge, metric_set, where)
+    files = [{"name": str(s.path), "sha256": s.digest} for s in group]
+    digest = hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in files).encode()).hexdigest()
+    return ReadSource(Path(where), profile, digest, files)
+
+
+def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
+    """The formulas, the report's roofs and the import's checks, on one source as read."""
+    path, profile = source.path, source.profile
     cc = _compute_capability(profile, options, path)
     arch = metric_set.arch_of(cc)
     time = kernel_time(profile.metrics, metric_set)
@@ -110,6 +176,21 @@ def import_source(
             "sm__cycles_elapsed.avg with .per_second), FLOP counts or bytes per memory level"
         )
     identity = profile.identity.reset_index(drop=True)
+    metrics = profile.metrics.reset_index(drop=True)
+    seconds = time.seconds.reset_index(drop=True)
+    quantities = derived.quantities.reset_index(drop=True)
+    warnings = list(profile.warnings)
+    failed = failed_launches(seconds, quantities)
+    if failed.any():
+        warnings.append(failed_launch_warning(identity, failed, str(path)))
+        keep = ~failed
+        identity, metrics, seconds, quantities = (
+            x[keep].reset_index(drop=True) for x in (identity, metrics, seconds, quantities)
+        )
+    kept = pd.Series(~failed)
+    launch_cc = identity["cc"] if "cc" in identity else pd.Series([None] * len(identity))
+    launch_cc = launch_cc.where(launch_cc.notna(), cc)
+    roofs = report_roofs(metrics, metric_set, seconds, launch_cc, derived.level_roofs)
     launches = pd.DataFrame(
         {
             "source": 0,
@@ -120,22 +201,42 @@ def import_source(
             "grid": identity.get("grid"),
             "block": identity.get("block"),
             "device": identity.get("device"),
-            "cc": identity.get("cc"),
+            "cc": launch_cc,
             "stream": identity.get("stream"),
             "launches": identity.get("launches", 1),
-            "time_s": time.seconds.reset_index(drop=True),
-            "time_method": time.method.reset_index(drop=True),
-            "clock_hz": time.clock_hz.reset_index(drop=True),
+            "time_s": seconds,
+            "time_method": time.method.reset_index(drop=True)[kept].reset_index(drop=True),
+            "clock_hz": time.clock_hz.reset_index(drop=True)[kept].reset_index(drop=True),
         }
     )
-    launches = pd.concat([launches, derived.quantities.reset_index(drop=True)], axis=1)
+    launches = pd.concat([launches, quantities, roofs.peaks], axis=1)
     for name in sorted(derived.used_metrics):
-        launches[RAW_METRIC_PREFIX + name] = profile.metrics[name].reset_index(drop=True)
-    if cc and launches["cc"].isna().all():
-        launches["cc"] = cc
-    info = _source_info(path, digest, files, profile, options, derived)
-    info.time_methods = {str(k): int(v) for k, v in time.method.value_counts().items()}
+        launches[RAW_METRIC_PREFIX + name] = metrics[name]
+    warnings += _tensor_warnings(identity, metrics, quantities, seconds, metric_set, arch, str(path))
+    info = _source_info(source, options, derived, int(launches["launches"].sum()))
+    info.time_methods = {str(k): int(v) for k, v in launches["time_method"].value_counts().items()}
+    info.roofs = roofs.how
+    info.notes += roofs.notes
+    info.warnings = warnings
     return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
+
+
+def _tensor_warnings(
+    identity: pd.DataFrame,
+    metrics: pd.DataFrame,
+    quantities: pd.DataFrame,
+    seconds: pd.Series,
+    metric_set: MetricSet,
+    arch: str | None,
+    where: str,
+) -> list[str]:
+    found = uncounted_tensor_work(identity["kernel"], metrics, quantities, seconds, metric_set)
+    wanted = [m for m in metric_set.collect.get(arch or "", ()) if "tensor" in m] if arch else []
+    warnings = []
+    for work in found:
+        to_collect = [m for m in wanted if ("_int" in m) == (work.kind == "integer")]
+        warnings.append(uncounted_work_warning(work, where, to_collect))
+    return warnings
 
 
 def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path) -> str | None:
@@ -155,21 +256,15 @@ def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path)
     return options.gpu.cc
 
 
-def _source_info(
-    path: Path,
-    digest: str,
-    files: list[dict[str, str]],
-    profile: RawProfile,
-    options: ImportOptions,
-    derived: Derived,
-) -> SourceInfo:
+def _source_info(source: ReadSource, options: ImportOptions, derived: Derived, launches: int) -> SourceInfo:
+    profile = source.profile
     extra = {name: unit or "" for name, unit in sorted(profile.units.items()) if name not in derived.used_metrics}
     return SourceInfo(
-        path=str(path),
+        path=str(source.path),
         kind=profile.kind,
-        sha256=digest,
-        launches=int(profile.identity["launches"].sum()) if "launches" in profile.identity else len(profile.identity),
-        files=files,
+        sha256=source.digest,
+        launches=launches,
+        files=source.files,
         ncu_version=profile.ncu_version,
         phase=options.phase,
         formulas_used=derived.formulas_used,

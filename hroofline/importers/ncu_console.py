@@ -9,6 +9,10 @@ Per launch a header line, indented by two spaces, then sections of fixed-width r
 
 Newer ncu prints ``  name (grid)x(block), Context 1, Stream 7, Device 0, CC 8.6`` and a
 ``Metric Name  Metric Unit  Metric Value`` title row. Units are auto-scaled per row.
+
+Logs printed with ncu's default sections name their rows by display name (``Duration  usecond  11.65``,
+``SM Frequency  cycle/usecond  671.26``); ``[display_names]`` in ``metrics/hierarchical.toml`` says which
+metric each one is, and ``Block Size`` / ``Grid Size`` rows give the launch's shape.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hroofline.errors import InputError
-from hroofline.importers.raw import RawProfile
+from hroofline.importers.raw import RawProfile, check_last_launch_complete
 from hroofline.importers.units import parse_number_text, unit_scale
 
 _LAUNCH = re.compile(r"^  (?! )(?P<head>.+?), Context (?P<context>\d+), Stream (?P<stream>\d+)(?P<rest>.*)$")
@@ -28,37 +32,67 @@ _LAUNCH_DIMS = re.compile(r"^(?P<name>.+) \((?P<grid>\d+, \d+, \d+)\)x\((?P<bloc
 _DEVICE = re.compile(r"Device (?P<device>\d+)")
 _CC = re.compile(r"CC (?P<cc>\d+\.\d+)")
 _ROW = re.compile(r"^    (?! )(?P<name>\S+)\s{2,}(?:(?P<unit>\S+)\s{2,})?(?P<value>\S+)\s*$")
+# A section row named by display name: words with single spaces, then unit (optional) and value.
+_DISPLAY_ROW = re.compile(r"^    (?! )(?P<name>\S+(?: \S+)*?)\s{2,}(?:(?P<unit>\S+)\s{2,})?(?P<value>\S+)\s*$")
+_SHAPE_ROWS = {"Block Size": "block", "Grid Size": "grid"}
 
 
 def looks_like_console_log(text: str) -> bool:
     return bool(re.search(r"(?m)^    Section: ", text)) and any(_LAUNCH.match(line) for line in text.splitlines())
 
 
-def read_ncu_console(text: str, where: str) -> RawProfile:
+def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None = None) -> RawProfile:
+    """``display_names`` maps section display names (``Duration``) to metric names."""
     launches: list[dict[str, object]] = []
     values: list[dict[str, float]] = []
     units: dict[str, str] = {}
+    rows_per_launch: list[int] = []
     for line in text.splitlines():
         header = _LAUNCH.match(line)
         if header:
             launches.append(_launch_identity(header, len(launches)))
             values.append({})
+            rows_per_launch.append(0)
             continue
-        row = _ROW.match(line)
-        if not row or not launches or row.group("name") in ("Metric", "Section:") or set(row.group("name")) == {"-"}:
+        if not launches:
             continue
-        name, unit = row.group("name"), row.group("unit") or ""
-        if not re.search(r"__|\.", name):
+        found = _metric_row(line, display_names or {}, launches[-1])
+        if found is None:
             continue
+        name, unit, value = found
+        rows_per_launch[-1] += 1
         units.setdefault(name, unit)
-        values[-1][name] = parse_number_text(row.group("value")) * unit_scale(unit)
+        values[-1][name] = parse_number_text(value) * unit_scale(unit)
     if not launches:
         raise InputError(f"{where}: no kernel launches found in the ncu console log")
     if not any(values):
-        raise InputError(f"{where}: the ncu console log names kernels but holds no metric values")
+        raise InputError(
+            f"{where}: the ncu console log names kernels but holds no metric values hroofline knows",
+            "collect metrics by name (ncu --metrics ...) or at least the SpeedOfLight section",
+        )
+    check_last_launch_complete(rows_per_launch, where, "metric rows")
     identity = pd.DataFrame(launches)
     metrics = pd.DataFrame(values).astype(np.float64)
     return RawProfile(kind="ncu-console", identity=identity, metrics=metrics, units=units)
+
+
+def _metric_row(line: str, display_names: dict[str, str], launch: dict[str, object]) -> tuple[str, str, str] | None:
+    """(metric name, unit, value text) of a metric row; shape rows fill the launch's grid and block."""
+    row = _ROW.match(line)
+    if row and row.group("name") not in ("Metric", "Section:") and set(row.group("name")) != {"-"}:
+        name = row.group("name")
+        if re.search(r"__|\.", name):
+            return name, row.group("unit") or "", row.group("value")
+    row = _DISPLAY_ROW.match(line)
+    if row is None:
+        return None
+    name, unit = row.group("name"), row.group("unit") or ""
+    if name in _SHAPE_ROWS:
+        launch[_SHAPE_ROWS[name]] = launch.get(_SHAPE_ROWS[name]) or row.group("value").replace(",", "")
+        return None
+    kind = "%" if unit == "%" else "byte/second" if re.fullmatch(r"[KMGT]?byte/(second|[mun]?second|s)", unit) else ""
+    metric = display_names.get(f"{name} [{kind}]") or display_names.get(name)
+    return (metric, unit, row.group("value")) if metric else None
 
 
 def _launch_identity(match: re.Match[str], index: int) -> dict[str, object]:

@@ -21,10 +21,11 @@ import pyarrow.csv as pacsv
 
 from hroofline.errors import InputError
 from hroofline.importers import nvtx
-from hroofline.importers.raw import RawProfile
+from hroofline.importers.raw import RawProfile, check_last_launch_complete
 from hroofline.importers.units import parse_numbers, unit_factors, unit_scale, uses_decimal_comma
 
 _HEADER = re.compile(rb'(?m)^"?ID"?,"?Process ID"?,')
+DISPLAY_NAME = "device__attribute_display_name"
 NO_KERNELS = re.compile(r"(?m)^(==[A-Z]+==\s*)?No kernels were profiled")
 
 IDENTITY_FIELDS = {
@@ -210,8 +211,8 @@ def _identity(table: pa.Table, first_rows: np.ndarray, launch_ids: np.ndarray) -
     start_end = next((c for c in picked.column_names if "Start/Stop_Range" in c), None)
     stacks = []
     for i in range(picked.num_rows):
-        ranges = nvtx.push_pop_ranges(picked[push_pop][i].as_py()) if push_pop else ()
-        ranges += nvtx.start_end_ranges(picked[start_end][i].as_py()) if start_end else ()
+        ranges = nvtx.push_pop_ranges(picked[push_pop][i].as_py(), push_pop) if push_pop else ()
+        ranges += nvtx.start_end_ranges(picked[start_end][i].as_py(), start_end) if start_end else ()
         stacks.append(ranges)
     frame["nvtx_ranges"] = stacks
     return frame
@@ -232,6 +233,8 @@ def _long_profile(table: pa.Table, where: str) -> RawProfile:
     metric_names = unique_names
     keys = _launch_keys(table)
     launch_codes, unique_keys = pd.factorize(keys, sort=False)
+    check_last_launch_complete(list(np.bincount(launch_codes)), where, "metric rows")
+    device_name = _string_metric(table, metric_codes, metric_names, DISPLAY_NAME)
     numbers = _numbers(table["Metric Value"])
     units = dictionary_of(table["Metric Unit"])
     values = numbers * unit_factors(units)
@@ -250,7 +253,17 @@ def _long_profile(table: pa.Table, where: str) -> RawProfile:
         identity=identity,
         metrics=metrics,
         units=dict(zip(metric_names, first_units, strict=True)),
+        device_name=device_name,
     )
+
+
+def _string_metric(table: pa.Table, metric_codes: np.ndarray, metric_names: list[str], name: str) -> str | None:
+    """The first value of a text metric (such as the device's display name) in a long CSV."""
+    if name not in metric_names:
+        return None
+    row = int(np.flatnonzero(metric_codes == metric_names.index(name))[0])
+    value = table["Metric Value"][row].as_py()
+    return str(value).strip() or None if value is not None else None
 
 
 def _numbers(column: pa.ChunkedArray) -> np.ndarray:
@@ -276,10 +289,13 @@ def _wide_profile(table: pa.Table, where: str) -> RawProfile:
     identity = _identity(table, first_rows, launch_ids)
     metric_columns = [c for c in table.column_names if c not in NON_METRIC_FIELDS and "Range" not in c and "__" in c]
     picked = table.take(pa.array(first_rows))
+    device_name = picked[DISPLAY_NAME][0].as_py() if DISPLAY_NAME in picked.column_names and len(picked) else None
     data = {}
     for name in metric_columns:
         column = picked[name].combine_chunks()
         data[name] = parse_numbers(column, uses_decimal_comma(column)) * unit_scale(units_row.get(name) or "")
     metrics = pd.DataFrame(data, index=range(len(first_rows)))
     units = {name: units_row.get(name) or "" for name in metric_columns}
-    return RawProfile(kind="ncu-csv-wide", identity=identity, metrics=metrics, units=units)
+    return RawProfile(
+        kind="ncu-csv-wide", identity=identity, metrics=metrics, units=units, device_name=device_name or None
+    )

@@ -34,6 +34,7 @@ class RawProfile:
     ncu_version: str | None = None
     device_name: str | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def read_source_bytes(path: Path) -> bytes:
@@ -76,3 +77,15 @@ def decode_text(data: bytes | mmap.mmap) -> str:
 
 def is_blank(data: bytes | mmap.mmap) -> bool:
     return re.search(rb"\S", data) is None
+
+
+def check_last_launch_complete(rows_per_launch: list[int], where: str, what: str) -> None:
+    """A file cut at a line boundary ends with a launch that has fewer rows than every other one."""
+    if len(rows_per_launch) < 2:
+        return
+    last, others = rows_per_launch[-1], rows_per_launch[:-1]
+    if last < min(others):
+        raise InputError(
+            f"{where}: the file ends inside launch {len(rows_per_launch)}: it has {last} {what} where every "
+            f"other launch has at least {min(others)} (is the file truncated?)"
+        )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from hroofline.ceilings import LEVEL_LABELS, Ceilings
+from hroofline.ceilings import LEVEL_LABELS
+from hroofline.metricset import COMPUTE_ROOF_OF
 from hroofline.render.numbers import si
 from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
 
@@ -15,7 +16,7 @@ MAX_DOT_AREA = 900
 
 
 def compare_chart(
-    matched: pd.DataFrame, ceilings: Ceilings, level: str, names: tuple[str, str], title: str
+    matched: pd.DataFrame, peaks: dict[str, float], roofs_label: str, level: str, names: tuple[str, str], title: str
 ) -> alt.LayerChart:
     rows: list[dict[str, object]] = []
     arrows: list[dict[str, object]] = []
@@ -41,14 +42,12 @@ def compare_chart(
         {
             f"ai_{level}": frame["ai"] if len(frame) else [],
             **{
-                f"flops_{p}": pd.concat(
-                    [matched[f"flops_{p}_base"], matched[f"flops_{p}_candidate"]], ignore_index=True
-                )
-                for p in ("fp64", "fp32", "fp16", "tensor")
+                column: pd.concat([matched[f"{column}_base"], matched[f"{column}_candidate"]], ignore_index=True)
+                for column in COMPUTE_ROOF_OF
             },
         }
     )
-    roofs = roof_rows(roof_frame, ceilings, [level])
+    roofs = roof_rows(roof_frame, peaks, [level])
     frame_axes = axes(roofs, list(frame["flop_rate"]) if len(frame) else [])
     heads = []
     for record in matched.to_dict(orient="records"):
@@ -91,7 +90,7 @@ def compare_chart(
     if heads:
         layers.append(tips)
     subtitle = [
-        f"Roofs: {ceilings.label}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
+        f"Roofs: {roofs_label}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
         f"Arrows go from {names[0]} to {names[1]}, one per kernel family and phase ({len(matched)} shown).",
     ]
     return (

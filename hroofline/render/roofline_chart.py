@@ -17,7 +17,8 @@ import pandas as pd
 
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.roofs import RooflinePoints, levels_with_dots
-from hroofline.ceilings import LEVEL_LABELS, LEVELS, Ceilings
+from hroofline.ceilings import LEVEL_LABELS, RunRoofs
+from hroofline.metricset import LEVELS
 from hroofline.render.numbers import si
 from hroofline.render.roofs import HEIGHT, LEVEL_COLOURS, WIDTH, axes, roof_layers, roof_rows
 
@@ -33,11 +34,11 @@ class ChartOptions:
     phase_selector: bool = True
 
 
-def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOptions) -> alt.LayerChart:
+def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartOptions) -> alt.LayerChart:
     # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
     levels = list(levels_with_dots(points.points, options.levels))
     data = _point_rows(points, levels)
-    roofs = roof_rows(points.points, ceilings, levels)
+    roofs = roof_rows(points.points, points.peaks, levels)
     frame_axes = axes(roofs, [float(row["flop_rate"]) for row in data])  # type: ignore[arg-type]
     x, y = frame_axes.x("ai"), frame_axes.y("flop_rate")
     frame = pd.DataFrame(data)  # one frame shared by the layers: Altair stores it once, in "datasets"
@@ -104,7 +105,7 @@ def roofline_chart(points: RooflinePoints, ceilings: Ceilings, options: ChartOpt
         .encode(x=x, y=y, tooltip=_tooltip())
     )
     roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
-    subtitle = _subtitle(points, ceilings, levels)
+    subtitle = _subtitle(points, roofs_used, levels)
     return (
         alt.layer(roof_lines, *roof_labels, joins, dots, above)
         .properties(
@@ -173,9 +174,9 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
     return rows
 
 
-def _subtitle(points: RooflinePoints, ceilings: Ceilings, levels: list[str]) -> list[str]:
+def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -> list[str]:
     lines = [
-        f"Roofs: {ceilings.label}.",
+        f"Roofs: {roofs_used.label}." + (f" {' '.join(n + '.' for n in roofs_used.notes)}" if roofs_used.notes else ""),
         "One dot per kernel"
         + (" launch" if points.per_launch else " name and phase")
         + " and memory level ("

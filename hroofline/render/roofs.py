@@ -1,7 +1,8 @@
 """The roofs and log-log axes every roofline chart shares: bandwidth diagonals, compute ceilings, labels.
 
-Roofs are built from a frame of drawn points (``ai_<level>`` and ``flops_<precision>`` columns): only the
-compute roofs of precisions with FLOPs, each bandwidth roof up to the highest compute roof.
+Roofs are built from a frame of drawn points (``ai_<level>`` and FLOP columns) and one value per roof:
+only the compute roofs of precisions with FLOPs, each labelled, each bandwidth roof up to the highest
+compute roof.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from hroofline.analyze.roofs import precisions_present
-from hroofline.ceilings import LEVEL_LABELS, PRECISION_LABELS, Ceilings
+from hroofline.analyze.roofs import compute_roofs_present
+from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS
 from hroofline.render.numbers import si
 
 LEVEL_COLOURS: dict[str, str] = {"L1": "#e45756", "L2": "#54a24b", "HBM": "#4c78a8"}
@@ -31,13 +32,11 @@ class RoofRows:
     peaks: list[float]
 
 
-def roof_rows(frame: pd.DataFrame, ceilings: Ceilings, levels: list[str]) -> RoofRows:
+def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -> RoofRows:
     """Line segments and labels of the roofs, in data coordinates, and the x range they need."""
-    precisions = [p for p in precisions_present(frame) if p in ceilings.compute] or [
-        p for p in ("fp32",) if p in ceilings.compute
-    ]
-    bandwidths = {lv: ceilings.bandwidth[lv] for lv in levels if lv in ceilings.bandwidth}
-    top = max((ceilings.compute[p] for p in precisions), default=None)
+    precisions = [p for p in compute_roofs_present(frame) if p in peaks] or [p for p in ("fp32",) if p in peaks]
+    bandwidths = {lv: peaks[lv] for lv in levels if lv in peaks}
+    top = max((peaks[p] for p in precisions), default=None)
     ais = pd.concat([frame[f"ai_{lv}"] for lv in levels]) if levels else pd.Series(dtype=float)
     ais = ais[ais > 0]
     x_low = _decade_below(float(ais.min()) / 3) if len(ais) else 1e-2
@@ -65,11 +64,11 @@ def roof_rows(frame: pd.DataFrame, ceilings: Ceilings, levels: list[str]) -> Roo
             }
         )
     fastest = max(bandwidths.values(), default=None)
-    peaks = []
+    drawn_peaks = []
     for precision in precisions:
-        peak = ceilings.compute[precision]
-        peaks.append(peak)
-        name = ceilings.tensor_label if precision == "tensor" else PRECISION_LABELS[precision]
+        peak = peaks[precision]
+        drawn_peaks.append(peak)
+        name = ROOF_LABELS[precision]
         x_start = peak / fastest if fastest else x_low
         for x_value in (x_start, x_high):
             lines.append({"roof": name, "x": x_value, "y": peak, "colour": ROOF_GREY, "dash": "dash"})
@@ -82,7 +81,7 @@ def roof_rows(frame: pd.DataFrame, ceilings: Ceilings, levels: list[str]) -> Roo
                 "colour": ROOF_GREY,
             }
         )
-    return RoofRows(lines=lines, labels=labels, x_domain=[x_low, x_high], peaks=peaks)
+    return RoofRows(lines=lines, labels=labels, x_domain=[x_low, x_high], peaks=drawn_peaks)
 
 
 @dataclass(frozen=True)

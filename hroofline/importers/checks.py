@@ -1,0 +1,91 @@
+"""What an import must say about its numbers: failed launches, and tensor-core work it could not count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hroofline.metricset import TENSOR_FLOP_QUANTITIES, MetricSet
+
+LISTED = 3  # kernel names quoted in one warning
+
+
+def short_name(name: str, width: int = 60) -> str:
+    """A kernel name cut to ``width`` characters, keeping its start."""
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def failed_launches(seconds: pd.Series, quantities: pd.DataFrame) -> np.ndarray:
+    """Launches with no time and no quantity while others have some: a failed replay, not a kernel that
+    did nothing. They are left out of the run."""
+    has_data = (seconds.notna() | quantities.notna().any(axis=1)).to_numpy()
+    return ~has_data if has_data.any() else np.zeros(len(has_data), dtype=bool)
+
+
+def failed_launch_warning(identity: pd.DataFrame, failed: np.ndarray, where: str) -> str:
+    rows = identity[failed]
+    names = ", ".join(
+        f"ID {lid} {short_name(str(k))!r}" for lid, k in zip(rows["launch_id"], rows["kernel"], strict=True)
+    )
+    return (
+        f"{where}: {int(failed.sum())} launch(es) have no metric values at all (a failed replay?) and are left "
+        f"out of the run: {names}"
+    )
+
+
+@dataclass(frozen=True)
+class UncountedWork:
+    """Launches whose tensor-core work the source shows but does not count."""
+
+    kind: str  # "floating-point" or "integer"
+    launches: np.ndarray  # mask
+    examples: list[str]
+    time_share: float | None
+
+
+def uncounted_tensor_work(
+    kernels: pd.Series, metrics: pd.DataFrame, quantities: pd.DataFrame, seconds: pd.Series, metric_set: MetricSet
+) -> list[UncountedWork]:
+    """Tensor-core kernels (by name, or by tensor-pipe utilisation metrics) in a source that counted no
+    tensor work of that kind: their FLOPs (or integer operations) are missing from every total."""
+    hints = metric_set.tensor_hints
+    names = kernels.astype(str).str.lower()
+    found = []
+    checks = (
+        ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, hints.float_metrics),
+        ("integer", ["ops_tensor_int"], hints.integer_names, hints.integer_metrics),
+    )
+    evidence = {kind: _evidence(names, metrics, fragments, pipe) for kind, _, fragments, pipe in checks}
+    for kind, columns, _, _ in checks:
+        if quantities[columns].notna().any().any():
+            continue  # this kind of tensor work was measured
+        mask = evidence[kind] & ~evidence["integer"] if kind == "floating-point" else evidence[kind]
+        if not mask.any():
+            continue
+        total = seconds.sum(min_count=1)
+        share = float(seconds[mask].sum() / total) if pd.notna(total) and total > 0 else None
+        examples = list(dict.fromkeys(short_name(str(k)) for k in kernels[mask]))[:LISTED]
+        found.append(UncountedWork(kind, mask, examples, share))
+    return found
+
+
+def _evidence(names: pd.Series, metrics: pd.DataFrame, fragments: tuple[str, ...], pipe: tuple[str, ...]) -> np.ndarray:
+    found = np.array([any(fragment in n for fragment in fragments) for n in names], dtype=bool)
+    for column in metrics.columns:
+        if str(column).startswith(tuple(f"{m}." for m in pipe)):
+            found |= (metrics[column].fillna(0) > 0).to_numpy()
+    return found
+
+
+def uncounted_work_warning(work: UncountedWork, where: str, metrics_to_collect: list[str]) -> str:
+    share = f", {100 * work.time_share:.1f}% of the time" if work.time_share is not None else ""
+    what = "FLOPs" if work.kind == "floating-point" else "integer operations"
+    collect = ", ".join(metrics_to_collect) if metrics_to_collect else "the sm__ops_path_tensor_* metrics"
+    return (
+        f"{where}: {int(work.launches.sum())} launch(es){share} run {work.kind} tensor-core work "
+        f"(e.g. {', '.join(repr(e) for e in work.examples)}) that this source does not count: their tensor "
+        f"{what} are missing from every total, and their FLOP/s and intensities are too low. "
+        f"Collect {collect} (see `hroofline profile --dry-run`)"
+    )
