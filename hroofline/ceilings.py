@@ -307,7 +307,7 @@ def _clock_phrase(median: float | None, quoted: float | None, measured: bool) ->
     quoted_text = f"{quoted / 1e9:.3g} GHz" if quoted else "boost"
     if measured and median:
         return f", scaled to each launch's measured SM clock (median {median / 1e9:.3g} GHz; quoted at {quoted_text})"
-    return f", at the quoted {quoted_text} SM clock (the source did not measure the clock)"
+    return f", at the quoted {quoted_text} SM clock (no clock measured)"
 
 
 def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_report: list[str]) -> tuple[str, str]:

@@ -36,7 +36,7 @@ UNIT = {
     "byte/second": 1,
     "sector": 1,
     "byte/cycle": 1,
-    "inst/cycle": 1,
+    "sector/cycle": 1,
 }
 
 

@@ -53,6 +53,22 @@ def test_csv_cut_mid_row_of_a_ragged_file(cli, store_with_run: Path, ncu_dir: Pa
     _assert_refused(cli, store_with_run, cut, "middle of a row")
 
 
+def test_csv_cut_at_a_line_boundary(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    """A file cut between two rows parses cleanly but ends with a launch that lacks most of its metrics."""
+    lines = (ncu_dir / "a100_dropout_fp64_nersc_metrics.csv").read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut.csv"
+    cut.write_bytes(b"".join(lines[: len(lines) - 7]))
+    _assert_refused(cli, store_with_run, cut, "ends inside launch 162")
+
+
+def test_console_log_cut_at_a_line_boundary(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
+    lines = (ncu_dir / "a100_vgg11_train_ncu_console.txt").read_text().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if ", Context " in line)
+    cut = tmp_path / "cut.txt"
+    cut.write_text("".join(lines[: last + 6]))
+    _assert_refused(cli, store_with_run, cut, "ends inside launch 170")
+
+
 def test_csv_without_kernels(cli, store_with_run: Path, ncu_dir: Path, tmp_path: Path) -> None:
     header_only = tmp_path / "header.csv"
     header_only.write_bytes((ncu_dir / BASE).read_bytes().split(b"\n", 1)[0] + b"\n")

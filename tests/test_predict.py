@@ -167,3 +167,49 @@ def test_backward_is_about_twice_the_forward(arch: str) -> None:
     launches = trace_step(WorkloadConfig(arch, batch_size=1), "train")
     flops = launches.groupby("phase")[["flops_fp32"]].sum()["flops_fp32"]
     assert 1.7 <= flops["backward"] / flops["forward"] <= 2.3
+
+
+def test_fp32_is_pytorchs_default_tf32_convolutions_on_ampere(cli, tmp_path: Path) -> None:
+    """PyTorch runs cuDNN convolutions in TF32 by default from Ampere on and matrix products in FP32:
+    so does `predict --precision fp32`, and says so; fp32-strict keeps everything on the FP32 units."""
+    store = tmp_path / "store"
+    default = cli("predict", "--arch", "resnet50", "--gpu", "a100", "--precision", "fp32", "--store", str(store))
+    assert default.code == 0, default.err
+    assert "cuDNN runs convolutions in TF32" in default.err and "fp32-strict" in default.err
+    assert "tensor cores: convolutions on the TF32 tensor roof (156 TFLOP/s)" in default.out
+    strict = cli("predict", "--arch", "resnet50", "--gpu", "a100", "--precision", "fp32-strict", "--store", str(store))
+    assert strict.code == 0 and "tensor cores: none" in strict.out and "TF32" not in strict.err
+    runs = RunStore(store)
+    tf32 = runs.load("resnet50-fp32-a100-40gb-predicted").launches
+    fp32 = runs.load("resnet50-fp32-strict-a100-40gb-predicted").launches
+    convolutions = tf32["kernel"].isin({"aten::convolution", "aten::convolution_backward"})
+    assert (tf32.loc[convolutions, "flops_tensor_tf32"] > 0).all() and (tf32.loc[convolutions, "flops_fp32"] == 0).all()
+    matmuls = tf32["kernel"].isin({"aten::addmm", "aten::mm"})
+    assert matmuls.any() and (tf32.loc[matmuls, "flops_tensor_tf32"] == 0).all()
+    assert (tf32.loc[matmuls, "flops_fp32"] > 0).all()
+    assert fp32["flops_tensor"].sum() == 0
+    # The same FLOPs either way; on the FP32 units the step takes about 2.8x as long.
+    assert tf32["flops_tensor_tf32"].sum() + tf32["flops_fp32"].sum() == pytest.approx(fp32["flops_fp32"].sum())
+    assert 2.5 < fp32["time_s"].sum() / tf32["time_s"].sum() < 3.1
+    volta = cli("predict", "--arch", "resnet18", "--gpu", "v100", "--batch-size", "2", "--store", str(store))
+    assert volta.code == 0 and "tensor cores: none" in volta.out and "TF32" not in volta.err
+
+
+def test_profile_sets_tf32_as_pytorch_does() -> None:
+    from hroofline.collect.workload import tf32_switches
+
+    # (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32): PyTorch's defaults for fp32
+    assert tf32_switches("fp32") == (False, True)
+    assert tf32_switches("fp32-strict") == (False, False)
+    assert tf32_switches("tf32") == (True, True)
+    assert tf32_switches("amp") == (False, True)
+
+
+def test_safe_softmax_counts_its_flops() -> None:
+    import torch
+
+    from hroofline.collect.cpu_ops import op_flops
+
+    scores = torch.randn(2, 4, 8)
+    out = torch.ops.aten._safe_softmax(scores, -1)
+    assert op_flops(torch.ops.aten._safe_softmax.default, (scores, -1), {}, out) == 3 * scores.numel()

@@ -234,3 +234,19 @@ def test_theoretical_cache_bandwidths_follow_their_formula() -> None:
         assert peak["hbm"] < peak["l2"] < peak["l1"]
     ert = _ert()  # measured stays below theoretical
     assert ert["l1"] < catalog["v100-sxm2"]["peak"]["l1"] and ert["l2"] < catalog["v100-sxm2"]["peak"]["l2"]
+
+
+def test_top_ranks_by_what_is_asked(cli, deepcam_store: Path) -> None:
+    by_recoverable = _top(cli, deepcam_store, "deepcam-O1", "--phase", "forward", "-n", "5", "--sort", "recoverable_s")
+    assert list(by_recoverable["recoverable_s"]) == sorted(by_recoverable["recoverable_s"], reverse=True)
+    assert "col2im_kernel" in by_recoverable.iloc[0]["kernel"]  # 15.7 of its 16.8 ms
+
+
+def test_top_refuses_to_rank_by_a_time_nobody_measured(cli, ncu_dir: Path) -> None:
+    """The VGG-11 console log holds FLOP and byte counts but no kernel time."""
+    assert cli("import", ncu_dir / "a100_vgg11_train_ncu_console.txt", "--run", "vgg", "--gpu", "a100").code == 0
+    result = cli("top", "vgg")
+    assert result.code == 1 and result.err.count("\n") == 1
+    assert "has no kernel times" in result.err and "--sort flops" in result.err
+    by_flops = cli("top", "vgg", "--sort", "flops", "-n", "3", "--format", "csv")
+    assert by_flops.code == 0 and by_flops.out.count("\n") == 4

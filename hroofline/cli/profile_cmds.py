@@ -150,6 +150,10 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     say(f"profiling {config.arch} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
+    for note in source.info.notes:
+        say(f"  note: {note}")
+    for warning in source.info.warnings:
+        say(f"hroofline: warning: {warning}")
     store = open_store(args)
     result = store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
     _report_phases(result.run, store.root)

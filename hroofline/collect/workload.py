@@ -50,6 +50,13 @@ def canonical_precision(name: str) -> str:
     return PRECISION_ALIASES[key]
 
 
+def tf32_switches(precision: str) -> tuple[bool, bool]:
+    """(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) for a precision mode:
+    PyTorch's defaults (False, True) for fp32 and the mixed-precision modes; fp32-strict turns TF32 off,
+    tf32 turns it on for matrix products too. They act on compute capability 8.0 and later only."""
+    return precision == "tf32", precision != "fp32-strict"
+
+
 def known_models() -> list[str]:
     import torchvision
 
@@ -127,9 +134,8 @@ class TrainingStep:
         check_model(config.arch)
         device = torch.device(config.device)
         torch.manual_seed(config.seed)
-        if device.type == "cuda":  # PyTorch's defaults for fp32; fp32-strict and tf32 depart from them
-            torch.backends.cuda.matmul.allow_tf32 = config.precision == "tf32"
-            torch.backends.cudnn.allow_tf32 = config.precision != "fp32-strict"
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32_switches(config.precision)
         extra = {"aux_logits": False, "init_weights": False} if config.arch in ("inception_v3", "googlenet") else {}
         with device:  # built where it runs: on the meta device a model of any size costs no memory
             model = torchvision.models.get_model(config.arch, weights=None, **extra)

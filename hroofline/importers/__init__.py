@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from hroofline.errors import InputError
+from hroofline.errors import InputError, MergeError
 from hroofline.importers.checks import (
     failed_launch_warning,
     failed_launches,
     uncounted_tensor_work,
     uncounted_work_warning,
 )
-from hroofline.importers.join import Pass, join_passes, measured_metrics, same_launches
+from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
 from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
@@ -148,10 +148,30 @@ def group_passes(sources: list[ReadSource], options: ImportOptions, metric_set: 
 
 
 def _is_another_pass(group: list[ReadSource], source: ReadSource, metric_set: MetricSet) -> bool:
-    if not same_launches(group[0].profile, source.profile):
-        return False
+    """Whether ``source`` is one more pass over the launches of ``group``. Passes that measure other
+    metrics over nearly the same launches, but not the same, disagree: that is refused, not appended."""
+    first = group[0]
     measured = measured_metrics(source.profile, metric_set)
-    return all(measured != measured_metrics(member.profile, metric_set) for member in group)
+    if any(measured == measured_metrics(member.profile, metric_set) for member in group):
+        return False  # the same measurement again (repeats): appended
+    if same_launches(first.profile, source.profile):
+        return True
+    if _mostly_the_same_launches(first.profile, source.profile):
+        a, b = Pass(first.path, first.profile), Pass(source.path, source.profile)
+        raise MergeError(
+            f"{first.path} and {source.path} look like passes over the same launches, but they disagree: "
+            f"{launch_difference(a, b)}",
+            "pass --merge name to join per-kernel-name sums, or import them separately to append",
+        )
+    return False
+
+
+def _mostly_the_same_launches(a: RawProfile, b: RawProfile) -> bool:
+    """Equal launch counts and at least half the kernel names equal, position by position."""
+    if len(a.identity) != len(b.identity) or not len(a.identity):
+        return False
+    names_a, names_b = a.identity["kernel"].astype(str).to_numpy(), b.identity["kernel"].astype(str).to_numpy()
+    return bool((names_a == names_b).mean() >= 0.5)
 
 
 def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> ReadSource:
