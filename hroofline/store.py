@@ -31,9 +31,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hroofline.errors import StoreError, UsageError
+from hroofline.errors import MergeError, StoreError, UsageError
 from hroofline.importers import ImportedSource
-from hroofline.metricset import load_metric_set
+from hroofline.metricset import QUANTITIES, load_metric_set
 from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches, upgrade_launches
 
 DEFAULT_STORE = "hroofline-runs"
@@ -153,6 +153,7 @@ class RunStore:
                     skipped.append(source)
                     continue
                 _check_same_device(meta, source, name)
+                _check_not_another_pass(frames, meta, source, name)
                 meta.cc = meta.cc or source.cc
                 meta.device_name = meta.device_name or source.device_name
                 frame = source.launches.copy()
@@ -211,6 +212,25 @@ def _meta_names(run_dir: Path, launches_file: str) -> bool:
         return json.loads((run_dir / "meta.json").read_text()).get("launches_file") == launches_file
     except (OSError, json.JSONDecodeError):
         return False
+
+
+def _measured(launches: pd.DataFrame) -> frozenset[str]:
+    return frozenset(c for c in ("time_s", *QUANTITIES) if launches[c].notna().any())
+
+
+def _check_not_another_pass(frames: list[pd.DataFrame], meta: RunMeta, source: ImportedSource, name: str) -> None:
+    """A source that lists the same launches as one already in the run, measuring other quantities, is a
+    second pass over them: appending it would count every launch twice."""
+    kernels = list(source.launches["kernel"])
+    for frame in frames:
+        for index, rows in frame.groupby("source", sort=False):
+            if list(rows["kernel"]) == kernels and _measured(rows) != _measured(source.launches):
+                raise MergeError(
+                    f"{source.info.path} lists the same {len(kernels)} launches as {meta.sources[int(index)].path}, "
+                    f"already in run {name!r}, with other metrics: it is another pass over them, not more launches",
+                    "import all passes in one command (or as one folder) to join them launch by launch, "
+                    "into a new run",
+                )
 
 
 def _check_same_device(meta: RunMeta, source: ImportedSource, name: str) -> None:

@@ -141,3 +141,16 @@ def test_group_passes_take_time_from_the_time_pass(cli, ncu_dir: Path, tmp_path:
     assert result.code == 0, result.err
     assert "kernel time from time.csv" in result.err
     _check_joined(cli, "groups", ncu_dir, rel=1e-6)
+
+
+def test_a_second_pass_imported_later_is_refused_not_appended(cli, ncu_dir: Path) -> None:
+    assert cli("import", ncu_dir / TIME_DRAM, "--run", "gene").code == 0
+    before = tree_digest(cli.store)
+    result = cli("import", ncu_dir / DPFLOPS, "--run", "gene")
+    assert result.code == 1 and result.err.count("\n") == 1
+    assert "another pass over them" in result.err and "in one command" in result.err
+    assert tree_digest(cli.store) == before
+    # The same measurement again (here the CSV export of the same pass) is a repeat: appended.
+    again = cli("import", ncu_dir / "v100_gene_dgdxy_time_dram.csv", "--run", "gene")
+    assert again.code == 0, again.err
+    assert json.loads(cli("summary", "gene", "--format", "json").out)["total"]["kernels"] == 16

@@ -31,15 +31,18 @@ def test_a_renamed_copy_is_still_the_same_source(cli, ncu_dir: Path, tmp_path: P
     assert "already in run" in cli("import", copy, "--run", "r").err
 
 
+OTHER = "titanv_cnn_conv_fp32_fullset.ncu-rep"  # other launches, on a GPU of the same compute capability
+
+
 def test_another_source_appends(cli, ncu_dir: Path) -> None:
-    cli("import", ncu_dir / TIME, "--run", "r", "--phase", "forward")
-    cli("import", ncu_dir / FLOPS, "--run", "r", "--phase", "backward")
+    assert cli("import", ncu_dir / TIME, "--run", "r", "--phase", "forward").code == 0
+    assert cli("import", ncu_dir / OTHER, "--run", "r", "--phase", "backward").code == 0
     run = RunStore(cli.store).load("r")
-    assert len(run.launches) == 16
-    assert [s.path.endswith(n) for s, n in zip(run.meta.sources, (TIME, FLOPS), strict=True)] == [True, True]
+    assert len(run.launches) == 18
+    assert [s.path.endswith(n) for s, n in zip(run.meta.sources, (TIME, OTHER), strict=True)] == [True, True]
     assert sorted(run.launches.groupby("source")["phase"].first()) == ["backward", "forward"]
     summary = json.loads(cli("summary", "r", "--format", "json").out)
-    assert summary["phases"]["forward"]["kernels"] == 8 and summary["phases"]["backward"]["kernels"] == 8
+    assert summary["phases"]["forward"]["kernels"] == 8 and summary["phases"]["backward"]["kernels"] == 10
 
 
 def test_metadata_records_sources_and_formulas(cli, ncu_dir: Path, deepcam_dir: Path) -> None:
@@ -83,7 +86,7 @@ def test_an_interrupted_write_leaves_the_store_as_it_was(cli, ncu_dir: Path, mon
         real_replace(src, dst)
 
     monkeypatch.setattr(store_module.os, "replace", interrupted)
-    result = cli("import", ncu_dir / FLOPS, "--run", "r")
+    result = cli("import", ncu_dir / OTHER, "--run", "r")
     assert result.code == 130 and "unchanged" in result.err
     fresh = cli("import", ncu_dir / FLOPS, "--run", "new")
     assert fresh.code == 130
