@@ -228,8 +228,7 @@ def _check_not_another_pass(frames: list[pd.DataFrame], meta: RunMeta, source: I
                 raise MergeError(
                     f"{source.info.path} lists the same {len(kernels)} launches as {meta.sources[int(index)].path}, "
                     f"already in run {name!r}, with other metrics: it is another pass over them, not more launches",
-                    "import all passes in one command (or as one folder) to join them launch by launch, "
-                    "into a new run",
+                    "import all passes in one command (or as one folder) to join them launch by launch, into a new run",
                 )
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hroofline.metricset import FLOP_QUANTITIES
 from hroofline.store import RunStore
 from tests.conftest import REPO
 
 SAMPLES = RunStore(REPO / "samples" / "store")
-COMPARED = ["kernel", "phase", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "bytes_hbm", "time_s"]
+COMPARED = ["kernel", "phase", *FLOP_QUANTITIES, "flops_tensor", "bytes_hbm", "time_s"]
 
 
 @pytest.mark.parametrize("name", SAMPLES.run_names())

@@ -121,10 +121,16 @@ def join_passes(passes: list[Pass], merge: str, metric_set: MetricSet, where: st
         units=units,
         ncu_version=next((p.profile.ncu_version for p in passes if p.profile.ncu_version), None),
         device_name=next((p.profile.device_name for p in passes if p.profile.device_name), None),
-        notes=[f"joined {len(passes)} passes launch by launch: " + ", ".join(p.name for p in passes)],
+        notes=[f"joined {len(passes)} passes launch by launch: {_names(passes)}"],
     )
     _check_times(counted, joined, metric_set, time_names, order)
     return joined
+
+
+def _names(passes: list[Pass], shown: int = 3) -> str:
+    names = [p.name for p in passes]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _time_metrics(metric_set: MetricSet) -> set[str]:
@@ -207,7 +213,10 @@ def _check_times(
     time_pass = passes[order[0]]
     if chosen.isna().all():
         return
-    joined.notes.append(f"kernel time from {time_pass.name}, the pass with the fewest other metrics")
+    suppliers = sorted({passes[i].name for n in names if (i := _first_with(passes, order, n)) is not None})
+    joined.notes.append(
+        f"kernel time from {' and '.join(suppliers)}: the pass(es) that measured it with the fewest other metrics"
+    )
     if _counts_instructions(time_pass.profile):
         joined.warnings.append(
             f"every pass that measured time also counted instructions, which inflates elapsed cycles: the kernel "

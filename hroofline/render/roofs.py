@@ -19,6 +19,7 @@ from hroofline.render.numbers import si
 
 LEVEL_COLOURS: dict[str, str] = {"L1": "#e45756", "L2": "#54a24b", "HBM": "#4c78a8"}
 ROOF_GREY = "#555555"
+CLOSE_ROOFS = 1.6  # compute roofs nearer than this factor get their labels on either side of their lines
 WIDTH, HEIGHT = 760, 480
 
 Rows = list[dict[str, object]]
@@ -65,13 +66,18 @@ def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -
         )
     fastest = max(bandwidths.values(), default=None)
     drawn_peaks = []
-    for precision in precisions:
+    above_at: float | None = None  # the last compute roof labelled above its line
+    for precision in sorted(precisions, key=lambda p: -peaks[p]):
         peak = peaks[precision]
         drawn_peaks.append(peak)
         name = ROOF_LABELS[precision]
         x_start = peak / fastest if fastest else x_low
         for x_value in (x_start, x_high):
             lines.append({"roof": name, "x": x_value, "y": peak, "colour": ROOF_GREY, "dash": "dash"})
+        # Two roofs close together (FP32 and the halved FP16 roof on a V100): the lower one's label goes
+        # under its line, so that the two labels do not print over each other.
+        below = above_at is not None and above_at / peak < CLOSE_ROOFS
+        above_at = above_at if below else peak
         labels.append(
             {
                 "x": x_high / 1.15,
@@ -79,6 +85,7 @@ def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -
                 "label": f"{name} {si(peak, 'FLOP/s', 4)}",
                 "align": "right",
                 "colour": ROOF_GREY,
+                "below": below,
             }
         )
     return RoofRows(lines=lines, labels=labels, x_domain=[x_low, x_high], peaks=drawn_peaks)
@@ -127,13 +134,21 @@ def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
         )
     )
     diagonal = frame_axes.screen_angle(10.0, 10.0)
+    groups = [("left", False), ("right", False)]
+    if any(row.get("below") for row in roofs.labels):
+        groups.append(("right", True))
     labels = [
-        alt.Chart(alt.Data(values=[row for row in roofs.labels if row["align"] == side]))
+        alt.Chart(alt.Data(values=[r for r in roofs.labels if r["align"] == side and bool(r.get("below")) == below]))
         .mark_text(
-            fontSize=11, clip=True, baseline="bottom", dy=-3, align=side, angle=diagonal % 360 if side == "left" else 0
+            fontSize=11,
+            clip=True,
+            baseline="top" if below else "bottom",
+            dy=3 if below else -3,
+            align=side,
+            angle=diagonal % 360 if side == "left" else 0,
         )
         .encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N", color=alt.Color("colour:N", scale=None))
-        for side in ("left", "right")
+        for side, below in groups
     ]
     return [lines, *labels]
 
