@@ -108,9 +108,15 @@ def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
-    """For people: the per-precision tensor and integer columns only where some row has a value."""
-    empty = [c for c in DETAIL_COLUMNS if c in table and table[c].isna().all()]
+    """For people: the per-precision tensor and integer columns only where some row is non-zero (the
+    total, flops_tensor, still says 0 or not measured)."""
+    empty = [c for c in DETAIL_COLUMNS if c in table and not (table[c].fillna(0) != 0).any()]
     return table.drop(columns=empty)
+
+
+def empty_detail_columns(summary: dict[str, dict[str, float | int | None]]) -> set[str]:
+    """The per-precision columns of a phase summary that no phase has a non-zero value for."""
+    return {c for c in DETAIL_COLUMNS if not any(values.get(c) for values in summary.values())}
 
 
 def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:

@@ -7,10 +7,10 @@ import argparse
 import pandas as pd
 
 from hroofline.analyze.kernels import (
-    DETAIL_COLUMNS,
     KERNEL_COLUMNS,
     SUMMARY_COLUMNS,
     KernelQuery,
+    empty_detail_columns,
     kernel_table,
     phase_summary,
     shown_columns,
@@ -57,7 +57,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="time, FLOPs and bytes per phase and in total",
         description="Per phase and in total: time (s), FLOPs, tensor FLOPs (all, and per input precision), "
         "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches. The table leaves "
-        "out per-precision columns nothing measured; JSON has them all (null: not measured).",
+        "out per-precision columns that are zero or not measured everywhere; JSON has them all (null: not "
+        "measured).",
     )
     summary.add_argument("run", metavar="RUN")
     summary.add_argument("--format", choices=("table", "json"), default="table")
@@ -115,6 +116,6 @@ def show_summary(args: argparse.Namespace) -> int:
         total = phases.pop("total")
         write_out(to_json({"run": run.name, "phases": phases, "total": total}))
     else:
-        empty = {c for c in DETAIL_COLUMNS if all(values.get(c) is None for values in phases.values())}
+        empty = empty_detail_columns(phases)
         write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty]))
     return 0
