@@ -57,9 +57,12 @@ def uncounted_tensor_work(
         ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, hints.float_metrics),
         ("integer", ["ops_tensor_int"], hints.integer_names, hints.integer_metrics),
     )
+    measured = {kind: bool(quantities[columns].notna().any().any()) for kind, columns, _, _ in checks}
+    if all(measured.values()):
+        return []
     evidence = {kind: _evidence(names, metrics, fragments, pipe) for kind, _, fragments, pipe in checks}
-    for kind, columns, _, _ in checks:
-        if quantities[columns].notna().any().any():
+    for kind, _, _, _ in checks:
+        if measured[kind]:
             continue  # this kind of tensor work was measured
         mask = evidence[kind] & ~evidence["integer"] if kind == "floating-point" else evidence[kind]
         if not mask.any():
@@ -72,7 +75,10 @@ def uncounted_tensor_work(
 
 
 def _evidence(names: pd.Series, metrics: pd.DataFrame, fragments: tuple[str, ...], pipe: tuple[str, ...]) -> np.ndarray:
-    found = np.array([any(fragment in n for fragment in fragments) for n in names], dtype=bool)
+    """Launches whose kernel name (checked once per distinct name) or pipe metrics show this kind of work."""
+    codes, distinct = pd.factorize(names)
+    matches = np.array([any(fragment in str(n) for fragment in fragments) for n in distinct], dtype=bool)
+    found = matches[codes] if len(distinct) else np.zeros(len(names), dtype=bool)
     for column in metrics.columns:
         if str(column).startswith(tuple(f"{m}." for m in pipe)):
             found |= (metrics[column].fillna(0) > 0).to_numpy()
