@@ -90,3 +90,42 @@ def test_gpus_command() -> None:
 
 def test_catalog_file_is_where_the_package_finds_it() -> None:
     assert metrics_dir() == Path(__file__).resolve().parent.parent / "metrics"
+
+
+# SM counts from ../shared/reference/ncu-metrics-and-gpu-specs.md, Part 2.
+SMS = {
+    "v100-sxm2": 80,
+    "v100-pcie": 80,
+    "t4": 40,
+    "a100-40gb": 108,
+    "a100-80gb": 108,
+    "a100-80gb-pcie": 108,
+    "a10": 72,
+    "l4": 58,
+    "rtx3090": 82,
+    "rtx4090": 128,
+    "h100-sxm": 132,
+    "h100-pcie": 114,
+    "h200": 132,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMS))
+def test_quoted_clocks_reproduce_the_fp32_peak(name: str) -> None:
+    """The clock a peak is quoted at is what roofs are scaled from: SMs x FP32 lanes x 2 x that clock must
+    give the datasheet's FP32 peak."""
+    from hroofline.metricset import load_metric_set
+
+    gpu = load_gpu_names()[name]
+    lanes = load_metric_set().fp32_lanes[gpu.cc]
+    clock = gpu.quoted_clock("fp32")
+    assert clock is not None and gpu.quoted_clock("hbm") is None
+    assert SMS[name] * lanes * 2 * clock == pytest.approx(gpu.peaks["fp32"], rel=0.01)
+
+
+def test_h100_tensor_peaks_are_quoted_at_their_own_clock() -> None:
+
+    h100 = load_gpu_names()["h100-sxm"]
+    # 4096 dense FP16 FLOP per clock per SM (4 tensor cores), 132 SMs: 989.4 TFLOP/s at 1830 MHz, not 1980
+    assert 132 * 4096 * h100.quoted_clock("tensor_fp16") == pytest.approx(h100.peaks["tensor_fp16"], rel=0.001)
+    assert h100.quoted_clock("fp32") == 1980e6

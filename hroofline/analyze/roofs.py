@@ -95,11 +95,9 @@ def launch_roof_terms(
     frame = pd.DataFrame(terms)
     time_at_roof = frame.max(axis=1, skipna=True)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
-    binding_key = _binding_compute_key(parts, pipes, pipe_times, launches.index)
-    bound = [
-        None if not isinstance(term, str) else ROOF_LABELS[key] if term == "compute" else LEVEL_LABELS[term]
-        for term, key in zip(bound_term, binding_key, strict=True)
-    ]
+    binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
+    bound = binding_key.map(ROOF_LABELS).where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
+    bound = bound.where(time_at_roof.notna())
     seconds = launches["time_s"]
     out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": bound}, index=launches.index)
     out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
@@ -114,22 +112,23 @@ def _binding_compute_key(
     parts: dict[str, pd.Series], pipes: tuple[tuple[str, ...], ...], pipe_times: pd.DataFrame, index: pd.Index
 ) -> list[str]:
     """Per launch, the precision that takes the most time in its longest pipe."""
+    keys = np.full(len(index), "fp32", dtype=object)
     if not len(pipe_times.columns):
-        return ["fp32"] * len(index)
-    longest = pipe_times.idxmax(axis=1).astype(int)
-    frame = pd.DataFrame(parts)
-    keys = []
-    for row, pipe in zip(frame.itertuples(index=False), longest, strict=True):
-        group = [k for k in pipes[pipe] if k in frame.columns]
-        values = {k: getattr(row, k) for k in group}
-        keys.append(max(values, key=values.__getitem__) if values else "fp32")
-    return keys
+        return list(keys)
+    frame = pd.DataFrame(parts, index=index)
+    longest = pipe_times.to_numpy().argmax(axis=1)
+    for number, group in enumerate(pipes):
+        columns = [k for k in group if k in frame]
+        chosen = longest == number
+        if columns and chosen.any():
+            keys[chosen] = frame.loc[chosen, columns].idxmax(axis=1).to_numpy()
+    return list(keys)
 
 
 def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
     """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
     out = terms[["time_at_roof_s", "above_roof", *(f"above_{lv}" for lv in LEVELS)]].copy()
-    for label in sorted({b for b in terms["bound"] if isinstance(b, str)}):
+    for label in sorted(terms["bound"].dropna().unique()):
         out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
     return out
 
