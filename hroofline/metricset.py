@@ -194,6 +194,22 @@ class MetricSet:
             return True
         return any(pattern.match(base) for pattern in self._formula_patterns)
 
+    def feeds_a_quantity(self, metric: str) -> bool:
+        """Whether a metric (count or rate form, either prefix) enters a quantity: time, FLOPs or bytes."""
+        base = strip_rate_suffix(metric)
+        names = self._quantity_metrics
+        if base in names or other_prefix(base) in names or metric in names:
+            return True
+        return any(pattern.match(base) for pattern in self._formula_patterns)
+
+    @cached_property
+    def _quantity_metrics(self) -> frozenset[str]:
+        names = {self.time.duration, self.time.cycles, self.time.clock}
+        for formulas in self.formulas.values():
+            for formula in formulas:
+                names.update(formula.terms)
+        return frozenset(names)
+
     @cached_property
     def _feeds_answers(self) -> dict[str, bool]:
         return {}

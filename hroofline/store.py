@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -218,17 +219,34 @@ def _measured(launches: pd.DataFrame) -> frozenset[str]:
     return frozenset(c for c in ("time_s", *QUANTITIES) if launches[c].notna().any())
 
 
+def _same_values(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """The same time and quantities launch by launch (to 1e-6): the same measurement, not a repeat of it."""
+    columns = ["time_s", *QUANTITIES]
+    left, right = a[columns].to_numpy(dtype=float), b[columns].to_numpy(dtype=float)
+    return bool(np.allclose(left, right, rtol=1e-6, atol=0.0, equal_nan=True))
+
+
 def _check_not_another_pass(frames: list[pd.DataFrame], meta: RunMeta, source: ImportedSource, name: str) -> None:
-    """A source that lists the same launches as one already in the run, measuring other quantities, is a
-    second pass over them: appending it would count every launch twice."""
+    """A source that lists the same launches as one already in the run is either another pass over them
+    (other quantities) or the same measurement again (the same values, e.g. another export of one report):
+    appending either would count every launch twice. A repeat (the same kernels measured again) appends."""
     kernels = list(source.launches["kernel"])
     for frame in frames:
         for index, rows in frame.groupby("source", sort=False):
-            if list(rows["kernel"]) == kernels and _measured(rows) != _measured(source.launches):
+            if list(rows["kernel"]) != kernels:
+                continue
+            other = meta.sources[int(index)].path
+            if _measured(rows) != _measured(source.launches):
                 raise MergeError(
-                    f"{source.info.path} lists the same {len(kernels)} launches as {meta.sources[int(index)].path}, "
-                    f"already in run {name!r}, with other metrics: it is another pass over them, not more launches",
+                    f"{source.info.path} lists the same {len(kernels)} launches as {other}, in run {name!r}, "
+                    "with other metrics: it is another pass over them, not more launches",
                     "import all passes in one command (or as one folder) to join them launch by launch, into a new run",
+                )
+            if _same_values(rows, source.launches):
+                raise MergeError(
+                    f"{source.info.path} holds the same {len(kernels)} launches with the same values as {other}, "
+                    f"in run {name!r}: the same measurement twice (another export of one report?)",
+                    "import one of them",
                 )
 
 

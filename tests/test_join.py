@@ -150,7 +150,73 @@ def test_a_second_pass_imported_later_is_refused_not_appended(cli, ncu_dir: Path
     assert result.code == 1 and result.err.count("\n") == 1
     assert "another pass over them" in result.err and "in one command" in result.err
     assert tree_digest(cli.store) == before
-    # The same measurement again (here the CSV export of the same pass) is a repeat: appended.
+    # The same measurement again (the CSV export of the same report) would count every launch twice.
     again = cli("import", ncu_dir / "v100_gene_dgdxy_time_dram.csv", "--run", "gene")
+    assert again.code == 1 and "the same measurement twice" in again.err
+    together = cli("import", ncu_dir / TIME_DRAM, ncu_dir / "v100_gene_dgdxy_time_dram.csv", "--run", "both")
+    assert together.code == 1 and "the same measurement twice" in together.err
+    assert tree_digest(cli.store) == before
+
+
+def test_a_repeated_measurement_appends(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    """The same kernels measured again (other values): more launches of the run."""
+    source = ncu_dir / "v100_gene_dgdxy_time_dram.csv"
+    repeat = tmp_path / "repeat.csv"
+    repeat.write_text(
+        source.read_text().replace('"sm__cycles_elapsed.avg","cycle","', '"sm__cycles_elapsed.avg","cycle","1')
+    )
+    assert cli("import", source, "--run", "r").code == 0
+    again = cli("import", repeat, "--run", "r")
     assert again.code == 0, again.err
-    assert json.loads(cli("summary", "gene", "--format", "json").out)["total"]["kernels"] == 16
+    assert json.loads(cli("summary", "r", "--format", "json").out)["total"]["kernels"] == 16
+
+
+def test_full_set_reports_joined_by_name_keep_their_roofs_and_rates(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    """--merge name over two copies of a --set full report (FLOP counts as per-cycle rates only): the FLOPs
+    are the per-name sums of one pass, converted with its own cycles; device attributes and per-cycle peaks
+    are not summed, so the roofs are those of one launch, not grown with the launch count."""
+    source = ncu_dir / "a100_cutlass_int8_gemm_fullset_nvtx.ncu-rep"
+    copies = [tmp_path / "c1.ncu-rep", tmp_path / "c2.ncu-rep"]
+    for copy in copies:
+        shutil.copyfile(source, copy)
+    assert cli("import", source, "--run", "one").code == 0
+    result = cli("import", *copies, "--run", "byname", "--merge", "name")
+    assert result.code == 0, result.err
+    single = pd.read_csv(io.StringIO(cli("kernels", "one", "--group-by", "name", "--format", "csv").out))
+    joined = pd.read_csv(io.StringIO(cli("kernels", "byname", "--group-by", "name", "--format", "csv").out))
+    by_name = single.merge(joined, on="kernel", suffixes=("", "_joined")).set_index("kernel")
+    assert (by_name["count"] == by_name["count_joined"]).all()
+    for column in ("flops_fp32", "bytes_hbm", "bytes_l1", "time_s"):
+        assert by_name[f"{column}_joined"].to_numpy() == pytest.approx(by_name[column].to_numpy(), rel=1e-9), column
+    from hroofline.store import RunStore
+
+    one = RunStore(cli.store).load("one").launches
+    merged = RunStore(cli.store).load("byname").launches.set_index("kernel")
+    mean_l1 = one.groupby("kernel")["peak_l1"].mean()
+    # The name's L1 clock is its summed elapsed cycles over its summed time, a time-weighted mean of the
+    # launches' clocks: within 0.1% of their plain mean here, where summing attributes would give 4x.
+    assert merged.loc[mean_l1.index, "peak_l1"].to_numpy() == pytest.approx(mean_l1.to_numpy(), rel=1e-3)
+    assert "inflates" not in result.err  # its time is gpu__time_duration, measured in a pass of its own
+
+
+def test_a_pass_with_rates_it_cannot_convert_is_said_and_left_out(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    """A one-metric pass holding FP64 FLOPs only as a per-cycle rate, with no cycles of its own: another
+    pass's cycles would convert it wrongly, so it is left out, with a warning."""
+    time_pass = ncu_dir / "v100_gene_dgdxy_time_dram.csv"
+    lines = time_pass.read_text().splitlines(keepends=True)
+    header = next(i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"'))
+    rows = [line for line in lines[header + 1 :] if '"dram__bytes.sum"' in line]
+    rate_rows = [
+        line.replace(
+            '"dram__bytes.sum","byte"',
+            '"sm__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed","inst/cycle"',
+        )
+        for line in rows
+    ]
+    rate_pass = tmp_path / "dfma_rate.csv"
+    rate_pass.write_text(lines[header] + "".join(rate_rows))
+    result = cli("import", time_pass, rate_pass, "--run", "r", "--gpu", "v100")
+    assert result.code == 0, result.err
+    assert "only as rates" in result.err and "dfma_pred_on.sum.per_cycle_elapsed" in result.err
+    summary = json.loads(cli("summary", "r", "--format", "json").out)["total"]
+    assert summary["kernels"] == 8 and summary["flops"] is None

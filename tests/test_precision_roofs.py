@@ -422,3 +422,31 @@ def test_blackwell_collects_its_fp8_and_fp4_paths_with_their_peaks() -> None:
         assert f"sm__ops_path_tensor_{path}.sum" in metrics
         assert f"sm__ops_path_tensor_{path}.sum.peak_sustained" in metrics
     assert "dram__bytes.sum.peak_sustained" in metrics and "lts__cycles_elapsed.avg.per_second" in metrics
+
+
+def test_launches_without_a_time_stay_out_of_time_at_roof_and_flop_rate(cli, tmp_path: Path) -> None:
+    """Two launches of one kernel, the second with n/a for its time: the kernel's time at roof, % of roof and
+    FLOP/s come from the timed launch alone, and top says so."""
+    timed = {
+        "sm__cycles_elapsed.avg.per_second": ("cycle/second", 1.41e9),
+        "gpu__time_duration.sum": ("second", 0.1),
+        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": ("inst", 4.875e11),  # 0.975 TFLOP: 50% of FP32
+    }
+    path = tmp_path / "partial.csv"
+    _write_long_csv(path, [("gemm", timed), ("gemm", {**timed, "gpu__time_duration.sum": ("second", float("nan"))})])
+    path.write_text(path.read_text().replace('"nan"', '"n/a"'))
+    assert cli("import", path, "--run", "p", "--gpu", "a100").code == 0
+    top, err = _top(cli, "p")
+    row = top.iloc[0]
+    assert row["count"] == 2 and row["time_s"] == pytest.approx(0.1)
+    assert row["roof_pct"] == pytest.approx(50.0, rel=1e-9)
+    assert row["flop_rate"] == pytest.approx(9.75e11 / 0.1, rel=1e-12)  # the timed launch's FLOPs only
+    assert "1 launch(es) have no kernel time" in err and "beats" not in err
+
+
+def test_a_report_of_a_run_without_kernel_times(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    assert cli("import", ncu_dir / "a100_vgg11_train_ncu_console.txt", "--run", "vgg", "--gpu", "a100").code == 0
+    result = cli("report", "vgg", "--out", str(tmp_path / "report"))
+    assert result.code == 0, result.err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "the table ranks them by FLOPs" in page

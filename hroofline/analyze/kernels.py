@@ -61,18 +61,27 @@ class KernelQuery:
     sort: str = "time_s"
 
 
+TIMED_FLOPS = "timed_flops"  # FLOPs of the launches that have a time: what FLOP/s is computed from
+
+
+def phase_launches(run: Run, phase: str | None) -> pd.DataFrame:
+    """The run's launches, or those of one phase."""
+    return run.launches if not phase else run.launches[run.launches["phase"] == phase]
+
+
 def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None) -> pd.DataFrame:
     """Launches, or their sums per kernel name within a phase. ``extra`` (indexed like the run's
     launches) adds columns that are summed the same way; they come after the standard columns."""
     if query.group_by not in GROUPINGS:
         raise UsageError(f"--group-by must be launch or name, not {query.group_by!r}")
-    launches = run.launches
-    if query.phase:
-        launches = launches[launches["phase"] == query.phase]
+    launches = phase_launches(run, query.phase)
     extra_columns = list(extra.columns) if extra is not None else []
     if extra is not None:
         launches = launches.join(extra)
-    summed = [*SUMMED, *extra_columns]
+    # A launch without a time (a source that timed only some) adds FLOPs but no seconds: FLOP/s is taken
+    # over the timed launches only, never as all FLOPs over part of the time.
+    launches = launches.assign(**{TIMED_FLOPS: total_flops(launches).where(launches["time_s"].notna())})
+    summed = [*SUMMED, TIMED_FLOPS, *extra_columns]
     if query.group_by == "name":
         table = _sum_by_name(launches, summed)
     else:
@@ -103,8 +112,8 @@ def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
     out["flops"] = total_flops(out)
     for level in ("l1", "l2", "hbm"):
         out[f"ai_{level}"] = arithmetic_intensity(out["flops"], out[f"bytes_{level}"])
-    out["flop_rate"] = flop_rate(out["flops"], out["time_s"])
-    return out
+    out["flop_rate"] = flop_rate(out[TIMED_FLOPS], out["time_s"])
+    return out.drop(columns=[TIMED_FLOPS])
 
 
 def shown_columns(table: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.analyze.roofs import launch_roof_terms
+from hroofline.analyze.roofs import roof_times
 from hroofline.ceilings import datasheet_ceilings
 from hroofline.errors import UsageError
 from hroofline.metricset import CORE_FLOP_QUANTITIES, FLOP_QUANTITIES, ROOF_KEYS, GpuName, load_metric_set
@@ -148,8 +148,8 @@ def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
         {key: float(peaks.values.get(key) or ceilings.peak(key) or "nan") for key in ROOF_KEYS}, index=out.index
     )
     roofs[["l1", "l2"]] = float("nan")  # the fewest bytes are counted at HBM only
-    terms = launch_roof_terms(out.assign(time_s=float("nan")), roofs, load_metric_set().pipes_of(peaks.gpu.cc))
-    out["time_s"] = terms["time_at_roof_s"].fillna(0.0)
+    times = roof_times(out, roofs, load_metric_set().pipes_of(peaks.gpu.cc))
+    out["time_s"] = times.time_at_roof.fillna(0.0)
     out["time_method"] = TIME_METHOD
     return out
 

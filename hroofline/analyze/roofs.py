@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.kernels import KernelQuery, kernel_table
+from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches
 from hroofline.analyze.names import short_kernel_name
 from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs
 from hroofline.errors import HrooflineError
@@ -60,10 +60,20 @@ class RoofNotes:
     missing_roofs: list[str] = field(default_factory=list)
 
 
-def launch_roof_terms(
+@dataclass(frozen=True)
+class RoofTimes:
+    """Per launch: the compute time at roof (longest pipe) and each level's, their maximum and its roof."""
+
+    compute: pd.Series
+    levels: dict[str, pd.Series]
+    time_at_roof: pd.Series
+    bound: pd.Series
+
+
+def roof_times(
     launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...], notes: RoofNotes | None = None
-) -> pd.DataFrame:
-    """Per launch: time at roof, the roof that binds it, and whether it beats a roof (per level too)."""
+) -> RoofTimes:
+    """The time each launch would take at its roofs (``peaks``: one column per roof key, per launch)."""
     parts: dict[str, pd.Series] = {}
     for column, key in COMPUTE_ROOF_OF.items():
         flops = launches[column].fillna(0.0)
@@ -82,28 +92,42 @@ def launch_roof_terms(
         }
     )
     compute = pipe_times.max(axis=1) if len(pipe_times.columns) else pd.Series(0.0, launches.index)
-    terms = {"compute": compute.where(compute > 0)}
+    levels: dict[str, pd.Series] = {}
     for level in LEVELS:
         nbytes = launches[f"bytes_{level}"]
-        terms[level] = nbytes / peaks[level]
+        levels[level] = nbytes / peaks[level]
         missing = (nbytes > 0) & peaks[level].isna()
         if missing.any() and notes is not None:
             notes.missing_roofs.append(
                 f"no {LEVEL_LABELS[level]} bandwidth roof for {int(missing.sum())} launch(es) with "
                 f"{LEVEL_LABELS[level]} traffic: it does not enter their time at roof"
             )
-    frame = pd.DataFrame(terms)
+    frame = pd.DataFrame({"compute": compute.where(compute > 0), **levels})
     time_at_roof = frame.max(axis=1, skipna=True)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
     bound = binding_key.map(ROOF_LABELS).where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
-    bound = bound.where(time_at_roof.notna())
+    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()))
+
+
+def launch_roof_terms(
+    launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...], notes: RoofNotes | None = None
+) -> pd.DataFrame:
+    """Per launch: time at roof, the roof that binds it, and whether it beats a roof (per level too)."""
+    times = roof_times(launches, peaks, pipes, notes)
     seconds = launches["time_s"]
-    out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": bound}, index=launches.index)
+    untimed = int((seconds.isna() & times.time_at_roof.notna()).sum())
+    if untimed and notes is not None:
+        notes.missing_roofs.append(
+            f"{untimed} launch(es) have no kernel time: they are left out of time at roof, % of roof and FLOP/s"
+        )
+    # Time at roof is compared with time: a launch without a time has none to compare.
+    time_at_roof = times.time_at_roof.where(seconds.notna())
+    out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": times.bound}, index=launches.index)
     out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
     for level in LEVELS:
         # The dot at this level: above when faster than both the compute roof and this level's roof.
-        level_roof_time = pd.concat([terms["compute"], terms[level]], axis=1).max(axis=1, skipna=True)
+        level_roof_time = pd.concat([times.compute, times.levels[level]], axis=1).max(axis=1, skipna=True)
         out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
     return out
 
@@ -153,7 +177,7 @@ def _finish(table: pd.DataFrame) -> pd.DataFrame:
 
 def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
     """The kernel table with each row's share of its phase's time and its roofs."""
-    launches = run.launches if not query.phase else run.launches[run.launches["phase"] == query.phase]
+    launches = phase_launches(run, query.phase)
     pipes = load_metric_set().pipes_of(run.meta.cc)
     terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
     table = _finish(kernel_table(run, query, _group_terms(terms)))
@@ -187,18 +211,23 @@ def top_kernels(
     """Kernels grouped by name within each phase, ranked by ``sort`` (largest first), with their roofs."""
     if sort not in TOP_SORTS:
         raise HrooflineError(f"cannot rank by {sort!r}", "use one of " + ", ".join(TOP_SORTS))
-    launches = run.launches if not phase else run.launches[run.launches["phase"] == phase]
-    if sort == "time_s" and len(launches) and launches["time_s"].isna().all():
+    if sort == "time_s" and not has_times(run, phase):
         raise HrooflineError(
             f"run {run.name!r} has no kernel times: its sources measured no time metric, so nothing can be "
             "ranked by time",
-            "rank by FLOPs with `hroofline kernels RUN --group-by name --sort flops`",
+            f"rank by FLOPs: hroofline top {run.name} --sort flops",
         )
     table = roof_table(run, roofs, KernelQuery(group_by="name", phase=phase), notes)
     table = table.sort_values(sort, ascending=False, kind="stable", na_position="last")
     if count is not None:
         table = table.head(count)
     return table[list(TOP_COLUMNS)].reset_index(drop=True)
+
+
+def has_times(run: Run, phase: str | None = None) -> bool:
+    """Whether the launches (of the phase) can be ranked by time: some has one, or there are none."""
+    times = phase_launches(run, phase)["time_s"]
+    return times.empty or bool(times.notna().any())
 
 
 @dataclass
@@ -232,7 +261,7 @@ def roofline_points(
     points.insert(0, "kid", np.arange(len(points)))
     present = set(points["phase"].astype(str))
     phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
-    launches = run.launches if not phase else run.launches[run.launches["phase"] == phase]
+    launches = phase_launches(run, phase)
     return RooflinePoints(
         points=points,
         phases=phases,

@@ -7,7 +7,15 @@ from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import TOP_COLUMNS, TOP_SORTS, RoofNotes, levels_with_dots, roofline_points, top_kernels
+from hroofline.analyze.roofs import (
+    TOP_COLUMNS,
+    TOP_SORTS,
+    RoofNotes,
+    has_times,
+    levels_with_dots,
+    roofline_points,
+    top_kernels,
+)
 from hroofline.ceilings import LEVEL_LABELS, RunRoofs, bundled_ceiling_files, run_roofs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
@@ -225,7 +233,8 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
             continue
         points = roofline_points(run, roofs, phase=phase, levels=default_levels(roofs))
         notes = RoofNotes()
-        top = top_kernels(run, roofs, phase=phase, count=count, notes=notes)
+        timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
+        top = top_kernels(run, roofs, phase=phase, count=count, notes=notes, sort="time_s" if timed else "flops")
         warnings.extend(w for w in notes.above_roof + notes.missing_roofs if w not in warnings)
         spec = None
         note = None
@@ -235,6 +244,8 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
             spec = roofline_chart(points, roofs, options).to_dict()
         else:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
+        if not timed:
+            note = (note + " " if note else "") + "No kernel of this phase has a time: the table ranks them by FLOPs."
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
     return RunSection(name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings)
 

@@ -29,7 +29,9 @@ from hroofline.metricset import MetricSet, other_prefix, strip_rate_suffix
 from hroofline.roofline import kernel_time, resolve_metric
 
 INSTRUCTION_MARKERS = ("inst_executed", "ops_path_tensor")
-_RATE_MARKERS = (".per_second", ".per_cycle_elapsed", ".per_cycle_active", ".pct", ".ratio", ".peak_sustained")
+# Joined per kernel name, these are averaged, not summed: rates, percentages, per-cycle peaks, device attributes.
+_NOT_SUMMED = (".per_second", ".per_cycle_elapsed", ".per_cycle_active", ".pct", ".ratio", ".peak_sustained")
+_ATTRIBUTE = "device__attribute_"
 # A pass whose kernel time differs from the time pass's by more than this factor is reported.
 TIME_TOLERANCE = 1.2
 
@@ -80,11 +82,12 @@ def _around_difference(a: str, b: str, width: int = 60) -> tuple[str, str]:
 
 
 def measured_metrics(profile: RawProfile, metric_set: MetricSet) -> frozenset[str]:
-    """The formula-feeding metrics a profile has values for, in count form."""
+    """The metrics a profile has values for that feed a quantity (time, FLOPs, bytes), in count form:
+    what tells two passes apart. Device attributes and peaks are in every report and do not."""
     return frozenset(
         strip_rate_suffix(str(c))
         for c in profile.metrics.columns
-        if metric_set.feeds_a_formula(str(c)) and profile.metrics[c].notna().any()
+        if metric_set.feeds_a_quantity(str(c)) and profile.metrics[c].notna().any()
     )
 
 
@@ -101,15 +104,15 @@ def join_passes(passes: list[Pass], merge: str, metric_set: MetricSet, where: st
                 f"{where}: the passes disagree on the launch sequence: {launch_difference(reference, other)}",
                 "pass --merge name to join per-kernel-name sums instead, or import them separately to append",
             )
-    counted = [Pass(p.path, _rates_to_counts(p.profile, metric_set)) for p in passes]
+    counted = [Pass(p.path, _rates_to_counts(p, metric_set)) for p in passes]
     time_names = _time_metrics(metric_set)
-    order = _time_order(counted, time_names)
+    order = _time_order(counted, time_names, metric_set)
     columns: dict[str, pd.Series] = {}
     units: dict[str, str] = {}
     for candidate in sorted(range(len(counted)), key=lambda i: (i not in order, order.index(i) if i in order else i)):
         pass_ = counted[candidate]
         for name in pass_.profile.metrics.columns:
-            if name in time_names and candidate != _first_with(counted, order, name):
+            if _is_time_metric(name, time_names) and candidate != _first_with(counted, order, name):
                 continue
             if name not in columns and pass_.profile.metrics[name].notna().any():
                 columns[name] = pass_.profile.metrics[name].reset_index(drop=True)
@@ -122,6 +125,7 @@ def join_passes(passes: list[Pass], merge: str, metric_set: MetricSet, where: st
         ncu_version=next((p.profile.ncu_version for p in passes if p.profile.ncu_version), None),
         device_name=next((p.profile.device_name for p in passes if p.profile.device_name), None),
         notes=[f"joined {len(passes)} passes launch by launch: {_names(passes)}"],
+        warnings=[w for p in counted for w in p.profile.warnings],
     )
     _check_times(counted, joined, metric_set, time_names, order)
     return joined
@@ -139,18 +143,31 @@ def _time_metrics(metric_set: MetricSet) -> set[str]:
     return names
 
 
+def _is_time_metric(name: str, time_names: set[str]) -> bool:
+    """Kernel time, and every unit's elapsed cycles and clock: taken from the time pass only, since counting
+    instructions inflates elapsed cycles (and so the clocks the report's roofs are drawn at)."""
+    return name in time_names or "__cycles_elapsed" in name
+
+
+def _has_duration(profile: RawProfile, metric_set: MetricSet) -> bool:
+    """gpu__time_duration is measured in a replay pass of its own, clean even beside instruction metrics."""
+    name = metric_set.time.duration
+    return name in profile.metrics and bool(profile.metrics[name].notna().any())
+
+
 def _counts_instructions(profile: RawProfile) -> bool:
     return any(marker in str(c) for c in profile.metrics.columns for marker in INSTRUCTION_MARKERS)
 
 
-def _time_order(passes: list[Pass], time_names: set[str]) -> list[int]:
+def _time_order(passes: list[Pass], time_names: set[str], metric_set: MetricSet) -> list[int]:
     """Passes that measured any time metric, best first: no instruction metrics, then fewest other metrics."""
     timed = [i for i, p in enumerate(passes) if any(n in p.profile.metrics for n in time_names)]
 
     def rank(index: int) -> tuple[bool, int, int]:
         metrics = passes[index].profile.metrics
-        others = sum(1 for c in metrics.columns if c not in time_names and metrics[c].notna().any())
-        return (_counts_instructions(passes[index].profile), others, index)
+        others = sum(1 for c in metrics.columns if not _is_time_metric(c, time_names) and metrics[c].notna().any())
+        inflated = _counts_instructions(passes[index].profile) and not _has_duration(passes[index].profile, metric_set)
+        return (inflated, others, index)
 
     return sorted(timed, key=rank)
 
@@ -161,30 +178,43 @@ def _first_with(passes: list[Pass], order: list[int], name: str) -> int | None:
     )
 
 
-def _rates_to_counts(profile: RawProfile, metric_set: MetricSet) -> RawProfile:
-    """Rate forms of formula metrics turned into counts with the pass's own cycles and time."""
+def _rates_to_counts(pass_: Pass, metric_set: MetricSet) -> RawProfile:
+    """Rate forms of quantity metrics turned into counts with the pass's own cycles and time. A rate the
+    pass cannot convert (no cycles or time of its own) is left out, and said so: another pass's cycles
+    would convert it wrongly."""
+    profile = pass_.profile
     metrics = profile.metrics
     time = kernel_time(metrics, metric_set)
-    converted = {}
+    converted: dict[str, pd.Series] = {}
+    dropped: list[str] = []
     for column in metrics.columns:
         name = str(column)
         base = strip_rate_suffix(name)
-        if base == name or base in metrics or "__cycles_elapsed" in base or not metric_set.feeds_a_formula(name):
+        if base == name or base in metrics or "__cycles_elapsed" in base or not metric_set.feeds_a_quantity(name):
             continue
         resolved = resolve_metric(metrics, base, time, allow_rates=True)
         if resolved is not None and resolved[0].notna().any():
             converted[base] = resolved[0]
-    if not converted:
+        elif metrics[name].notna().any():
+            dropped.append(name)
+    if not converted and not dropped:
         return profile
+    kept = metrics.drop(columns=dropped)
+    warnings = list(profile.warnings)
+    if dropped:
+        warnings.append(
+            f"{pass_.name} holds {', '.join(dropped)} only as rates, with no elapsed cycles or kernel time of its "
+            "own to turn them into counts: left out of the join"
+        )
     return RawProfile(
         kind=profile.kind,
         identity=profile.identity,
-        metrics=pd.concat([metrics, pd.DataFrame(converted, index=metrics.index)], axis=1),
+        metrics=pd.concat([kept, pd.DataFrame(converted, index=metrics.index)], axis=1),
         units={**profile.units, **{name: "" for name in converted}},
         ncu_version=profile.ncu_version,
         device_name=profile.device_name,
         notes=profile.notes,
-        warnings=profile.warnings,
+        warnings=warnings,
     )
 
 
@@ -217,7 +247,7 @@ def _check_times(
     joined.notes.append(
         f"kernel time from {' and '.join(suppliers)}: the pass(es) that measured it with the fewest other metrics"
     )
-    if _counts_instructions(time_pass.profile):
+    if _counts_instructions(time_pass.profile) and not _has_duration(time_pass.profile, metric_set):
         joined.warnings.append(
             f"every pass that measured time also counted instructions, which inflates elapsed cycles: the kernel "
             f"time from {time_pass.name} may be too long"
@@ -244,7 +274,8 @@ def _join_by_name(passes: list[Pass], metric_set: MetricSet, where: str) -> RawP
     units: dict[str, str] = {}
     identity: pd.DataFrame | None = None
     time_names = _time_metrics(metric_set)
-    order = _time_order(passes, time_names)
+    passes = [Pass(p.path, _rates_to_counts(p, metric_set)) for p in passes]
+    order = _time_order(passes, time_names, metric_set)
     for index, pass_ in enumerate(passes):
         profile = pass_.profile
         kernels = profile.identity["kernel"].reset_index(drop=True)
@@ -262,11 +293,13 @@ def _join_by_name(passes: list[Pass], metric_set: MetricSet, where: str) -> RawP
                 f"{counts.get(name, 0)} in {pass_.name}"
             )
         metrics = profile.metrics.reset_index(drop=True)
-        keep = [c for c in metrics.columns if c not in time_names or _first_with(passes, order, c) == index]
+        keep = [
+            c for c in metrics.columns if not _is_time_metric(c, time_names) or _first_with(passes, order, c) == index
+        ]
         grouped = metrics[keep].groupby(kernels, sort=False)
-        rates = [c for c in keep if any(m in c for m in _RATE_MARKERS)]
-        counters = [c for c in keep if c not in rates]
-        sums.append(pd.concat([grouped[counters].sum(min_count=1), grouped[rates].mean()], axis=1))
+        averaged = [c for c in keep if c.startswith(_ATTRIBUTE) or any(m in c for m in _NOT_SUMMED)]
+        counters = [c for c in keep if c not in averaged]
+        sums.append(pd.concat([grouped[counters].sum(min_count=1), grouped[averaged].mean()], axis=1))
         for name, unit in profile.units.items():
             units.setdefault(name, unit)
     assert identity is not None and counts_ref is not None
@@ -284,4 +317,5 @@ def _join_by_name(passes: list[Pass], metric_set: MetricSet, where: str) -> RawP
         ncu_version=next((p.profile.ncu_version for p in passes if p.profile.ncu_version), None),
         device_name=next((p.profile.device_name for p in passes if p.profile.device_name), None),
         notes=[f"joined {len(passes)} passes per kernel name (--merge name): one row per name"],
+        warnings=[w for p in passes for w in p.profile.warnings],
     )
