@@ -52,6 +52,8 @@ ROOF_LABELS: dict[str, str] = {
     "tensor_fp4": "FP4 tensor",
     "tensor_fp64": "FP64 tensor",
     "tensor_int8": "INT8 tensor",
+    "tensor_int4": "INT4 tensor",
+    "tensor_int1": "INT1 tensor",
 }
 # "tensor" is the FP16 tensor peak in ceilings files written before tensor peaks had a precision.
 FILE_KEYS: frozenset[str] = frozenset({*ROOF_KEYS, "tensor"})

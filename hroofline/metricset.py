@@ -28,7 +28,7 @@ TENSOR_FLOP_QUANTITIES: tuple[str, ...] = (
 )
 FLOP_QUANTITIES: tuple[str, ...] = CORE_FLOP_QUANTITIES + TENSOR_FLOP_QUANTITIES
 # Integer tensor operations: counted and shown, never mixed into FLOPs.
-OP_QUANTITIES: tuple[str, ...] = ("ops_tensor_int",)
+OP_QUANTITIES: tuple[str, ...] = ("ops_tensor_int8", "ops_tensor_int4", "ops_tensor_int1")
 BYTE_QUANTITIES: tuple[str, ...] = ("bytes_l1", "bytes_l2", "bytes_hbm")
 QUANTITIES: tuple[str, ...] = FLOP_QUANTITIES + OP_QUANTITIES + BYTE_QUANTITIES
 
@@ -39,7 +39,7 @@ COMPUTE_ROOF_OF: dict[str, str] = {
     "flops_fp32": "fp32",
     "flops_fp16": "fp16",
     **{q: q.removeprefix("flops_") for q in TENSOR_FLOP_QUANTITIES},
-    "ops_tensor_int": "tensor_int8",
+    **{q: q.replace("ops_", "") for q in OP_QUANTITIES},
 }
 COMPUTE_ROOFS: tuple[str, ...] = tuple(COMPUTE_ROOF_OF.values())
 TENSOR_ROOFS: tuple[str, ...] = tuple(k for k in COMPUTE_ROOFS if k.startswith("tensor_"))

@@ -25,7 +25,7 @@ QUANTITIES = (
     "flops_fp16",
     "flops_tensor",
     "flops_tensor_bf16",
-    "ops_tensor_int",
+    "ops_tensor_int8",
     "bytes_l1",
     "bytes_l2",
     "bytes_hbm",

@@ -349,7 +349,7 @@ def test_counted_integer_tensor_operations_are_shown_and_not_flops(cli, tmp_path
     result = cli("import", path, "--run", "imma", "--gpu", "a100")
     assert result.code == 0 and "tensor-core work" not in result.err
     summary = json.loads(cli("summary", "imma", "--format", "json").out)["total"]
-    assert summary["ops_tensor_int"] == 4.0e11 and summary["flops"] == 0
+    assert summary["ops_tensor_int8"] == 4.0e11 and summary["ops_tensor_int4"] is None and summary["flops"] == 0
     top, _ = _top(cli, "imma", "--ceilings", str(_int8_ceilings(tmp_path)))
     assert top.iloc[0]["bound"] == "INT8 tensor" and top.iloc[0]["roof_pct"] == pytest.approx(64.1025641, rel=1e-6)
 

@@ -25,7 +25,14 @@ import pandas as pd
 from hroofline.analyze.roofs import roof_times
 from hroofline.ceilings import datasheet_ceilings
 from hroofline.errors import UsageError
-from hroofline.metricset import CORE_FLOP_QUANTITIES, FLOP_QUANTITIES, ROOF_KEYS, GpuName, load_metric_set
+from hroofline.metricset import (
+    CORE_FLOP_QUANTITIES,
+    FLOP_QUANTITIES,
+    OP_QUANTITIES,
+    ROOF_KEYS,
+    GpuName,
+    load_metric_set,
+)
 
 TIME_METHOD = (
     "predicted: time at roof (longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth), datasheet peaks"
@@ -140,7 +147,7 @@ def to_tensor_cores(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
 def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
     """``time_s`` of every op: its time at roof with the datasheet peaks; ``bytes_hbm`` holds its fewest bytes."""
     out = launches.copy()
-    for column in ("bytes_l1", "bytes_l2", "ops_tensor_int"):
+    for column in ("bytes_l1", "bytes_l2", *OP_QUANTITIES):
         if column not in out:
             out[column] = float("nan")
     ceilings = datasheet_ceilings(peaks.gpu)

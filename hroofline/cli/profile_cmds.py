@@ -198,7 +198,7 @@ def run_ceilings(args: argparse.Namespace) -> int:
 
 
 def _roof_value(key: str, value: float) -> str:
-    unit = "B/s" if key in LEVEL_LABELS else "op/s" if key == "tensor_int8" else "FLOP/s"
+    unit = "B/s" if key in LEVEL_LABELS else "op/s" if key.startswith("tensor_int") else "FLOP/s"
     return si(value, unit, 4)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import TENSOR_FLOP_QUANTITIES, MetricSet
+from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, MetricSet
 
 LISTED = 3  # kernel names quoted in one warning
 
@@ -55,7 +55,7 @@ def uncounted_tensor_work(
     found = []
     checks = (
         ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, hints.float_metrics),
-        ("integer", ["ops_tensor_int"], hints.integer_names, hints.integer_metrics),
+        ("integer", list(OP_QUANTITIES), hints.integer_names, hints.integer_metrics),
     )
     measured = {kind: bool(quantities[columns].notna().any().any()) for kind, columns, _, _ in checks}
     if all(measured.values()):
