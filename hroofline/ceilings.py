@@ -46,7 +46,7 @@ ROOF_LABELS: dict[str, str] = {
     "fp16": "FP16",
     "tensor_tf32": "TF32 tensor",
     "tensor_fp16": "FP16 tensor",
-    "tensor_fp16_acc16": "FP16 tensor, FP16 accumulator",
+    "tensor_fp16_acc16": "FP16 tensor (FP16 acc.)",
     "tensor_bf16": "BF16 tensor",
     "tensor_fp8": "FP8 tensor",
     "tensor_fp4": "FP4 tensor",
@@ -172,12 +172,13 @@ def named_ceilings(choice: str) -> Ceilings:
     if choice in bundled:
         return load_ceilings_file(bundled[choice])
     try:
-        return datasheet_ceilings(resolve_gpu(choice))
+        gpu = resolve_gpu(choice)
     except UsageError:
         raise UsageError(
             f"--ceilings {choice!r} is neither a file, a bundled set nor a catalog GPU",
             "bundled sets: " + ", ".join(bundled) + "; GPUs: see `hroofline gpus`",
         ) from None
+    return datasheet_ceilings(gpu)
 
 
 def ceilings_for_run(meta: RunMeta, choice: str | None = None) -> Ceilings:
@@ -210,6 +211,7 @@ class RunRoofs:
     clock_hz: float | None = None
     quoted_clock_hz: float | None = None
     notes: list[str] = field(default_factory=list)
+    fp16_halved: bool = False  # the FP16 roof of ncu-counted launches is half the packed rate
 
     def describe(self) -> str:
         return f"{self.label}; source: {self.source}"
@@ -256,9 +258,15 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     gpu = run_gpu(run.meta)
     datasheet = datasheet_ceilings(gpu) if gpu is not None and gpu.peaks else None
     if datasheet is None and not from_report:
+        if gpu is not None:
+            what = f"the catalog has no datasheet peaks for {gpu.name}"
+        elif run.meta.cc:
+            what = f"it names no GPU, only compute capability {run.meta.cc}"
+        else:
+            what = "it does not say which GPU it ran on"
         raise UsageError(
-            f"run {run.name!r} does not say which GPU it ran on, and its sources carry no roofs",
-            "pass --ceilings with a GPU name, a bundled set or a file (see `hroofline gpus`)",
+            f"run {run.name!r} has no roofs: {what}, and its sources carry no ncu peak metrics",
+            "pass --ceilings with a GPU name, a bundled set or a file of measured ceilings (see `hroofline gpus`)",
         )
     if datasheet is None:
         roofs = RunRoofs(label="", source="", per_launch=report.copy())
@@ -312,15 +320,35 @@ def _clock_phrase(median: float | None, quoted: float | None, measured: bool) ->
     return f", at the quoted {quoted_text} SM clock (no clock measured)"
 
 
+# How a report roof was derived, from the formula its source recorded: what the label must say about it.
+REPORT_KINDS: tuple[tuple[str, str], ...] = (
+    ("not measured", "device attributes at the GPU's maximum clock (not measured)"),
+    ("device__attribute_memory_clock_rate", "memory clock x bus width (device attributes)"),
+    ("units x", "device attributes x the clocks each launch ran at"),
+    ("lanes per SM", "device attributes x the clocks each launch ran at"),
+    ("", "ncu peak metrics x the clocks each launch ran at"),
+)
+
+
+def _report_kind(how: str) -> str:
+    return next(kind for marker, kind in REPORT_KINDS if marker in how)
+
+
 def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_report: list[str]) -> tuple[str, str]:
+    """Which roofs came from the report and how (peak metrics or device attributes, measured clock or the
+    maximum one), which from the datasheet."""
     if not from_report:
         return roofs.label, roofs.source
-    named = ", ".join(ROOF_LABELS[k] for k in ROOF_KEYS if k in from_report)
+    how = {k: h for s in run.meta.sources for k, h in s.roofs.items() if k in from_report}
+    kinds: dict[str, list[str]] = {}
+    for key in ROOF_KEYS:
+        if key in from_report:
+            kinds.setdefault(_report_kind(how.get(key, "")), []).append(ROOF_LABELS[key])
+    parts = [f"{', '.join(names)}: {kind}" for kind, names in kinds.items()]
     clock = weighted_median(run.launches["clock_hz"], run.launches["time_s"])
-    at = f", median SM clock {clock / 1e9:.3g} GHz" if clock else ""
-    label = f"from the report ({named}: ncu peak metrics x the clocks each launch ran at{at})"
-    hows = sorted({f"{k}: {how}" for s in run.meta.sources for k, how in s.roofs.items() if k in from_report})
-    source = "; ".join(hows) or "ncu peak metrics"
+    at = f"; median SM clock {clock / 1e9:.3g} GHz" if clock else ""
+    label = f"from the report ({'; '.join(parts)}{at})"
+    source = "; ".join(f"{k}: {h}" for k, h in sorted(how.items())) or "ncu peak metrics"
     rest = [k for k in ROOF_KEYS if k not in from_report and roofs.per_launch[k].notna().any()]
     if datasheet is not None and rest:
         label += f"; {', '.join(ROOF_LABELS[k] for k in rest)} from the {roofs.label}"
@@ -334,6 +362,7 @@ def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:
     mask = run.launches["source"].isin(counted)
     if mask.any() and roofs.per_launch["fp16"].notna().any():
         roofs.per_launch.loc[mask, "fp16"] *= COUNTED_FP16_FACTOR
+        roofs.fp16_halved = True
         if (run.launches.loc[mask, "flops_fp16"].fillna(0) > 0).any():
             roofs.notes.append(
                 "FP16 roof halved to match ncu's FP16 counters, which count a packed half2 instruction once"

@@ -247,3 +247,33 @@ def test_phase_ranges_only_match_by_family_and_layer_ranges_by_layer(cli, ncu_di
     assert comparison.matched_on == "nvtx context and family"
     in_phases = comparison.families[comparison.families["phase"] != "other"]  # 'loss' is no phase range
     assert in_phases["family"].str.startswith(("layer0 · ", "layer1 · ", "layer2 · ")).all()
+
+
+def test_fp16_counted_two_ways_is_said(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    """DeepCAM AMP (ncu counts a packed half2 instruction once) against a predicted AMP run (arithmetic)."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(deepcam_store, store)
+    assert (
+        cli(
+            "predict",
+            "--arch",
+            "resnet18",
+            "--gpu",
+            "v100",
+            "--precision",
+            "amp",
+            "--batch-size",
+            "2",
+            "--run",
+            "p",
+            "--store",
+            str(store),
+        ).code
+        == 0
+    )
+    result = cli("compare", "deepcam-O1", "p", "--store", str(store))
+    assert result.code == 0 and "FP16 FLOPs are counted two ways" in result.out
+    same = cli("compare", "deepcam-O0", "deepcam-O1", "--store", str(store))
+    assert "counted two ways" not in same.out

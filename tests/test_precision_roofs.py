@@ -275,6 +275,9 @@ def test_h800_gets_hierarchical_roofs_from_its_own_report(cli, ncu_dir: Path) ->
     chart = cli("chart", "h800", "--out", str(cli.store.parent / "h800.json"))
     assert chart.code == 0 and "at L1, L2, HBM" in chart.err and "from the report" in chart.err
     assert launches["peak_hbm"].iloc[0] == pytest.approx(3.34e12, rel=0.01)  # H800's 3.35 TB/s HBM3
+    # At the 1.98 GHz boost clock the L1 roof is H100 SXM's ~30 TiB/s (../shared/reference, [ELVIS]).
+    at_boost = launches["peak_l1"] * 1.98e9 / launches["clock_hz"]
+    assert at_boost.to_numpy() == pytest.approx([30 * 2**40] * 4, rel=0.02)
 
 
 def test_rtx_pro_6000_hbm_roof_from_its_memory_bus(cli, ncu_dir: Path) -> None:
@@ -288,6 +291,10 @@ def test_rtx_pro_6000_hbm_roof_from_its_memory_bus(cli, ncu_dir: Path) -> None:
     assert run.meta.device_name == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition" and run.meta.cc == "12.0"
     assert run.launches["peak_hbm"].tolist() == pytest.approx([14.001e9 * 2 * 512 / 8] * 2, rel=1e-12)
     assert run.launches["bytes_hbm"].sum() == 256 + 327_936 + 182_528
+    # Its roofs come from device attributes; the SM clock was not measured, and the roofs say so.
+    top = cli("top", "pro")
+    assert "FP32: device attributes at the GPU's maximum clock (not measured)" in top.out
+    assert "HBM: memory clock x bus width (device attributes)" in top.out
     # Its cutlass bf16 GEMM runs on tensor cores, which this file did not count: said so, once.
     assert result.err.count("tensor-core work") == 1 and "cutlass_80_tensorop_s16816gemm_bf16" in result.err
 

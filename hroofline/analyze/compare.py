@@ -8,7 +8,7 @@ layer is compared with itself. Ratios are candidate / base; speedup is base time
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -45,6 +45,7 @@ class Comparison:
     matched_on: str  # "family" or "nvtx context and family"
     only_in_base: list[str]  # phases the candidate lacks: left out of every figure
     only_in_candidate: list[str]
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         from hroofline.render.text import frame_records
@@ -56,6 +57,7 @@ class Comparison:
             "phases": self.phases,
             "phases_only_in_base": self.only_in_base,
             "phases_only_in_candidate": self.only_in_candidate,
+            "notes": self.notes,
             "families": frame_records(self.families),
         }
 
@@ -72,9 +74,9 @@ def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | Non
     for phase in [p for p in base_phases if p in cand_phases]:
         b, c = base_phases[phase], cand_phases[phase]
         row: dict[str, float | None] = {}
-        for field in PHASE_FIELDS:
-            row[f"base_{field}"] = b.get(field)
-            row[f"candidate_{field}"] = c.get(field)
+        for name in PHASE_FIELDS:
+            row[f"base_{name}"] = b.get(name)
+            row[f"candidate_{name}"] = c.get(name)
         row["speedup"] = _ratio(b.get("time_s"), c.get("time_s"))
         row["time_ratio"] = _ratio(c.get("time_s"), b.get("time_s"))
         row["flops_ratio"] = _ratio(c.get("flops"), b.get("flops"))
@@ -169,7 +171,27 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         matched_on="nvtx context and family" if with_context else "family",
         only_in_base=only_in_base,
         only_in_candidate=only_in_candidate,
+        notes=_convention_notes(base, candidate),
     )
+
+
+def _counts_fp16_instructions(run: Run) -> bool:
+    return any(source.counts_fp16_instructions for source in run.meta.sources)
+
+
+def _convention_notes(base: Run, candidate: Run) -> list[str]:
+    """FP16 FLOPs counted two ways (ncu's counters count a packed half2 instruction once, analytic runs
+    count arithmetic): their ratio can be off by up to 2x, and the comparison says so."""
+    runs = (base, candidate)
+    if _counts_fp16_instructions(base) == _counts_fp16_instructions(candidate):
+        return []
+    if not all((run.launches["flops_fp16"].fillna(0) > 0).any() for run in runs):
+        return []
+    counted = base.name if _counts_fp16_instructions(base) else candidate.name
+    return [
+        f"FP16 FLOPs are counted two ways: {counted}'s are ncu's counted instructions (a packed half2 once), the "
+        "other's are arithmetic, so the FLOPs ratio of non-tensor FP16 work can be off by up to 2x"
+    ]
 
 
 def family_points(run: Run, level: str, with_context: bool = False) -> pd.DataFrame:

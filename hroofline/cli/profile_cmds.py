@@ -186,7 +186,9 @@ def run_ceilings(args: argparse.Namespace) -> int:
         write_out("roofs (time-weighted median over the run's launches):\n")
         for key, value in roofs.representative(run.launches).items():
             origin = "the report" if roofs.origins.get(key) == "report" else roofs.origins.get(key, "")
-            write_out(f"  {key:<18} {_roof_value(key, value):>14}  {ROOF_LABELS[key]}, from {origin}\n")
+            halved = " (half the packed rate: ncu counts a packed half2 instruction once)"
+            extra = halved if key == "fp16" and roofs.fp16_halved else ""
+            write_out(f"  {key:<18} {_roof_value(key, value):>14}  {ROOF_LABELS[key]}, from {origin}{extra}\n")
         return 0
     ceilings = ceilings_for_run(RunMeta(name="-"), args.show)
     write_out(f"{ceilings.label}\nsource: {ceilings.source}\n")

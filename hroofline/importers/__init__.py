@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,7 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
         return ReadSource(path, profile, hashing.result(), [])
 
 
-def _file_reader(metric_set: MetricSet):
+def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
     def read(path: Path) -> RawProfile:
         return _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
 

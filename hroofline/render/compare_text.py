@@ -66,6 +66,8 @@ def comparison_text(comparison: Comparison, count: int) -> str:
     ):
         if phases:
             text += f"(phases only in {side}, left out: {', '.join(phases)})\n"
+    for note in comparison.notes:
+        text += f"note: {note}\n"
     families = comparison.families
     matched = families[families["status"] == "matched"]
     gains = matched[matched["saved_s"] > 0].head(count)
