@@ -130,6 +130,7 @@ class TensorKernelHints:
     integer_names: tuple[str, ...]
     float_metrics: tuple[str, ...]
     integer_metrics: tuple[str, ...]
+    precision_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # FLOP column -> name fragments
 
 
 @dataclass(frozen=True)
@@ -318,6 +319,7 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
             integer_names=tuple(hints.get("integer", ())),
             float_metrics=tuple(hints.get("float_metrics", ())),
             integer_metrics=tuple(hints.get("integer_metrics", ())),
+            precision_names={k: tuple(v) for k, v in hints.get("precision", {}).items()},
         ),
         display_names=dict(data.get("display_names", {})),
     )

@@ -457,3 +457,19 @@ def test_a_report_of_a_run_without_kernel_times(cli, ncu_dir: Path, tmp_path: Pa
     assert result.code == 0, result.err
     page = (tmp_path / "report" / "index.html").read_text()
     assert "the table ranks them by FLOPs" in page
+
+
+def test_a_precision_left_uncollected_is_said(cli, tmp_path: Path) -> None:
+    """FP16 paths collected, the TF32 one not: a TF32 GEMM's tensor FLOPs are missing, and said so."""
+    metrics = {
+        "sm__cycles_elapsed.avg.per_second": ("cycle/second", 1.41e9),
+        "gpu__time_duration.sum": ("second", 1e-3),
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum": ("", 0.0),
+    }
+    path = tmp_path / "no_tf32.csv"
+    _write_long_csv(path, [("sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize256x128x32_stage3_kernel", metrics)])
+    result = cli("import", path, "--run", "t", "--gpu", "a100")
+    assert result.code == 0
+    warning = next(line for line in result.err.splitlines() if "tensor-core work" in line)
+    assert "floating-point (TF32)" in warning and "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in warning
+    assert "fp16_dst_fp32" not in warning

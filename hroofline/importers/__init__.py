@@ -256,6 +256,9 @@ def _tensor_warnings(
     warnings = []
     for work in found:
         to_collect = [m for m in wanted if ("_int" in m) == (work.kind == "integer")]
+        if "(" in work.kind:  # one precision: its own path
+            precision = work.kind.split("(")[1].rstrip(")").lower()
+            to_collect = [m for m in to_collect if precision in m]
         warnings.append(uncounted_work_warning(work, where, to_collect))
     return warnings
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, MetricSet
+from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, MetricSet, TensorKernelHints
 
 LISTED = 3  # kernel names quoted in one warning
 
@@ -39,7 +39,7 @@ def failed_launch_warning(identity: pd.DataFrame, failed: np.ndarray, where: str
 class UncountedWork:
     """Launches whose tensor-core work the source shows but does not count."""
 
-    kind: str  # "floating-point" or "integer"
+    kind: str  # "floating-point", "floating-point (TF32)" (one precision not counted) or "integer"
     launches: np.ndarray  # mask
     examples: list[str]
     time_share: float | None
@@ -57,21 +57,43 @@ def uncounted_tensor_work(
         ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, hints.float_metrics),
         ("integer", list(OP_QUANTITIES), hints.integer_names, hints.integer_metrics),
     )
-    measured = {kind: bool(quantities[columns].notna().any().any()) for kind, columns, _, _ in checks}
-    if all(measured.values()):
-        return []
     evidence = {kind: _evidence(names, metrics, fragments, pipe) for kind, _, fragments, pipe in checks}
-    for kind, _, _, _ in checks:
-        if measured[kind]:
-            continue  # this kind of tensor work was measured
-        mask = evidence[kind] & ~evidence["integer"] if kind == "floating-point" else evidence[kind]
-        if not mask.any():
+    for kind, columns, _, _ in checks:
+        if quantities[columns].notna().any().any():
+            if kind == "floating-point":  # some precisions counted: any a kernel shows that was not?
+                found += _uncounted_precisions(kernels, names, metrics, quantities, seconds, evidence, hints)
             continue
-        total = seconds.sum(min_count=1)
-        share = float(seconds[mask].sum() / total) if pd.notna(total) and total > 0 else None
-        examples = list(dict.fromkeys(short_name(str(k)) for k in kernels[mask]))[:LISTED]
-        found.append(UncountedWork(kind, mask, examples, share))
+        mask = evidence[kind] & ~evidence["integer"] if kind == "floating-point" else evidence[kind]
+        if mask.any():
+            found.append(_work(kind, mask, kernels, seconds))
     return found
+
+
+def _uncounted_precisions(
+    kernels: pd.Series,
+    names: pd.Series,
+    metrics: pd.DataFrame,
+    quantities: pd.DataFrame,
+    seconds: pd.Series,
+    evidence: dict[str, np.ndarray],
+    hints: TensorKernelHints,
+) -> list[UncountedWork]:
+    found = []
+    for column, fragments in hints.precision_names.items():
+        if column in quantities and quantities[column].notna().any():
+            continue
+        mask = evidence["floating-point"] & ~evidence["integer"] & _evidence(names, metrics, fragments, ())
+        if mask.any():
+            precision = column.removeprefix("flops_tensor_").upper()
+            found.append(_work(f"floating-point ({precision})", mask, kernels, seconds))
+    return found
+
+
+def _work(kind: str, mask: np.ndarray, kernels: pd.Series, seconds: pd.Series) -> UncountedWork:
+    total = seconds.sum(min_count=1)
+    share = float(seconds[mask].sum() / total) if pd.notna(total) and total > 0 else None
+    examples = list(dict.fromkeys(short_name(str(k)) for k in kernels[mask]))[:LISTED]
+    return UncountedWork(kind, mask, examples, share)
 
 
 def _evidence(names: pd.Series, metrics: pd.DataFrame, fragments: tuple[str, ...], pipe: tuple[str, ...]) -> np.ndarray:
@@ -87,7 +109,7 @@ def _evidence(names: pd.Series, metrics: pd.DataFrame, fragments: tuple[str, ...
 
 def uncounted_work_warning(work: UncountedWork, where: str, metrics_to_collect: list[str]) -> str:
     share = f", {100 * work.time_share:.1f}% of the time" if work.time_share is not None else ""
-    what = "FLOPs" if work.kind == "floating-point" else "integer operations"
+    what = "integer operations" if work.kind == "integer" else "FLOPs"
     collect = ", ".join(metrics_to_collect) if metrics_to_collect else "the sm__ops_path_tensor_* metrics"
     return (
         f"{where}: {int(work.launches.sum())} launch(es){share} run {work.kind} tensor-core work "
