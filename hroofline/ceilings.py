@@ -26,7 +26,6 @@ import pandas as pd
 
 from hroofline.errors import InputError, UsageError
 from hroofline.metricset import (
-    COMPUTE_ROOFS,
     LEVELS,
     ROOF_KEYS,
     GpuName,
@@ -201,15 +200,12 @@ class RunRoofs:
     """The roofs of each launch of a run, and what a chart and a table must say about them.
 
     ``per_launch`` has the run's launch index and one column per roof key (NaN: no roof). ``origins``
-    says per key where it came from; ``clock_hz`` is the time-weighted median SM clock of the launches
-    whose roofs were scaled to their clock (None when none was), ``quoted_clock_hz`` the datasheet's."""
+    says per key where it came from; ``label`` says at which clock."""
 
     label: str
     source: str
     per_launch: pd.DataFrame
     origins: dict[str, str] = field(default_factory=dict)
-    clock_hz: float | None = None
-    quoted_clock_hz: float | None = None
     notes: list[str] = field(default_factory=list)
     fp16_halved: bool = False  # the FP16 roof of ncu-counted launches is half the packed rate
 
@@ -252,7 +248,7 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
         if chosen.gpu is not None and (own is None or own.name != chosen.gpu):
             # Another GPU's datasheet: its peaks at its own quoted clocks, not at this run's clock.
             chosen = replace(chosen, label=f"{chosen.label} (another GPU: at its quoted clocks)", quoted_clock={})
-        return _counted_fp16(run, _from_set(launches, chosen, {}))
+        return _counted_fp16(run, _from_set(launches, chosen))
     report = launches[[PEAK_PREFIX + key for key in ROOF_KEYS]].rename(columns=lambda c: c[len(PEAK_PREFIX) :])
     from_report = [key for key in ROOF_KEYS if report[key].notna().any()]
     gpu = run_gpu(run.meta)
@@ -271,7 +267,7 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     if datasheet is None:
         roofs = RunRoofs(label="", source="", per_launch=report.copy())
     else:
-        roofs = _from_set(launches, datasheet, {})
+        roofs = _from_set(launches, datasheet)
         roofs.per_launch = report.where(report.notna(), roofs.per_launch)
     for key in from_report:
         roofs.origins[key] = REPORT
@@ -279,10 +275,11 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     return _counted_fp16(run, roofs)
 
 
-def _from_set(launches: pd.DataFrame, ceilings: Ceilings, origins: dict[str, str]) -> RunRoofs:
+def _from_set(launches: pd.DataFrame, ceilings: Ceilings) -> RunRoofs:
     """Each launch's roofs from one set, datasheet peaks scaled to the launch's measured SM clock."""
     clock = launches["clock_hz"].where(launches["clock_hz"] > 0)
     columns: dict[str, pd.Series] = {}
+    origins: dict[str, str] = {}
     scaled_any = False
     for key in ROOF_KEYS:
         value = ceilings.peak(key)
@@ -295,10 +292,8 @@ def _from_set(launches: pd.DataFrame, ceilings: Ceilings, origins: dict[str, str
             scaled_any = scaled_any or bool(clock.notna().any())
         else:
             columns[key] = pd.Series(value, index=launches.index, dtype=float)
-        origins.setdefault(key, ceilings.label)
-    quoted_default = next((ceilings.quoted_clock[k] for k in ("fp32", "l1") if k in ceilings.quoted_clock), None)
-    if quoted_default is None and ceilings.quoted_clock:
-        quoted_default = next(iter(ceilings.quoted_clock.values()))
+        origins[key] = ceilings.label
+    quoted_default = ceilings.quoted_clock.get("fp32") or next(iter(ceilings.quoted_clock.values()), None)
     median = weighted_median(clock, launches["time_s"]) if scaled_any else None
     label = ceilings.label
     if ceilings.quoted_clock:
@@ -308,8 +303,6 @@ def _from_set(launches: pd.DataFrame, ceilings: Ceilings, origins: dict[str, str
         source=ceilings.source,
         per_launch=pd.DataFrame(columns, index=launches.index),
         origins=origins,
-        clock_hz=median,
-        quoted_clock_hz=quoted_default,
     )
 
 
@@ -371,7 +364,6 @@ def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:
 
 
 __all__ = [
-    "COMPUTE_ROOFS",
     "CPU",
     "LEVEL_LABELS",
     "ROOF_LABELS",

@@ -128,7 +128,6 @@ class TensorKernelHints:
 
     float_names: tuple[str, ...]
     integer_names: tuple[str, ...]
-    float_metrics: tuple[str, ...]
     integer_metrics: tuple[str, ...]
     precision_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # FLOP column -> name fragments
 
@@ -146,7 +145,7 @@ class MetricSet:
     clocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fp32_lanes: dict[str, int] = field(default_factory=dict)
     pipes: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
-    tensor_hints: TensorKernelHints = field(default_factory=lambda: TensorKernelHints((), (), (), ()))
+    tensor_hints: TensorKernelHints = field(default_factory=lambda: TensorKernelHints((), (), ()))
     display_names: dict[str, str] = field(default_factory=dict)
 
     def arch_of(self, cc: str | None) -> str | None:
@@ -217,10 +216,7 @@ class MetricSet:
 
     @cached_property
     def _formula_metrics(self) -> frozenset[str]:
-        names = {self.time.duration, self.time.cycles, self.time.clock, "smsp__cycles_elapsed.avg"}
-        for formulas in self.formulas.values():
-            for formula in formulas:
-                names.update(formula.terms)
+        names = set(self._quantity_metrics) | {"smsp__cycles_elapsed.avg"}
         for definition in self.roofs.values():
             for alternative in definition.alternatives:
                 names.update(alternative.per_cycle)
@@ -233,7 +229,7 @@ class MetricSet:
     @cached_property
     def _evidence_prefixes(self) -> tuple[str, ...]:
         hints = self.tensor_hints
-        return tuple(f"{m}." for m in hints.float_metrics + hints.integer_metrics)
+        return tuple(f"{m}." for m in hints.integer_metrics)
 
     @cached_property
     def _formula_patterns(self) -> tuple[re.Pattern[str], ...]:
@@ -317,7 +313,6 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
         tensor_hints=TensorKernelHints(
             float_names=tuple(hints.get("float", ())),
             integer_names=tuple(hints.get("integer", ())),
-            float_metrics=tuple(hints.get("float_metrics", ())),
             integer_metrics=tuple(hints.get("integer_metrics", ())),
             precision_names={k: tuple(v) for k, v in hints.get("precision", {}).items()},
         ),

@@ -18,7 +18,7 @@ Which ops run on the tensor cores follows what PyTorch does for the precision mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -150,10 +150,9 @@ def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
     for column in ("bytes_l1", "bytes_l2", *OP_QUANTITIES):
         if column not in out:
             out[column] = float("nan")
-    ceilings = datasheet_ceilings(peaks.gpu)
-    roofs = pd.DataFrame(
-        {key: float(peaks.values.get(key) or ceilings.peak(key) or "nan") for key in ROOF_KEYS}, index=out.index
-    )
+    # The prediction's peaks (FP64 and FP16 filled in where the catalog lacks them), as a set with its fallbacks.
+    ceilings = replace(datasheet_ceilings(peaks.gpu), peaks=peaks.values)
+    roofs = pd.DataFrame({key: float(ceilings.peak(key) or "nan") for key in ROOF_KEYS}, index=out.index)
     roofs[["l1", "l2"]] = float("nan")  # the fewest bytes are counted at HBM only
     times = roof_times(out, roofs, load_metric_set().pipes_of(peaks.gpu.cc))
     out["time_s"] = times.time_at_roof.fillna(0.0)

@@ -217,7 +217,11 @@ def top_kernels(
             "ranked by time",
             f"rank by FLOPs: hroofline top {run.name} --sort flops",
         )
-    table = roof_table(run, roofs, KernelQuery(group_by="name", phase=phase), notes)
+    return ranked(roof_table(run, roofs, KernelQuery(group_by="name", phase=phase), notes), sort, count)
+
+
+def ranked(table: pd.DataFrame, sort: str, count: int | None) -> pd.DataFrame:
+    """A roof table's kernels ranked by ``sort``, largest first, in the columns of `top`."""
     table = table.sort_values(sort, ascending=False, kind="stable", na_position="last")
     if count is not None:
         table = table.head(count)
@@ -235,6 +239,7 @@ class RooflinePoints:
     """What a roofline chart draws: one row per kernel group (or launch), and what it leaves out."""
 
     points: pd.DataFrame
+    table: pd.DataFrame  # every row, drawn or not, with its roofs (what `top` ranks)
     phases: list[str]
     notes: RoofNotes
     not_drawn: int  # kernel groups with no FLOPs, no time or no bytes at the levels drawn
@@ -264,6 +269,7 @@ def roofline_points(
     launches = phase_launches(run, phase)
     return RooflinePoints(
         points=points,
+        table=table,
         phases=phases,
         notes=notes,
         not_drawn=len(hidden),

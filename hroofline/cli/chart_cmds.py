@@ -13,6 +13,7 @@ from hroofline.analyze.roofs import (
     RoofNotes,
     has_times,
     levels_with_dots,
+    ranked,
     roofline_points,
     top_kernels,
 )
@@ -232,9 +233,9 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         if phase == "total":
             continue
         points = roofline_points(run, roofs, phase=phase, levels=default_levels(roofs))
-        notes = RoofNotes()
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
-        top = top_kernels(run, roofs, phase=phase, count=count, notes=notes, sort="time_s" if timed else "flops")
+        top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
+        notes = points.notes
         warnings.extend(w for w in notes.above_roof + notes.missing_roofs if w not in warnings)
         spec = None
         note = None

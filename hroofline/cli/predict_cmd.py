@@ -15,6 +15,7 @@ from hroofline.analyze.predict import (
     prediction_peaks,
     to_tensor_cores,
 )
+from hroofline.ceilings import ROOF_LABELS
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, write_out
 from hroofline.collect.workload import WorkloadConfig, check_model
 from hroofline.errors import UsageError
@@ -120,8 +121,6 @@ def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit, peaks:
 
 def _tensor_line(launches: pd.DataFrame, peaks: Peaks) -> str:
     """Which ops the prediction put on which tensor roof, and their share of the FLOPs."""
-    from hroofline.ceilings import ROOF_LABELS
-
     route = peaks.route
     if route is None:
         return "tensor cores: none (every op on the FP32 / FP16 / FP64 units)"

@@ -196,19 +196,15 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
             f"{path}: no usable per-kernel metrics: none of kernel time (gpu__time_duration.sum, or "
             "sm__cycles_elapsed.avg with .per_second), FLOP counts or bytes per memory level"
         )
-    identity = profile.identity.reset_index(drop=True)
-    metrics = profile.metrics.reset_index(drop=True)
-    seconds = time.seconds.reset_index(drop=True)
-    quantities = derived.quantities.reset_index(drop=True)
+    per_launch = (profile.identity, profile.metrics, time.seconds, time.method, time.clock_hz, derived.quantities)
+    identity, metrics, seconds, method, clock_hz, quantities = (x.reset_index(drop=True) for x in per_launch)
     warnings = list(profile.warnings)
     failed = failed_launches(seconds, quantities)
     if failed.any():
         warnings.append(failed_launch_warning(identity, failed, str(path)))
-        keep = ~failed
-        identity, metrics, seconds, quantities = (
-            x[keep].reset_index(drop=True) for x in (identity, metrics, seconds, quantities)
+        identity, metrics, seconds, method, clock_hz, quantities = (
+            x[~failed].reset_index(drop=True) for x in (identity, metrics, seconds, method, clock_hz, quantities)
         )
-    kept = pd.Series(~failed)
     launch_cc = identity["cc"] if "cc" in identity else pd.Series([None] * len(identity))
     launch_cc = launch_cc.where(launch_cc.notna(), cc)
     roofs = report_roofs(metrics, metric_set, seconds, launch_cc, derived.level_roofs)
@@ -226,8 +222,8 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
             "stream": identity.get("stream"),
             "launches": identity.get("launches", 1),
             "time_s": seconds,
-            "time_method": time.method.reset_index(drop=True)[kept].reset_index(drop=True),
-            "clock_hz": time.clock_hz.reset_index(drop=True)[kept].reset_index(drop=True),
+            "time_method": method,
+            "clock_hz": clock_hz,
         }
     )
     launches = pd.concat([launches, quantities, roofs.peaks], axis=1)

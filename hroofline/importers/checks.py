@@ -54,7 +54,7 @@ def uncounted_tensor_work(
     names = kernels.astype(str).str.lower()
     found = []
     checks = (
-        ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, hints.float_metrics),
+        ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, ()),
         ("integer", list(OP_QUANTITIES), hints.integer_names, hints.integer_metrics),
     )
     evidence = {kind: _evidence(names, metrics, fragments, pipe) for kind, _, fragments, pipe in checks}

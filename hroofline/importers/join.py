@@ -16,7 +16,7 @@ pass, with that pass's cycles and time, before anything is joined.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -117,16 +117,9 @@ def join_passes(passes: list[Pass], merge: str, metric_set: MetricSet, where: st
             if name not in columns and pass_.profile.metrics[name].notna().any():
                 columns[name] = pass_.profile.metrics[name].reset_index(drop=True)
                 units[name] = pass_.profile.units.get(name, "")
-    joined = RawProfile(
-        kind="ncu-passes",
-        identity=_joined_identity(counted),
-        metrics=pd.DataFrame(columns, index=range(len(reference.profile.identity))),
-        units=units,
-        ncu_version=next((p.profile.ncu_version for p in passes if p.profile.ncu_version), None),
-        device_name=next((p.profile.device_name for p in passes if p.profile.device_name), None),
-        notes=[f"joined {len(passes)} passes launch by launch: {_names(passes)}"],
-        warnings=[w for p in counted for w in p.profile.warnings],
-    )
+    metrics = pd.DataFrame(columns, index=range(len(reference.profile.identity)))
+    note = f"joined {len(passes)} passes launch by launch: {_names(passes)}"
+    joined = _joined_profile(counted, _joined_identity(counted), metrics, units, note)
     _check_times(counted, joined, metric_set, time_names, order)
     return joined
 
@@ -206,14 +199,10 @@ def _rates_to_counts(pass_: Pass, metric_set: MetricSet) -> RawProfile:
             f"{pass_.name} holds {', '.join(dropped)} only as rates, with no elapsed cycles or kernel time of its "
             "own to turn them into counts: left out of the join"
         )
-    return RawProfile(
-        kind=profile.kind,
-        identity=profile.identity,
+    return replace(
+        profile,
         metrics=pd.concat([kept, pd.DataFrame(converted, index=metrics.index)], axis=1),
         units={**profile.units, **{name: "" for name in converted}},
-        ncu_version=profile.ncu_version,
-        device_name=profile.device_name,
-        notes=profile.notes,
         warnings=warnings,
     )
 
@@ -309,13 +298,21 @@ def _join_by_name(passes: list[Pass], metric_set: MetricSet, where: str) -> RawP
     rows = identity.reset_index()
     rows["launches"] = [int(counts_ref[k]) for k in names]
     rows["launch_id"] = range(len(rows))
+    note = f"joined {len(passes)} passes per kernel name (--merge name): one row per name"
+    return _joined_profile(passes, rows, combined, units, note)
+
+
+def _joined_profile(
+    passes: list[Pass], identity: pd.DataFrame, metrics: pd.DataFrame, units: dict[str, str], note: str
+) -> RawProfile:
+    """The joined passes' profile: the first version and device name any pass gives, every pass's warnings."""
     return RawProfile(
         kind="ncu-passes",
-        identity=rows,
-        metrics=combined,
+        identity=identity,
+        metrics=metrics,
         units=units,
         ncu_version=next((p.profile.ncu_version for p in passes if p.profile.ncu_version), None),
         device_name=next((p.profile.device_name for p in passes if p.profile.device_name), None),
-        notes=[f"joined {len(passes)} passes per kernel name (--merge name): one row per name"],
+        notes=[note],
         warnings=[w for p in passes for w in p.profile.warnings],
     )
