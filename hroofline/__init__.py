@@ -2,6 +2,49 @@
 
 The pipeline, one stage per subpackage: collect -> importers -> store -> analyze -> render.
 The central type passed between the stages is :class:`hroofline.model.Run`.
+
+As a library (nothing heavy is imported until used)::
+
+    import hroofline
+
+    # in your training script: mark the step, its phases and the model's layers
+    model = hroofline.annotate(model)
+    with hroofline.profiled_step():
+        with hroofline.phase("forward"):
+            loss = loss_fn(model(x), y)
+        ...
+
+    # afterwards, or in a notebook
+    run = hroofline.load("resnet18-cpu")
+    run.top(n=5)                      # a DataFrame
+    run.kernels(group_by="layer")     # a DataFrame
+    run.chart()                       # an Altair chart (shown inline in Jupyter)
+    predicted = hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100")
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+# name -> module that defines it; imported on first use so that `import hroofline` stays instant.
+_API: dict[str, str] = {
+    "phase": "hroofline.collect.session",
+    "annotate": "hroofline.collect.session",
+    "profiled_step": "hroofline.collect.session",
+    "load": "hroofline.api",
+    "predict": "hroofline.api",
+    "compare": "hroofline.api",
+    "runs": "hroofline.api",
+    "Run": "hroofline.model",
+}
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'hroofline' has no attribute {name!r}")

@@ -18,7 +18,8 @@ import pandas as pd
 from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 
 # 2: tensor FLOPs per input precision (flops_tensor is their total), integer tensor ops, per-launch roofs.
-SCHEMA_VERSION = 2
+# 3: the layer (module path) of every launch and the input shapes of analytic and CPU ops.
+SCHEMA_VERSION = 3
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -30,6 +31,8 @@ IDENTITY_COLUMNS: dict[str, str] = {
     "kernel": "string",
     "phase": "string",
     "nvtx": "string",
+    "layer": "string",
+    "shapes": "string",
     "grid": "string",
     "block": "string",
     "device": "string",

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hroofline.collect.models import parse_input_shape, parse_model
+from hroofline.collect.workload import WorkloadConfig
+from hroofline.errors import UsageError
 from hroofline.store import DEFAULT_STORE, STORE_ENV, RunStore, store_path
 
 
@@ -46,7 +49,25 @@ def say(text: str) -> None:
 
 def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None:
     """The training step a command runs or traces: model, GPU, precision, batch, optimizer."""
-    parser.add_argument("--arch", required=True, help="torchvision model name, e.g. resnet18, vgg16, vit_b_16")
+    parser.add_argument(
+        "--arch",
+        metavar="NAME",
+        help="a torchvision model: a classifier (resnet18, vgg16, vit_b_16) or a segmentation model "
+        "(deeplabv3_resnet50, fcn_resnet50)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="your own model: PKG.MODULE:FACTORY or FILE.py:FACTORY (FACTORY() returns an nn.Module), or a "
+        "transformer built offline with random weights: hf:gpt2, hf:gpt2-medium, hf:gpt2-large, "
+        "hf:bert-base-uncased, hf:bert-large-uncased, hf:tinyllama-1.1b (needs transformers)",
+    )
+    parser.add_argument(
+        "--input-shape", metavar="C,H,W", help="one sample's shape without the batch (default 3,224,224)"
+    )
+    parser.add_argument(
+        "--seq-len", type=positive_int, metavar="N", help="tokens per sample, for models that take token ids (512)"
+    )
     parser.add_argument("--gpu", required=True, help=gpu_help)
     parser.add_argument(
         "--precision",
@@ -55,5 +76,24 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None
         "FP32), fp32-strict (no TF32 at all), tf32 (matrix products in TF32 too), amp (o1: float16 autocast), "
         "amp-bf16, o2 (default fp32)",
     )
-    parser.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="images per step (32)")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=32, metavar="N", help="samples (images, sequences) per step (32)"
+    )
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")
+
+
+def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
+    """The workload of --arch or --model, checked by form (torch is not imported here)."""
+    if bool(args.arch) == bool(args.model):
+        raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")
+    if args.arch and parse_model(args.arch).kind != "torchvision":
+        raise UsageError(f"--arch {args.arch}: --arch takes torchvision names", f"use --model {args.arch}")
+    return WorkloadConfig(
+        arch=args.arch or args.model,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        device=device,
+        input_shape=parse_input_shape(args.input_shape),
+        seq_len=args.seq_len,
+    )

@@ -16,8 +16,8 @@ from hroofline.analyze.predict import (
     to_tensor_cores,
 )
 from hroofline.ceilings import ROOF_LABELS
-from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, write_out
-from hroofline.collect.workload import WorkloadConfig, check_model
+from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
+from hroofline.collect.models import check_model
 from hroofline.errors import UsageError
 from hroofline.metricset import FLOP_QUANTITIES, resolve_gpu
 from hroofline.render.numbers import si
@@ -49,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     add_workload_options(predict, "a catalog GPU with datasheet peaks (see `hroofline gpus`)")
     predict.add_argument("--phases", choices=("forward", "train"), default="train", help="forward only, or a step")
-    predict.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU-predicted)")
+    predict.add_argument("--run", help="run name (default: MODEL-PRECISION-GPU-predicted)")
     predict.add_argument("--replace", action="store_true", help="replace the run if it exists")
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)
@@ -60,11 +60,11 @@ def run_predict(args: argparse.Namespace) -> int:
     from hroofline.importers import ImportedSource
     from hroofline.model import SourceInfo
 
-    config = WorkloadConfig(args.arch, args.batch_size, args.precision, args.optimizer, device="meta")
-    check_model(config.arch)
+    config = workload_config(args, "meta")
     gpu = resolve_gpu(args.gpu)
+    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{gpu.name}-predicted")
+    check_model(config.model)
     peaks = prediction_peaks(gpu, config.precision)
-    run = check_run_name(args.run or f"{config.arch}-{config.precision}-{gpu.name}-predicted")
     store = open_store(args)
     if not args.replace and store.has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
@@ -84,6 +84,9 @@ def run_predict(args: argparse.Namespace) -> int:
             "gpu": gpu.name,
             "precision": config.precision,
             "batch_size": str(config.batch_size),
+            "model": config.arch,
+            **({"input_shape": ",".join(map(str, config.input_shape))} if config.input_shape else {}),
+            **({"seq_len": str(config.seq_len)} if config.seq_len else {}),
             "phases": args.phases,
             "optimizer": config.optimizer,
             "tensor_peak": peaks.tensor_key or "none",

@@ -5,16 +5,30 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
-from hroofline.ceilings import CPU, LEVEL_LABELS, ROOF_LABELS, ceilings_for_run, load_ceilings_file, run_roofs
-from hroofline.cli.common import add_store_option, add_workload_options, open_store, positive_int, say, write_out
-from hroofline.collect.workload import WorkloadConfig, check_model
+from hroofline.ceilings import CPU, LEVEL_LABELS, ROOF_LABELS, Ceilings, ceilings_for_run, load_ceilings_file, run_roofs
+from hroofline.cli.common import (
+    add_store_option,
+    add_workload_options,
+    open_store,
+    positive_int,
+    say,
+    workload_config,
+    write_out,
+)
+from hroofline.collect.models import check_model
+from hroofline.collect.workload import canonical_precision
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.model import Run, RunMeta
 from hroofline.render.numbers import si
 from hroofline.store import RunDefaults, check_run_name
+
+if TYPE_CHECKING:
+    from hroofline.collect.ncu_command import NcuSettings
+    from hroofline.importers import ImportedSource
 
 PROFILE_EPILOG = """\
 examples:
@@ -22,9 +36,14 @@ examples:
   hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older)
   hroofline profile --arch vit_b_16 --gpu h100-sxm --passes groups    one ncu run per metric group
   hroofline profile --arch resnet50 --gpu a100 --dry-run              print the ncu command only
+  hroofline profile --arch deeplabv3_resnet50 --input-shape 3,512,512 --gpu cpu --batch-size 1
+  hroofline profile --model mypkg.models:build --gpu cpu               your own model (FACTORY() -> nn.Module)
+  hroofline profile --gpu cpu --script train.py --epochs 1             your own script, marked with
+                                                                       hroofline.profiled_step/phase/annotate
 
-On a GPU, the step's phases are NVTX start/end ranges (domain 'hroofline'), which also cover the kernels
-PyTorch's autograd threads launch; ncu profiles only those ranges, only in the profiled steps.
+On a GPU, the step's phases and its modules are NVTX start/end ranges (domain 'hroofline'), which also
+cover the kernels PyTorch's autograd threads launch; ncu profiles only the phases, only in the profiled
+steps, and every kernel gets the layer (module path) it ran in, in backward too.
 """
 
 
@@ -39,9 +58,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_workload_options(profile, "a catalog GPU (see `hroofline gpus`) or cpu")
+    profile.add_argument(
+        "--script",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS]",
+        help="profile your own training script instead of --arch/--model (last option: what follows goes to the "
+        "script); it marks its steps with hroofline.profiled_step(), phases with hroofline.phase(), layers with "
+        "hroofline.annotate(model)",
+    )
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
-    profile.add_argument("--warmup", type=int, default=2, metavar="N", help="unprofiled steps first (2)")
-    profile.add_argument("--run", help="run name (default: ARCH-PRECISION-GPU)")
+    profile.add_argument(
+        "--warmup", type=int, metavar="N", help="unprofiled steps first (2; with --script: profiled_step entries, 1)"
+    )
+    profile.add_argument("--no-layers", action="store_true", help="no NVTX range per module (GPU)")
+    profile.add_argument("--run", help="run name (default: MODEL-PRECISION-GPU, or SCRIPT-GPU)")
     profile.add_argument("--replace", action="store_true", help="replace the run if it exists (else: refuse)")
     gpu_options = profile.add_argument_group("GPU (ncu) options")
     gpu_options.add_argument("--ncu", metavar="PATH", help="the ncu to use (default: ncu on PATH)")
@@ -86,49 +116,96 @@ GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "out_dir"
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    config = WorkloadConfig(
-        arch=args.arch,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        device="cpu" if args.gpu.lower() == CPU else "cuda",
-    )
-    run = check_run_name(args.run or f"{config.arch}-{config.precision}-{args.gpu.lower()}")
-    if args.warmup < 0:
+    on_cpu = args.gpu.lower() == CPU
+    if args.warmup is not None and args.warmup < 0:
         raise UsageError("--warmup must be 0 or more")
     gpu_only = [f"--{name.replace('_', '-')}" for name in GPU_ONLY_OPTIONS if getattr(args, name) not in (None, False)]
-    if args.gpu.lower() == CPU and gpu_only:
+    if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
-    check_model(config.arch)  # before minutes of measuring or profiling
-    if args.gpu.lower() != CPU:
+    if args.script is not None:
+        return _profile_script(args, on_cpu)
+    config = workload_config(args, "cpu" if on_cpu else "cuda")
+    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}")
+    if not on_cpu:
         resolve_gpu(args.gpu)
-    if not args.dry_run and not args.replace and open_store(args).has_run(run):
-        raise UsageError(f"run {run!r} exists already", "pass --replace to profile it anew, or --run NAME")
-    if args.gpu.lower() == CPU:
-        _profile_cpu(args, config, run)
+    _refuse_existing(args, run)
+    check_model(config.model)  # before minutes of measuring or profiling
+    warmup = 2 if args.warmup is None else args.warmup
+    if on_cpu:
+        from hroofline.collect.cpu_backend import profile_cpu
+
+        ceilings = _cpu_ceilings(args)
+        _store_cpu(args, run, profile_cpu(config, warmup, args.steps, say), config.precision, ceilings)
     else:
-        _profile_gpu(args, config, run)
+        from hroofline.collect.ncu_command import workload_command
+
+        settings = _ncu_settings(args, warmup)
+        _profile_gpu(args, workload_command(config, settings, not args.no_layers), settings, run, config.arch)
     return 0
 
 
-def _profile_cpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> None:
-    from hroofline.collect.cpu_backend import profile_cpu
+def _refuse_existing(args: argparse.Namespace, run: str) -> None:
+    if not args.dry_run and not args.replace and open_store(args).has_run(run):
+        raise UsageError(f"run {run!r} exists already", "pass --replace to profile it anew, or --run NAME")
+
+
+def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
+    model_options = [o for o in ("arch", "model", "input_shape", "seq_len") if getattr(args, o) is not None]
+    if model_options:
+        names = ", ".join(f"--{o.replace('_', '-')}" for o in model_options)
+        raise UsageError(f"{names}: not with --script (the script builds its own model)")
+    if not args.script:
+        raise UsageError("--script needs the script to run: --script train.py [ARGS]")
+    script, script_args = Path(args.script[0]), list(args.script[1:])
+    if not script.is_file():
+        raise UsageError(f"--script {script}: no such file")
+    run = check_run_name(args.run or f"{script.stem}-{args.gpu.lower()}")
+    if not on_cpu:
+        resolve_gpu(args.gpu)
+    _refuse_existing(args, run)
+    warmup = 1 if args.warmup is None else args.warmup
+    if on_cpu:
+        from hroofline.collect.cpu_backend import profile_script_cpu
+
+        ceilings = _cpu_ceilings(args)
+        _store_cpu(args, run, profile_script_cpu(script, script_args, warmup, args.steps, say), None, ceilings)
+    else:
+        from hroofline.collect.ncu_command import script_command
+
+        settings = _ncu_settings(args, warmup)
+        command = script_command(script, script_args, settings, not args.no_layers)
+        _profile_gpu(args, command, settings, run, str(script))
+    return 0
+
+
+def _cpu_ceilings(args: argparse.Namespace) -> Ceilings:
     from hroofline.collect.measure import measure
 
-    store = open_store(args)
     if args.ceilings:
-        ceilings = load_ceilings_file(Path(args.ceilings))
-    else:
-        say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
-        ceilings = measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
-    source = profile_cpu(config, args.warmup, args.steps, say)
-    result = store.replace_run(run, [source], RunDefaults(CPU, config.precision, ceilings.to_json()))
+        return load_ceilings_file(Path(args.ceilings))
+    say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
+    return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
+
+
+def _store_cpu(
+    args: argparse.Namespace, run: str, source: ImportedSource, precision: str | None, ceilings: Ceilings
+) -> None:
+    store = open_store(args)
+    result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
     _report_phases(result.run, store.root)
 
 
-def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> None:
+def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
+    from hroofline.collect.ncu_command import NcuSettings
+
+    return NcuSettings(
+        args.clock_control or "base", args.cache_control or "all", args.passes or "one", warmup, args.steps
+    )
+
+
+def _profile_gpu(args: argparse.Namespace, workload: list[str], settings: NcuSettings, run: str, what: str) -> None:
     from hroofline.collect.ncu_backend import profile_with_ncu
-    from hroofline.collect.ncu_command import NcuSettings, ncu_passes, workload_command
+    from hroofline.collect.ncu_command import ncu_passes
     from hroofline.collect.preflight import find_ncu, preflight
 
     gpu = resolve_gpu(args.gpu)
@@ -136,18 +213,14 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     arch = metric_set.arch_of(gpu.cc)
     if arch is None or arch not in metric_set.collect:
         raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
-    settings = NcuSettings(
-        args.clock_control or "base", args.cache_control or "all", args.passes or "one", args.warmup, args.steps
-    )
     out_dir = Path(args.out_dir or Path("hroofline-profiles") / run)
-    workload = workload_command(config, settings)
     if args.dry_run:
         ncu = find_ncu(args.ncu) or args.ncu or "ncu"
         for ncu_pass in ncu_passes(ncu, metric_set, arch, workload, settings, out_dir):
             write_out(" ".join(_quoted(part) for part in ncu_pass.command) + "\n")
         return
     tool = preflight(args.ncu, arch, gpu.name)
-    say(f"profiling {config.arch} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
+    say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
     for note in source.info.notes:
@@ -155,7 +228,8 @@ def _profile_gpu(args: argparse.Namespace, config: WorkloadConfig, run: str) -> 
     for warning in source.info.warnings:
         say(f"hroofline: warning: {warning}")
     store = open_store(args)
-    result = store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
+    precision = None if args.script is not None else canonical_precision(args.precision)
+    result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
     _report_phases(result.run, store.root)
 
 

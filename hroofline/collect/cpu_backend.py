@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import runpy
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
+from hroofline.collect.module_tracking import LayerTracker
+from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
+from hroofline.errors import ProfilingError
 from hroofline.importers import ImportedSource
 from hroofline.model import SourceInfo
 
@@ -21,15 +27,23 @@ FORMULAS = {
 }
 
 
+LOWER_BOUND_NOTE = "bytes_l1 holds the fewest bytes each op must move (a lower bound); L2 and DRAM are not measured"
+LAYER_NOTE = (
+    "layers from PyTorch's module tracking (torch.utils.module_tracker): backward ops belong to the module whose "
+    "forward created them"
+)
+
+
 def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Callable[[str], None]) -> ImportedSource:
-    recorder = OpRecorder()
-    step = TrainingStep(config, PhaseMarks([recorder.listen]))
+    tracker = LayerTracker()
+    recorder = OpRecorder(tracker)
+    step = TrainingStep(config, PhaseMarks([recorder.listen, tracker.phase_changed]), tracker)
     progress(f"{config.arch}: {warmup} warm-up step(s)")
     for _ in range(warmup):
         step.run()
     progress(f"{config.arch}: {steps} profiled step(s)")
     scale = step.loss_scale()
-    with recorder:
+    with tracker, recorder:
         for _ in range(steps):
             step.run()
     warn_if_skipped(step, scale)
@@ -49,6 +63,56 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
             "profiled_steps": str(steps),
             "profiled_at": stamp,
         },
-        notes=["bytes_l1 holds the fewest bytes each op must move (a lower bound); L2 and DRAM are not measured"],
+        notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
+    )
+    return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())
+
+
+def profile_script_cpu(
+    script: Path, argv: list[str], warmup: int, steps: int, progress: Callable[[str], None]
+) -> ImportedSource:
+    """Runs the user's script in this process, recording the ops of the steps it marks with
+    ``hroofline.profiled_step()`` (after ``warmup`` of them), with the phases and layers it marks."""
+    session = Session("cpu", layers=True, warmup=warmup, steps=steps)
+    recorder = OpRecorder(session.tracker)
+    session.recorder = recorder
+    session.phase_listeners.insert(0, recorder.listen)
+    progress(f"running {script} {' '.join(argv)}".rstrip())
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.resolve().parent))
+    try:
+        with collecting(session):
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as error:
+        if error.code not in (0, None):
+            raise ProfilingError(f"{script} exited with status {error.code}") from None
+    except Exception as error:
+        raise ProfilingError(f"{script} failed: {type(error).__name__}: {error}") from None
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    if session.collected < steps:
+        raise ProfilingError(
+            f"{script} ran {session.steps} step(s) in hroofline.profiled_step(): {warmup} warm-up and {steps} "
+            "profiled wanted",
+            "wrap each training step in `with hroofline.profiled_step():`, or lower --warmup / --steps",
+        )
+    launches = records_to_launches(recorder.records)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    info = SourceInfo(
+        path=f"cpu:{script}",
+        kind="cpu",
+        sha256=hashlib.sha256(f"{script} {argv} {stamp} {time.time_ns()}".encode()).hexdigest(),
+        launches=len(launches),
+        formulas_used=dict(FORMULAS),
+        time_methods={TIME_METHOD: len(launches)},
+        settings={
+            "script": str(script),
+            "arguments": " ".join(argv),
+            "warmup_steps": str(warmup),
+            "profiled_steps": str(steps),
+            "profiled_at": stamp,
+        },
+        notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
     )
     return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())

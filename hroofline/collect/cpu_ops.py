@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
+from hroofline.collect.module_tracking import LayerTracker
 from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, metrics_dir
 
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
@@ -54,6 +55,8 @@ def element_costs() -> ElementCosts:
 class OpRecord:
     op: str
     phase: str
+    layer: str | None
+    shapes: str
     seconds: float
     flops: float
     flop_column: str | None
@@ -192,13 +195,20 @@ def _flop_column(args: tuple[Any, ...], out: Any) -> str | None:
     return None
 
 
-class OpRecorder(TorchDispatchMode):
-    """Records every op run while active; ``listen`` follows the phases of a step."""
+def input_shapes(args: tuple[Any, ...]) -> str:
+    """The shapes of an op's tensor arguments: '2x64x56x56, 64x64x3x3' (a scalar tensor is '()')."""
+    return ", ".join("x".join(map(str, t.shape)) or "()" for t in _tensors(args))
 
-    def __init__(self) -> None:
+
+class OpRecorder(TorchDispatchMode):
+    """Records every op run while active; ``listen`` follows the phases of a step, ``tracker`` (PyTorch's
+    module tracking) the layer each op runs in."""
+
+    def __init__(self, tracker: LayerTracker | None = None) -> None:
         super().__init__()
         self.records: list[OpRecord] = []
         self.phase = NO_PHASE
+        self.tracker = tracker
 
     def listen(self, phase: str, entering: bool) -> None:
         self.phase = phase if entering else NO_PHASE
@@ -214,6 +224,8 @@ class OpRecorder(TorchDispatchMode):
             OpRecord(
                 op=str(func.overloadpacket).replace(".", "::", 1),
                 phase=self.phase,
+                layer=self.tracker.layer() if self.tracker is not None else None,
+                shapes=input_shapes(args),
                 seconds=seconds,
                 flops=op_flops(func, args, kwargs, out),
                 flop_column=_flop_column(args, out),
@@ -235,6 +247,8 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
             "kernel": [r.op for r in records],
             "phase": [r.phase for r in records],
             "nvtx": [r.phase for r in records],
+            "layer": [r.layer for r in records],
+            "shapes": [r.shapes for r in records],
             "device": "cpu",
             "launches": 1,
             "time_s": [r.seconds for r in records],

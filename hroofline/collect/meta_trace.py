@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 import pandas as pd
 
 from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
+from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
 
 PHASE_CHOICES = ("forward", "train")
@@ -22,14 +23,15 @@ def trace_step(config: WorkloadConfig, phases: str = "train") -> pd.DataFrame:
     optimizer state such as momentum exists), with FLOPs per precision and fewest bytes (``bytes_hbm``)."""
     import torch
 
-    recorder = OpRecorder()
-    step = TrainingStep(replace(config, device="meta"), PhaseMarks([recorder.listen]))
+    tracker = LayerTracker()
+    recorder = OpRecorder(tracker)
+    step = TrainingStep(replace(config, device="meta"), PhaseMarks([recorder.listen, tracker.phase_changed]), tracker)
     if phases == "forward":
-        with recorder, torch.no_grad():
+        with tracker, recorder, torch.no_grad():
             step.forward()
     else:
         step.run()
-        with recorder:
+        with tracker, recorder:
             step.run()
     launches = records_to_launches(recorder.records)
     launches = launches.rename(columns={"bytes_l1": "bytes_hbm"})

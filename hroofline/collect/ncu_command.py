@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hroofline.collect.session import COLLECT_ENV, LAYERS_ENV, STEPS_ENV, WARMUP_ENV
 from hroofline.collect.workload import NVTX_DOMAIN, STEP_PHASES, WorkloadConfig
 from hroofline.metricset import MetricSet
 
@@ -53,13 +54,17 @@ class NcuSettings:
         }
 
 
-def workload_command(config: WorkloadConfig, settings: NcuSettings) -> list[str]:
+def workload_command(config: WorkloadConfig, settings: NcuSettings, layers: bool = True) -> list[str]:
+    shape = ["--input-shape", ",".join(map(str, config.input_shape))] if config.input_shape else []
+    tokens = ["--seq-len", str(config.seq_len)] if config.seq_len else []
     return [
         sys.executable,
         "-m",
         "hroofline.collect.workload",
         "--arch",
         config.arch,
+        *shape,
+        *tokens,
         "--batch-size",
         str(config.batch_size),
         "--precision",
@@ -72,7 +77,20 @@ def workload_command(config: WorkloadConfig, settings: NcuSettings) -> list[str]
         str(settings.steps),
         "--device",
         "cuda",
+        *([] if layers else ["--no-layers"]),
     ]
+
+
+def script_command(script: Path, arguments: list[str], settings: NcuSettings, layers: bool = True) -> list[str]:
+    """The user's script, told through its environment to mark phases, modules and the profiled steps
+    (:mod:`hroofline.collect.session`)."""
+    environment = {
+        COLLECT_ENV: "ncu",
+        LAYERS_ENV: "1" if layers else "0",
+        WARMUP_ENV: str(settings.warmup),
+        STEPS_ENV: str(settings.steps),
+    }
+    return ["env", *(f"{k}={v}" for k, v in environment.items()), sys.executable, str(script), *arguments]
 
 
 def nvtx_filter() -> list[str]:

@@ -18,9 +18,13 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hroofline.collect.models import ModelSpec, build_model, check_model, parse_input_shape, parse_model
 from hroofline.errors import UsageError
+
+if TYPE_CHECKING:
+    from hroofline.collect.module_tracking import LayerTracker
 
 NVTX_DOMAIN = "hroofline"
 STEP_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
@@ -40,7 +44,6 @@ OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 # O2 scales the loss by a constant: Apex scales dynamically, which only matters over many steps.
 O2_LOSS_SCALE = 1024.0
 AMP_INIT_SCALE = 1024.0
-LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
 
 
 def canonical_precision(name: str) -> str:
@@ -57,25 +60,24 @@ def tf32_switches(precision: str) -> tuple[bool, bool]:
     return precision == "tf32", precision != "fp32-strict"
 
 
-def known_models() -> list[str]:
-    import torchvision
-
-    return sorted(torchvision.models.list_models(module=torchvision.models))
-
-
-def check_model(arch: str) -> None:
-    if arch not in known_models():
-        raise UsageError(f"unknown model {arch!r}", "any torchvision classifier, e.g. resnet18, vgg16, vit_b_16")
-
-
 @dataclass(frozen=True)
 class WorkloadConfig:
+    """``arch`` is a model spec (:mod:`hroofline.collect.models`): a torchvision name, ``hf:NAME``,
+    ``PKG.MODULE:FACTORY`` or ``FILE.py:FACTORY``; ``input_shape`` one sample's shape (C,H,W);
+    ``seq_len`` the tokens per sample of a model that takes token ids."""
+
     arch: str
     batch_size: int = 32
     precision: str = "fp32"
     optimizer: str = "sgd"
     device: str = "cpu"
     seed: int = 0
+    input_shape: tuple[int, ...] | None = None
+    seq_len: int | None = None
+
+    @property
+    def model(self) -> ModelSpec:
+        return parse_model(self.arch)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", canonical_precision(self.precision))
@@ -83,6 +85,10 @@ class WorkloadConfig:
             raise UsageError(f"unknown optimizer {self.optimizer!r}", "use sgd (with momentum) or adam")
         if self.batch_size < 1:
             raise UsageError("the batch size must be 1 or more")
+        if self.seq_len is not None and self.seq_len < 1:
+            raise UsageError("the sequence length must be 1 or more")
+        if self.seq_len is not None and self.input_shape is not None:
+            raise UsageError("give --input-shape (images) or --seq-len (token ids), not both")
 
 
 Listener = Callable[[str, bool], None]  # (phase, entering)
@@ -121,30 +127,53 @@ class NvtxListener:
             self._nvtx.end_range(self._open.pop(phase))
 
 
+class NvtxLayerRanges:
+    """A process-wide NVTX start/end range named after the innermost open module (its layer path), in the
+    ``hroofline`` domain: ncu records it per kernel, in backward too (start/end ranges are not per thread).
+    One range at a time, so a kernel's layer never depends on the order ncu lists open ranges in."""
+
+    def __init__(self) -> None:
+        import nvtx
+
+        self._nvtx = nvtx
+        self._open: tuple[str, Any] | None = None
+
+    def __call__(self, layer: str | None) -> None:
+        if self._open is not None and self._open[0] == layer:
+            return
+        if self._open is not None:
+            self._nvtx.end_range(self._open[1])
+            self._open = None
+        if layer is not None:
+            self._open = (layer, self._nvtx.start_range(message=layer, domain=NVTX_DOMAIN))
+
+
 class TrainingStep:
     """Model, batch, loss and optimizer for one precision mode; ``run()`` does one marked step."""
 
-    def __init__(self, config: WorkloadConfig, marks: PhaseMarks | None = None) -> None:
+    def __init__(
+        self, config: WorkloadConfig, marks: PhaseMarks | None = None, tracker: LayerTracker | None = None
+    ) -> None:
         import torch
-        import torchvision
 
         self.config = config
         self.marks = marks or PhaseMarks()
         self.torch = torch
-        check_model(config.arch)
+        spec = config.model
+        check_model(spec)
         device = torch.device(config.device)
         torch.manual_seed(config.seed)
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32_switches(config.precision)
-        extra = {"aux_logits": False, "init_weights": False} if config.arch in ("inception_v3", "googlenet") else {}
         with device:  # built where it runs: on the meta device a model of any size costs no memory
-            model = torchvision.models.get_model(config.arch, weights=None, **extra)
+            built = build_model(spec, config.batch_size, config.input_shape, config.seq_len)
+        model = built.module
         model.train()
-        size = LARGE_INPUT_MODELS.get(config.arch, 224)
-        self.images = torch.randn(config.batch_size, 3, size, size, device=device)
-        self.labels = torch.randint(0, 1000, (config.batch_size,), device=device)
-        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.built = built
+        self.images = built.inputs
         self.model = model
+        if tracker is not None:
+            tracker.add_root(model)
         self.master_params: list[Any] = []
         if config.precision == "o2":
             self._to_half(torch.float16)
@@ -169,7 +198,8 @@ class TrainingStep:
         for module in self.model.modules():
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                 module.float()
-        self.images = self.images.to(dtype)
+        if self.built.floating_input:
+            self.images = self.images.to(dtype)
         self.master_params = [p.detach().float().requires_grad_(True) for p in self.model.parameters()]
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -181,9 +211,7 @@ class TrainingStep:
     def forward(self) -> Any:
         """The forward phase alone: model and loss; returns the loss."""
         with self.marks.phase("forward"), self._autocast():
-            output = self.model(self.images)
-            logits = getattr(output, "logits", output)
-            return self.loss_fn(logits.float(), self.labels)
+            return self.built.loss(self.model, self.images)
 
     def run(self) -> None:
         """One training step; every op of it runs inside a phase."""
@@ -237,8 +265,11 @@ class TrainingStep:
             self.torch.cuda.synchronize()
 
 
-def run_profiled_steps(step: TrainingStep, warmup: int, steps: int, cuda_profiler: bool) -> None:
-    """Warm-up steps unmarked and unprofiled, then the profiled steps between profiler start and stop."""
+def run_profiled_steps(
+    step: TrainingStep, warmup: int, steps: int, cuda_profiler: bool, tracker: LayerTracker | None = None
+) -> None:
+    """Warm-up steps unmarked and unprofiled, then the profiled steps between profiler start and stop
+    (with ``tracker``, inside its module tracking)."""
     listeners = step.marks.listeners
     step.marks.listeners = []
     for _ in range(warmup):
@@ -250,9 +281,10 @@ def run_profiled_steps(step: TrainingStep, warmup: int, steps: int, cuda_profile
     if profiler is not None:
         profiler.start()
     try:
-        for _ in range(steps):
-            step.run()
-        step.synchronize()
+        with tracker if tracker is not None else contextlib.nullcontext():
+            for _ in range(steps):
+                step.run()
+            step.synchronize()
     finally:
         if profiler is not None:
             profiler.stop()
@@ -275,7 +307,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="One marked training step of a torchvision model (the command `hroofline profile` runs "
         "under ncu). Phases are NVTX start/end ranges forward, backward, optimizer in the 'hroofline' domain.",
     )
-    parser.add_argument("--arch", required=True)
+    parser.add_argument(
+        "--arch", required=True, help="torchvision name, hf:NAME, PKG.MODULE:FACTORY or FILE.py:FACTORY"
+    )
+    parser.add_argument("--input-shape", help="one sample's shape, C,H,W")
+    parser.add_argument("--seq-len", type=int, help="tokens per sample (models taking token ids)")
+    parser.add_argument("--no-layers", action="store_true", help="no NVTX range per module")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
@@ -289,20 +326,34 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        config = WorkloadConfig(args.arch, args.batch_size, args.precision, args.optimizer, args.device)
+        config = WorkloadConfig(
+            args.arch,
+            args.batch_size,
+            args.precision,
+            args.optimizer,
+            args.device,
+            input_shape=parse_input_shape(args.input_shape),
+            seq_len=args.seq_len,
+        )
         import torch
+
+        from hroofline.collect.module_tracking import LayerTracker
 
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             print("hroofline workload: error: PyTorch sees no CUDA GPU", file=sys.stderr)
             return 3
-        step = TrainingStep(config, PhaseMarks([NvtxListener()]))
+        tracker = None if args.no_layers else LayerTracker(listeners=[NvtxLayerRanges()])
+        listeners: list[Listener] = [NvtxListener()]
+        if tracker is not None:
+            listeners.append(tracker.phase_changed)
+        step = TrainingStep(config, PhaseMarks(listeners), tracker)
         print(
             f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}, "
             f"{args.warmup} warm-up + {args.steps} profiled step(s)",
             file=sys.stderr,
             flush=True,
         )
-        run_profiled_steps(step, args.warmup, args.steps, cuda_profiler=not args.no_cuda_profiler_range)
+        run_profiled_steps(step, args.warmup, args.steps, not args.no_cuda_profiler_range, tracker)
     except UsageError as error:
         print(f"hroofline workload: error: {error.one_line()}", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ from hroofline.importers.raw import (
     read_file_bytes,
     sha256_of_file,
 )
+from hroofline.layers import layer_from_ranges, phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
 from hroofline.phases import phase_from_ranges
@@ -215,6 +216,7 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
             "kernel": identity["kernel"],
             "phase": [phase_from_ranges(r) or options.phase or "other" for r in identity["nvtx_ranges"]],
             "nvtx": [stack_label(r) or None for r in identity["nvtx_ranges"]],
+            "layer": _layers(identity["nvtx_ranges"]),
             "grid": identity.get("grid"),
             "block": identity.get("block"),
             "device": identity.get("device"),
@@ -236,6 +238,16 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     info.notes += roofs.notes
     info.warnings = warnings
     return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
+
+
+def _layers(stacks: pd.Series) -> list[str | None]:
+    """Each launch's layer: the innermost NVTX range that is no phase (hroofline's module ranges, or any a
+    user set). Where some launches of the source have one, the others get the label of their phase
+    (backward outside modules is autograd's, ...); a source with no such range has no layers."""
+    layers = [layer_from_ranges(ranges) for ranges in stacks]
+    if not any(layers):
+        return layers
+    return [layer or phase_label(phase_from_ranges(r) or "other") for layer, r in zip(layers, stacks, strict=True)]
 
 
 def _tensor_warnings(

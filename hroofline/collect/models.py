@@ -1,0 +1,270 @@
+"""The models a workload can run: torchvision (classification and segmentation), Hugging Face
+``transformers`` configs built offline, and the user's own module from a factory.
+
+A model spec is a string, checked without importing torch where its form allows:
+
+- ``resnet18``, ``deeplabv3_resnet50``: torchvision (``--arch``);
+- ``hf:gpt2``, ``hf:bert-base-uncased``, ``hf:tinyllama-1.1b``: a config built in code, random weights;
+  nothing is downloaded (``transformers`` is an optional extra: ``pip install 'hroofline[hf]'``);
+- ``PKG.MODULE:FACTORY`` or ``FILE.py:FACTORY``: ``FACTORY()`` returns an ``nn.Module``.
+
+Each comes with a synthetic batch of the input shape asked for (images, or token ids for a sequence
+length) and a loss: cross-entropy over random labels for classifiers and per pixel for segmentation,
+the model's own loss for transformers, and for a user module cross-entropy over dimension 1 of its output
+(per position for token models) when its output looks like logits, else the mean square of its output.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hroofline.errors import UsageError
+
+HF_PREFIX = "hf:"
+# Transformer configs built in code (no download): name -> (transformers config class, task, arguments).
+HF_CONFIGS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "gpt2": ("GPT2Config", "causal-lm", {}),
+    "gpt2-medium": ("GPT2Config", "causal-lm", {"n_embd": 1024, "n_layer": 24, "n_head": 16}),
+    "gpt2-large": ("GPT2Config", "causal-lm", {"n_embd": 1280, "n_layer": 36, "n_head": 20}),
+    "bert-base-uncased": ("BertConfig", "masked-lm", {}),
+    "bert-large-uncased": (
+        "BertConfig",
+        "masked-lm",
+        {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096},
+    ),
+    "tinyllama-1.1b": (
+        "LlamaConfig",
+        "causal-lm",
+        {
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 22,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "vocab_size": 32000,
+            "max_position_embeddings": 2048,
+        },
+    ),
+}
+DEFAULT_SEQ_LEN = 512
+LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
+_FACTORY = re.compile(r"^(?P<where>[^:]+):(?P<factory>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to build: ``kind`` torchvision, hf or python; ``name`` as given."""
+
+    kind: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        """A short name for runs: resnet18, gpt2, tiny_cnn."""
+        if self.kind == "hf":
+            return self.name.removeprefix(HF_PREFIX)
+        if self.kind == "python":
+            where, _, factory = self.name.rpartition(":")
+            stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
+            return re.sub(r"[^A-Za-z0-9._+-]", "-", stem) or factory
+        return self.name
+
+    @property
+    def takes_tokens(self) -> bool:
+        return self.kind == "hf"
+
+
+def parse_model(text: str) -> ModelSpec:
+    """A model spec from ``--model`` or ``--arch``, by its form (no import)."""
+    text = text.strip()
+    if text.startswith(HF_PREFIX):
+        name = text.removeprefix(HF_PREFIX)
+        if name not in HF_CONFIGS:
+            raise UsageError(f"unknown transformers config {text!r}", "known: hf:" + ", hf:".join(HF_CONFIGS))
+        return ModelSpec("hf", text)
+    if _FACTORY.match(text):
+        return ModelSpec("python", text)
+    if ":" in text or text.endswith(".py") or "/" in text:
+        raise UsageError(
+            f"cannot read model {text!r}",
+            "use a torchvision name (resnet18), hf:NAME, PKG.MODULE:FACTORY or FILE.py:FACTORY",
+        )
+    return ModelSpec("torchvision", text)
+
+
+def torchvision_kind(name: str) -> str | None:
+    """'classification', 'segmentation', or None for a name torchvision does not have (or another task)."""
+    import torchvision
+
+    if name in torchvision.models.list_models(module=torchvision.models):
+        return "classification"
+    if name in torchvision.models.list_models(module=torchvision.models.segmentation):
+        return "segmentation"
+    return None
+
+
+def check_model(spec: ModelSpec) -> None:
+    """Refuses what cannot be built, before minutes of work: an unknown torchvision name, a missing file,
+    transformers not installed."""
+    if spec.kind == "torchvision" and torchvision_kind(spec.name) is None:
+        raise UsageError(
+            f"unknown model {spec.name!r}",
+            "a torchvision classifier or segmentation model (resnet18, vit_b_16, deeplabv3_resnet50), hf:NAME, "
+            "or your own with --model PKG.MODULE:FACTORY or FILE.py:FACTORY",
+        )
+    if spec.kind == "hf" and importlib.util.find_spec("transformers") is None:
+        raise UsageError(f"{spec.name} needs the transformers package", "pip install 'hroofline[hf]' (or transformers)")
+    if spec.kind == "python":
+        where = spec.name.rpartition(":")[0]
+        if where.endswith(".py") and not Path(where).is_file():
+            raise UsageError(f"--model {spec.name}: no file {where}")
+
+
+def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
+    """'3,512,512' -> (3, 512, 512): one sample's shape, without the batch dimension."""
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"--input-shape {text!r}: give sizes as C,H,W (e.g. 3,224,224)") from None
+    if not shape or any(size < 1 for size in shape):
+        raise UsageError(f"--input-shape {text!r}: give positive sizes as C,H,W (e.g. 3,224,224)")
+    return shape
+
+
+@dataclass
+class BuiltModel:
+    """A model with its batch and loss: ``loss(model)`` runs the forward pass and returns the loss."""
+
+    module: Any
+    inputs: Any  # a tensor: images or token ids
+    loss: Callable[[Any, Any], Any]  # (model, inputs) -> scalar loss
+    floating_input: bool
+
+
+def build_model(
+    spec: ModelSpec, batch_size: int, input_shape: tuple[int, ...] | None, seq_len: int | None
+) -> BuiltModel:
+    """The model (built on the current default device: ``with torch.device(...)``), batch and loss."""
+    import torch
+
+    if spec.kind == "hf":
+        return _build_hf(spec, batch_size, seq_len or DEFAULT_SEQ_LEN)
+    if spec.kind == "torchvision":
+        module = _torchvision_model(spec.name)
+        size = LARGE_INPUT_MODELS.get(spec.name, 224)
+        shape = input_shape or (3, size, size)
+    else:
+        module = _user_model(spec)
+        shape = input_shape or (3, 224, 224)
+    if seq_len is not None:
+        vocabulary = _vocabulary(module)
+        inputs = torch.randint(0, vocabulary, (batch_size, seq_len))
+        return BuiltModel(module, inputs, _logits_loss, floating_input=False)
+    return BuiltModel(module, torch.randn(batch_size, *shape), _logits_loss, floating_input=True)
+
+
+def _torchvision_model(name: str) -> Any:
+    import torchvision
+
+    extra: dict[str, Any] = (
+        {"aux_logits": False, "init_weights": False} if name in ("inception_v3", "googlenet") else {}
+    )
+    if torchvision_kind(name) == "segmentation":
+        extra = {"weights_backbone": None, "aux_loss": False}
+    return torchvision.models.get_model(name, weights=None, **extra)
+
+
+def _user_model(spec: ModelSpec) -> Any:
+    import torch
+
+    where, _, factory_name = spec.name.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where).resolve()
+        module_name = f"hroofline_user_model_{path.stem}"
+        loader = importlib.util.spec_from_file_location(module_name, path)
+        if loader is None or loader.loader is None:
+            raise UsageError(f"--model {spec.name}: cannot load {where}")
+        code = importlib.util.module_from_spec(loader)
+        sys.modules[module_name] = code
+        loader.loader.exec_module(code)
+    else:
+        try:
+            code = importlib.import_module(where)
+        except ImportError as error:
+            raise UsageError(f"--model {spec.name}: cannot import {where} ({error})") from None
+    factory = getattr(code, factory_name, None)
+    if not callable(factory):
+        raise UsageError(f"--model {spec.name}: {where} has no function {factory_name}")
+    module = factory()
+    if not isinstance(module, torch.nn.Module):
+        raise UsageError(f"--model {spec.name}: {factory_name}() returned {type(module).__name__}, not an nn.Module")
+    return module
+
+
+def _vocabulary(module: Any) -> int:
+    import torch
+
+    embeddings = [m for m in module.modules() if isinstance(m, torch.nn.Embedding)]
+    if not embeddings:
+        raise UsageError("--seq-len is for models that take token ids: this model has no nn.Embedding")
+    return int(embeddings[0].num_embeddings)
+
+
+def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int) -> BuiltModel:
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # no chatter about configs on the user's terminal
+    class_name, task, arguments = HF_CONFIGS[spec.name.removeprefix(HF_PREFIX)]
+    config = getattr(transformers, class_name)(**arguments)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if positions is not None and seq_len > positions:
+        raise UsageError(f"--seq-len {seq_len}: {spec.name} takes at most {positions} tokens")
+    auto = transformers.AutoModelForCausalLM if task == "causal-lm" else transformers.AutoModelForMaskedLM
+    module = auto.from_config(config, attn_implementation="sdpa")
+    inputs = torch.randint(0, config.vocab_size, (batch_size, seq_len))
+
+    def loss(model: Any, tokens: Any) -> Any:
+        return model(input_ids=tokens, labels=tokens).loss
+
+    return BuiltModel(module, inputs, loss, floating_input=False)
+
+
+_labels: dict[tuple[Any, ...], Any] = {}
+_criterion: list[Any] = []  # one nn.CrossEntropyLoss: a module, so that layers label its work <loss>
+
+
+def _logits_loss(model: Any, inputs: Any) -> Any:
+    """Cross-entropy over random labels where the output looks like logits (dimension 1 for images,
+    the last for token sequences), else the mean square of the output."""
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    output = model(inputs)
+    if isinstance(output, dict):
+        output = output["out"] if "out" in output else next(iter(output.values()))
+    output = getattr(output, "logits", output)
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.dim() < 2:
+        return output.float().square().mean() if isinstance(output, torch.Tensor) else output
+    logits = output.float()
+    if not inputs.is_floating_point():  # token ids in, (batch, sequence, vocabulary) out
+        logits = logits.flatten(0, -2)
+        classes, target_shape = logits.shape[-1], logits.shape[:1]
+    else:
+        classes, target_shape = logits.shape[1], (logits.shape[0], *logits.shape[2:])
+    key = (tuple(target_shape), classes, logits.device)
+    if key not in _labels:
+        with _disable_current_modes():  # the labels are data, not work of the step
+            _labels[key] = torch.randint(0, classes, target_shape, device=logits.device)
+    if not _criterion:
+        _criterion.append(torch.nn.CrossEntropyLoss())
+    return _criterion[0](logits, _labels[key])

@@ -1,0 +1,79 @@
+"""Layers: the ``nn.Module`` path every op and kernel belongs to, and the labels of what belongs to none.
+
+A layer is the module's path in the model (``layer4.1.conv2``, as in ``named_modules()``); backward work
+belongs to the module whose forward created it. What runs in no module of the model gets an explicit label
+(:data:`NON_MODULE_LABELS`). Where layers come from: :mod:`hroofline.collect.module_tracking` (CPU recorder,
+predictor, NVTX module ranges for ncu) and the NVTX ranges of any imported report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+
+from hroofline.phases import canonical_phase
+
+MODEL = "<model>"  # the model's own code, outside its submodules
+LOSS = "<loss>"  # the loss (an nn loss module, or what the forward phase runs after the model)
+AUTOGRAD = "<autograd>"  # backward outside any module, after the loss's: gradient accumulation
+OPTIMIZER = "<optimizer>"  # zero_grad, the optimizer step, the gradient scaler
+OUTSIDE = "<outside>"  # ops outside the model and outside the step's phases
+NON_MODULE_LABELS: tuple[str, ...] = (MODEL, LOSS, AUTOGRAD, OPTIMIZER, OUTSIDE)
+
+
+def is_label(name: str) -> bool:
+    return name in NON_MODULE_LABELS
+
+
+def layer_name(tracked: str) -> str:
+    """ModuleTracker's name -> layer: '<model>.layer4.1.conv2' -> 'layer4.1.conv2', '<loss>.x' -> '<loss>'."""
+    if tracked.startswith(MODEL + "."):
+        return tracked[len(MODEL) + 1 :]
+    if tracked.startswith(LOSS):
+        return LOSS
+    return tracked
+
+
+def label_outside_modules(phase: str, model_done: bool, module_seen: bool) -> str:
+    """The label of an op that runs in no module, by the phase it runs in: ``model_done`` (forward) says the
+    model has returned, ``module_seen`` (backward) that backward has reached a module. The loss's backward
+    runs before any module's (a loss module is never entered in backward: its output is the seed)."""
+    if phase == "backward":
+        return AUTOGRAD if module_seen else LOSS
+    if phase == "optimizer":
+        return OPTIMIZER
+    if phase == "forward" and model_done:
+        return LOSS
+    return OUTSIDE
+
+
+def innermost_of(ranges: Sequence[str]) -> str | None:
+    """The innermost of a kernel's open ranges: the last, unless they are module paths of one chain
+    (start/end ranges come in no guaranteed order), then the deepest."""
+    if not ranges:
+        return None
+    deepest = max(ranges, key=lambda r: r.count("."))
+    if all(deepest == r or deepest.startswith(r + ".") or is_label(r) for r in ranges):
+        return deepest
+    return ranges[-1]
+
+
+def matches(layer: str | None, pattern: str) -> bool:
+    """A layer against a glob: 'layer4*' matches layer4 and all below it; a plain name matches the layer and
+    the layers below it ('layer4.1' matches 'layer4.1.conv2')."""
+    if layer is None:
+        return False
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(layer, pattern)
+    return layer == pattern or layer.startswith(pattern + ".")
+
+
+def layer_from_ranges(ranges: Sequence[str]) -> str | None:
+    """The layer an NVTX range stack names: its innermost range that is no phase (module ranges of
+    hroofline's workload, or any range a user set, at any depth)."""
+    return innermost_of([r for r in ranges if canonical_phase(r) is None])
+
+
+def phase_label(phase: str) -> str:
+    """The label of a kernel in no module range, in a source that has module ranges elsewhere."""
+    return {"backward": AUTOGRAD, "optimizer": OPTIMIZER}.get(phase, OUTSIDE)
