@@ -69,9 +69,12 @@ def matches(layer: str | None, pattern: str) -> bool:
 
 
 def layer_from_ranges(ranges: Sequence[str]) -> str | None:
-    """The layer an NVTX range stack names: its innermost range that is no phase (module ranges of
-    hroofline's workload, or any range a user set, at any depth)."""
-    return innermost_of([r for r in ranges if canonical_phase(r) is None])
+    """The layer an NVTX range stack (outermost first) names: its innermost range below the phase that is no
+    phase (module ranges of hroofline's workload, or any range a user set, at any depth). Ranges around the
+    phase (a 'train_step' range) are no layer."""
+    phases = [index for index, name in enumerate(ranges) if canonical_phase(name) is not None]
+    below = ranges[phases[0] + 1 :] if phases else ranges
+    return innermost_of([r for r in below if canonical_phase(r) is None])
 
 
 def phase_label(phase: str) -> str:

@@ -120,12 +120,66 @@ class RunMeta:
 
 @dataclass
 class Run:
+    """A run: metadata and one row per launch. The methods are the analyses of the CLI, as DataFrames
+    and Altair charts (they import what they need when called)."""
+
     meta: RunMeta
     launches: pd.DataFrame
 
     @property
     def name(self) -> str:
         return self.meta.name
+
+    def summary(self) -> pd.DataFrame:
+        """Per phase and in total: time (s), FLOPs, tensor FLOPs, bytes per level, launches."""
+        from hroofline.analyze.kernels import phase_summary
+
+        return pd.DataFrame(phase_summary(self)).T.rename_axis("phase")
+
+    def kernels(
+        self,
+        group_by: str = "name",
+        phase: str | None = None,
+        layer: str | None = None,
+        sort: str = "time_s",
+    ) -> pd.DataFrame:
+        """The kernel table: per ``launch``, kernel ``name`` or ``layer`` (within each phase), optionally of one
+        phase and of the layers matching ``layer`` (a module path and below it, or a glob)."""
+        from hroofline.analyze.kernels import KernelQuery, kernel_table
+        from hroofline.phases import parse_phase_option
+
+        chosen = parse_phase_option(phase) if phase else None
+        return kernel_table(self, KernelQuery(group_by=group_by, phase=chosen, sort=sort, layer=layer))
+
+    def top(
+        self, n: int = 10, by: str = "name", phase: str | None = None, sort: str = "time_s", ceilings: str | None = None
+    ) -> pd.DataFrame:
+        """Kernel names (or layers: ``by="layer"``) ranked by ``sort``, with binding roof, % of roof, time at
+        roof and recoverable time, against the run's roofs (or ``ceilings``)."""
+        from hroofline.analyze.kernels import KernelQuery
+        from hroofline.analyze.roofs import top_kernels
+        from hroofline.ceilings import run_roofs
+        from hroofline.phases import parse_phase_option
+
+        chosen = parse_phase_option(phase) if phase else None
+        query = KernelQuery(group_by=by, phase=chosen, top=n, sort=sort)
+        return top_kernels(self, run_roofs(self, ceilings), query)
+
+    def chart(self, by: str = "name", phase: str | None = None, ceilings: str | None = None) -> Any:
+        """The hierarchical roofline as an Altair chart (displayed inline in Jupyter; ``.save("x.html")``)."""
+        from hroofline.analyze.kernels import KernelQuery
+        from hroofline.analyze.roofs import roofline_points
+        from hroofline.ceilings import run_roofs
+        from hroofline.metricset import LEVELS
+        from hroofline.phases import parse_phase_option
+        from hroofline.render.roofline_chart import ChartOptions, roofline_chart
+
+        chosen = parse_phase_option(phase) if phase else None
+        roofs = run_roofs(self, ceilings)
+        levels = tuple(lv for lv in LEVELS if roofs.per_launch[lv].notna().any()) or LEVELS
+        points = roofline_points(self, roofs, KernelQuery(group_by=by, phase=chosen), levels)
+        title = self.name + (f" · {chosen}" if chosen else "")
+        return roofline_chart(points, roofs, ChartOptions(title=title, levels=levels))
 
 
 def empty_launches() -> pd.DataFrame:

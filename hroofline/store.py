@@ -112,6 +112,33 @@ class RunStore:
             )
         return data
 
+    def remove_run(self, name: str) -> None:
+        """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
+        self._read_meta_json(name)  # an unknown name is an error, with the names there are
+        run_dir = self.runs_dir / name
+        with _locked(run_dir / ".lock"):
+            trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
+            os.replace(run_dir, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def rename_run(self, name: str, new_name: str) -> None:
+        """Renames a run in one directory rename; its metadata then gets the new name (atomically)."""
+        check_run_name(new_name)
+        self._read_meta_json(name)
+        if (self.runs_dir / new_name).exists():
+            raise UsageError(f"run {new_name!r} exists already", "remove it first: hroofline rm " + new_name)
+        run_dir = self.runs_dir / name
+        with _locked(run_dir / ".lock"):
+            os.rename(run_dir, self.runs_dir / new_name)
+        target = self.runs_dir / new_name
+        with _locked(target / ".lock"):
+            data = json.loads((target / "meta.json").read_text())
+            data["name"] = new_name
+            temporary = target / ".meta.json.tmp"
+            temporary.write_text(json.dumps(data, indent=2, sort_keys=True))
+            _fsync(temporary)
+            os.replace(temporary, target / "meta.json")
+
     def add_sources(
         self,
         name: str,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.analyze.kernels import KERNEL_COLUMNS
+from hroofline.analyze.kernels import KERNEL_COLUMNS, LAUNCH_CONTEXT
 from tests.conftest import run_program
 
 SOURCE = "a100_sam_decoder_fp32_nersc_metrics_profpreamble.csv"
@@ -23,7 +23,7 @@ def sam(cli, ncu_dir: Path):
 
 def test_kernels_per_launch(sam) -> None:
     table = pd.read_csv(io.StringIO(sam("kernels", "sam", "--format", "csv").out))
-    assert list(table.columns) == [*KERNEL_COLUMNS, "source", "launch_id"]
+    assert list(table.columns) == [*KERNEL_COLUMNS, *LAUNCH_CONTEXT]
     assert len(table) == 72 and (table["count"] == 1).all()
     assert table["time_s"].is_monotonic_decreasing
     assert (table["phase"] == "forward").all()

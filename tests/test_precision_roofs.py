@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from hroofline.metricset import gpu_from_display_name, metrics_dir
+from hroofline.model import SCHEMA_VERSION
 from tests import reference
 from tests.conftest import REPO
 
@@ -407,7 +408,7 @@ def test_schema_1_runs_keep_their_tensor_flops(tmp_path: Path) -> None:
     (run_dir / "meta.json").write_text(json.dumps(meta))
     run = RunStore(tmp_path).load("old")
     assert run.launches["flops_tensor_fp16"].tolist() == [5e10] and run.launches["flops_tensor"].tolist() == [5e10]
-    assert run.meta.schema_version == 2
+    assert run.meta.schema_version == SCHEMA_VERSION
 
 
 def test_pipes_are_data(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hroofline import store as store_module
+from hroofline.model import SCHEMA_VERSION
 from hroofline.store import RunStore, store_path
 from tests.conftest import tree_digest
 
@@ -55,7 +56,7 @@ def test_metadata_records_sources_and_formulas(cli, ncu_dir: Path, deepcam_dir: 
     assert source.formulas_used["flops_tensor_fp16"].startswith("512 x tensor-pipe instructions")
     assert "2 * sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in source.formulas_used["flops_fp32"]
     assert source.time_methods == {"sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second": 633}
-    assert meta.schema_version == 2 and meta.metric_set == "hierarchical"
+    assert meta.schema_version == SCHEMA_VERSION and meta.metric_set == "hierarchical"
 
 
 def test_unused_metrics_are_kept_in_metadata(cli, ncu_dir: Path) -> None:

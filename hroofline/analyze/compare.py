@@ -1,9 +1,11 @@
 """Two runs side by side: per phase (time, FLOPs, tensor share, bytes, speedup, ratios) and per kernel
 family (largest gains and regressions).
 
-Kernels are matched by family (:mod:`hroofline.analyze.families`) within a phase; when both runs carry
-NVTX ranges below the phase (an op or layer context), the context is part of the match, so the same
-layer is compared with itself. Ratios are candidate / base; speedup is base time / candidate time.
+When both runs have layers (module paths), they are matched layer to layer within a phase: exact, whatever
+kernels each layer ran. Otherwise kernels are matched by family (:mod:`hroofline.analyze.families`) within
+a phase; when both runs carry NVTX ranges below the phase (an op or layer context), the context is part of
+the match, so the same layer is compared with itself. Ratios are candidate / base; speedup is base time /
+candidate time.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from hroofline.analyze.families import kernel_family
-from hroofline.analyze.kernels import phase_summary
+from hroofline.analyze.kernels import NO_LAYER, phase_summary
 from hroofline.errors import HrooflineError
+from hroofline.layers import NON_MODULE_LABELS
 from hroofline.metricset import BYTE_QUANTITIES, COMPUTE_ROOF_OF
 from hroofline.model import Run
 from hroofline.phases import canonical_phase
@@ -42,7 +45,7 @@ class Comparison:
     candidate: str
     phases: dict[str, dict[str, float | None]]
     families: pd.DataFrame  # FAMILY_COLUMNS, largest saving first
-    matched_on: str  # "family" or "nvtx context and family"
+    matched_on: str  # "family", "nvtx context and family" or "layer"
     only_in_base: list[str]  # phases the candidate lacks: left out of every figure
     only_in_candidate: list[str]
     notes: list[str] = field(default_factory=list)
@@ -109,11 +112,35 @@ WORK_COLUMNS = list(COMPUTE_ROOF_OF)  # FLOPs per precision and integer tensor o
 BYTE_COLUMNS = list(BYTE_QUANTITIES)
 
 
-def family_sums(run: Run, with_context: bool) -> pd.DataFrame:
-    """Per phase and kernel family (with its NVTX context if asked): time, FLOPs, bytes, kernels."""
+MATCH_FAMILY, MATCH_CONTEXT, MATCH_LAYER = "family", "nvtx context and family", "layer"
+
+
+def _mostly_on_modules(run: Run) -> bool:
+    """Whether most of the run's time (or launches, untimed) is on module paths, not on labels or nothing."""
+    layers = run.launches["layer"].astype("string")
+    on_modules = (layers.notna() & ~layers.isin(NON_MODULE_LABELS)).fillna(False).astype(bool)
+    weights = run.launches["time_s"] if run.launches["time_s"].notna().any() else run.launches["launches"]
+    total = float(weights.fillna(0).sum())
+    return total > 0 and float(weights[on_modules].fillna(0).sum()) > 0.5 * total
+
+
+def match_key(base: Run, candidate: Run) -> str:
+    """How two runs' kernels are matched: layer to layer when most of both runs' time is on layers (exact:
+    the same module in both, whatever kernels it ran), else by kernel family, within the NVTX context when both have one."""
+    if _mostly_on_modules(base) and _mostly_on_modules(candidate):
+        return MATCH_LAYER
+    return MATCH_CONTEXT if _has_context(base) and _has_context(candidate) else MATCH_FAMILY
+
+
+def family_sums(run: Run, match: str) -> pd.DataFrame:
+    """Per phase and match key (kernel family, NVTX context and family, or layer): time, FLOPs, bytes,
+    kernels. The key is in the ``family`` column."""
     launches = run.launches
-    family = launches["kernel"].astype(str).map(kernel_family)
-    if with_context:
+    if match == MATCH_LAYER:
+        family = launches["layer"].astype("string").fillna(NO_LAYER).astype(str)
+    else:
+        family = launches["kernel"].astype(str).map(kernel_family)
+    if match == MATCH_CONTEXT:
         family = _context(launches["nvtx"]) + " · " + family
     columns = ["time_s", *WORK_COLUMNS, *BYTE_COLUMNS, "launches"]
     frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
@@ -141,9 +168,9 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     only_in_base = [p for p in _phases(base) if p not in shared]
     only_in_candidate = [p for p in _phases(candidate) if p not in shared]
     base, candidate = _only(base, shared), _only(candidate, shared)
-    with_context = _has_context(base) and _has_context(candidate)
-    b = family_sums(base, with_context)
-    c = family_sums(candidate, with_context)
+    match = match_key(base, candidate)
+    b = family_sums(base, match)
+    c = family_sums(candidate, match)
     merged = b.merge(c, on=["phase", "family"], how="outer", suffixes=("_b", "_c"))
     families = pd.DataFrame(
         {
@@ -168,7 +195,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         candidate=candidate.name,
         phases=compare_phases(base, candidate),
         families=families[list(FAMILY_COLUMNS)],
-        matched_on="nvtx context and family" if with_context else "family",
+        matched_on=match,
         only_in_base=only_in_base,
         only_in_candidate=only_in_candidate,
         notes=_convention_notes(base, candidate),
@@ -194,9 +221,9 @@ def _convention_notes(base: Run, candidate: Run) -> list[str]:
     ]
 
 
-def family_points(run: Run, level: str, with_context: bool = False) -> pd.DataFrame:
+def family_points(run: Run, level: str, match: str = MATCH_FAMILY) -> pd.DataFrame:
     """:func:`family_sums` with the intensity at ``level`` and the FLOP/s of each family."""
-    sums = family_sums(run, with_context)
+    sums = family_sums(run, match)
     sums[f"ai_{level}"] = sums["flops"] / sums[f"bytes_{level}"].where(sums[f"bytes_{level}"] > 0)
     sums["flop_rate"] = sums["flops"] / sums["time_s"].where(sums["time_s"] > 0)
     return sums
@@ -204,9 +231,9 @@ def family_points(run: Run, level: str, with_context: bool = False) -> pd.DataFr
 
 def matched_points(base: Run, candidate: Run, level: str, count: int) -> pd.DataFrame:
     """The ``count`` families with the most time in either run that both runs can place at ``level``."""
-    with_context = _has_context(base) and _has_context(candidate)
-    b = family_points(base, level, with_context)
-    c = family_points(candidate, level, with_context)
+    match = match_key(base, candidate)
+    b = family_points(base, level, match)
+    c = family_points(candidate, level, match)
     merged = b.merge(c, on=["phase", "family"], suffixes=("_base", "_candidate"))
     placeable = pd.Series(True, index=merged.index)
     for side in ("base", "candidate"):

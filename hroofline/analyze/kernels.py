@@ -6,11 +6,13 @@ quantity. Intensities and rates are computed from the sums (total FLOPs / total 
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 
 import pandas as pd
 
 from hroofline.errors import UsageError
+from hroofline.layers import matches
 from hroofline.metricset import (
     BYTE_QUANTITIES,
     CORE_FLOP_QUANTITIES,
@@ -50,15 +52,23 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "bytes_hbm",
     "kernels",
 )
-GROUPINGS: tuple[str, ...] = ("launch", "name")
+GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
+# Per launch, where it ran: shown after the quantities.
+LAUNCH_CONTEXT: tuple[str, ...] = ("layer", "nvtx", "grid", "block", "shapes", "source", "launch_id")
+NO_LAYER = "(no layer)"
 
 
 @dataclass(frozen=True)
 class KernelQuery:
+    """Which launches (phase; layer and NVTX range as globs) and how to group them: per launch, per kernel
+    name within a phase, or per layer within a phase."""
+
     group_by: str = "launch"
     phase: str | None = None
     top: int | None = None
     sort: str = "time_s"
+    layer: str | None = None
+    nvtx: str | None = None
 
 
 TIMED_FLOPS = "timed_flops"  # FLOPs of the launches that have a time: what FLOP/s is computed from
@@ -69,12 +79,37 @@ def phase_launches(run: Run, phase: str | None) -> pd.DataFrame:
     return run.launches if not phase else run.launches[run.launches["phase"] == phase]
 
 
+def has_layers(run: Run) -> bool:
+    return bool(run.launches["layer"].notna().any())
+
+
+def selected_launches(run: Run, query: KernelQuery) -> pd.DataFrame:
+    """The launches a query asks for: its phase, layers matching ``query.layer`` (a glob, or a layer and
+    everything below it) and NVTX stacks matching ``query.nvtx`` (a glob over 'outer/inner')."""
+    launches = phase_launches(run, query.phase)
+    if (query.layer or query.group_by == "layer") and not has_layers(run):
+        raise UsageError(
+            f"run {run.name!r} has no layers",
+            "layers come from hroofline's profile and predict, and from NVTX ranges in imported reports",
+        )
+    if query.layer:
+        layers = launches["layer"].astype("string")
+        keep = layers.map(lambda name: matches(name, query.layer), na_action="ignore").fillna(False).astype(bool)
+        launches = launches[keep]
+    if query.nvtx:
+        pattern = query.nvtx if any(c in query.nvtx for c in "*?[") else f"*{query.nvtx}*"
+        stacks = launches["nvtx"].astype("string")
+        keep = stacks.map(lambda s: fnmatch.fnmatchcase(s, pattern), na_action="ignore").fillna(False).astype(bool)
+        launches = launches[keep]
+    return launches
+
+
 def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None) -> pd.DataFrame:
     """Launches, or their sums per kernel name within a phase. ``extra`` (indexed like the run's
     launches) adds columns that are summed the same way; they come after the standard columns."""
     if query.group_by not in GROUPINGS:
-        raise UsageError(f"--group-by must be launch or name, not {query.group_by!r}")
-    launches = phase_launches(run, query.phase)
+        raise UsageError(f"--group-by must be launch, name or layer, not {query.group_by!r}")
+    launches = selected_launches(run, query)
     extra_columns = list(extra.columns) if extra is not None else []
     if extra is not None:
         launches = launches.join(extra)
@@ -83,28 +118,49 @@ def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None
     launches = launches.assign(**{TIMED_FLOPS: total_flops(launches).where(launches["time_s"].notna())})
     summed = [*SUMMED, TIMED_FLOPS, *extra_columns]
     if query.group_by == "name":
-        table = _sum_by_name(launches, summed)
+        table = _sum_by(launches, ["phase", "kernel"], summed)
+    elif query.group_by == "layer":
+        launches = launches.assign(layer=launches["layer"].astype("string").fillna(NO_LAYER))
+        table = _sum_by(launches, ["phase", "layer"], summed)
+        table["kernel"] = table["layer"].map(_longest_kernel(launches))
     else:
-        table = launches[["launch_id", "source", "kernel", "phase", "launches", *summed]].rename(
+        table = launches[[*LAUNCH_CONTEXT, "kernel", "phase", "launches", *summed]].rename(
             columns={"launches": "count"}
         )
     table = _with_derived(table)
-    columns = list(KERNEL_COLUMNS) + (["source", "launch_id"] if query.group_by == "launch" else []) + extra_columns
+    columns = _columns(query.group_by) + extra_columns
     table = table[columns]
     if query.sort not in table.columns:
         raise UsageError(f"cannot sort by {query.sort!r}", "columns: " + ", ".join(table.columns))
-    ascending = query.sort in ("kernel", "phase")
+    ascending = query.sort in ("kernel", "phase", "layer", "nvtx", "shapes", "grid", "block", "source", "launch_id")
     table = table.sort_values(query.sort, ascending=ascending, na_position="last", kind="stable")
     if query.top is not None:
         table = table.head(query.top)
     return table.reset_index(drop=True)
 
 
-def _sum_by_name(launches: pd.DataFrame, summed: list[str]) -> pd.DataFrame:
-    grouped = launches.groupby(["phase", "kernel"], sort=False, observed=True, dropna=False)
+def _columns(group_by: str) -> list[str]:
+    if group_by == "layer":  # the layer first; ``kernel`` is its kernel with the most time
+        return ["layer", *KERNEL_COLUMNS[1:3], "kernel", *KERNEL_COLUMNS[3:]]
+    if group_by == "launch":
+        return [*KERNEL_COLUMNS, *LAUNCH_CONTEXT]
+    return list(KERNEL_COLUMNS)
+
+
+def _sum_by(launches: pd.DataFrame, keys: list[str], summed: list[str]) -> pd.DataFrame:
+    grouped = launches.groupby(keys, sort=False, observed=True, dropna=False)
     sums = grouped[summed].sum(min_count=1)
     sums["count"] = grouped["launches"].sum()
     return sums.reset_index()
+
+
+def _longest_kernel(launches: pd.DataFrame) -> dict[str, str]:
+    """Per layer, the kernel name with the most time in it (over all phases of the query)."""
+    times = launches.groupby(["layer", "kernel"], observed=True)["time_s"].sum(min_count=1).fillna(0.0)
+    if times.empty:
+        return {}
+    best = times.groupby(level=0, observed=True).idxmax()
+    return {str(layer): str(pair[1]) for layer, pair in best.items()}
 
 
 def _with_derived(table: pd.DataFrame) -> pd.DataFrame:

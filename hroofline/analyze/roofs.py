@@ -19,12 +19,12 @@ wrong, and hroofline says so instead of drawing it quietly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches
+from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
 from hroofline.analyze.names import short_kernel_name
 from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs
 from hroofline.errors import HrooflineError
@@ -50,6 +50,8 @@ TOP_COLUMNS: tuple[str, ...] = (
     *ROOF_COLUMNS,
 )
 TOP_SORTS: tuple[str, ...] = ("time_s", "recoverable_s", "time_at_roof_s", "flops", "flop_rate")
+# top --by layer: the layer first, then its kernel with the most time.
+LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_COLUMNS[3:])
 
 
 @dataclass
@@ -177,7 +179,7 @@ def _finish(table: pd.DataFrame) -> pd.DataFrame:
 
 def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
     """The kernel table with each row's share of its phase's time and its roofs."""
-    launches = phase_launches(run, query.phase)
+    launches = selected_launches(run, query)
     pipes = load_metric_set().pipes_of(run.meta.cc)
     terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
     table = _finish(kernel_table(run, query, _group_terms(terms)))
@@ -200,32 +202,30 @@ def _above_roof_sentences(table: pd.DataFrame, roofs: RunRoofs) -> list[str]:
     return sentences
 
 
-def top_kernels(
-    run: Run,
-    roofs: RunRoofs,
-    phase: str | None = None,
-    count: int | None = None,
-    notes: RoofNotes | None = None,
-    sort: str = "time_s",
-) -> pd.DataFrame:
-    """Kernels grouped by name within each phase, ranked by ``sort`` (largest first), with their roofs."""
-    if sort not in TOP_SORTS:
-        raise HrooflineError(f"cannot rank by {sort!r}", "use one of " + ", ".join(TOP_SORTS))
-    if sort == "time_s" and not has_times(run, phase):
+def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
+    """Kernels grouped by name (or layers, ``query.group_by``) within each phase, ranked by ``query.sort``
+    (largest first), the first ``query.top``, with their roofs."""
+    if query.sort not in TOP_SORTS:
+        raise HrooflineError(f"cannot rank by {query.sort!r}", "use one of " + ", ".join(TOP_SORTS))
+    if query.group_by not in ("name", "layer"):
+        raise HrooflineError(f"top ranks kernel names or layers, not {query.group_by!r}")
+    if query.sort == "time_s" and not has_times(run, query.phase):
         raise HrooflineError(
             f"run {run.name!r} has no kernel times: its sources measured no time metric, so nothing can be "
             "ranked by time",
             f"rank by FLOPs: hroofline top {run.name} --sort flops",
         )
-    return ranked(roof_table(run, roofs, KernelQuery(group_by="name", phase=phase), notes), sort, count)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
+    return ranked(table, query.sort, query.top)
 
 
 def ranked(table: pd.DataFrame, sort: str, count: int | None) -> pd.DataFrame:
-    """A roof table's kernels ranked by ``sort``, largest first, in the columns of `top`."""
+    """A roof table's rows ranked by ``sort``, largest first, in the columns of `top`."""
     table = table.sort_values(sort, ascending=False, kind="stable", na_position="last")
     if count is not None:
         table = table.head(count)
-    return table[list(TOP_COLUMNS)].reset_index(drop=True)
+    columns = LAYER_TOP_COLUMNS if "layer" in table.columns and "source" not in table.columns else TOP_COLUMNS
+    return table[list(columns)].reset_index(drop=True)
 
 
 def has_times(run: Run, phase: str | None = None) -> bool:
@@ -245,28 +245,26 @@ class RooflinePoints:
     not_drawn: int  # kernel groups with no FLOPs, no time or no bytes at the levels drawn
     not_drawn_time_s: float
     no_flops: int  # of those, the ones with no FLOPs at all
-    per_launch: bool
+    group_by: str  # launch, name or layer: what one dot is
     peaks: dict[str, float] = field(default_factory=dict)  # the roofs drawn: one value per roof
 
+    @property
+    def per_launch(self) -> bool:
+        return self.group_by == "launch"
 
-def roofline_points(
-    run: Run,
-    roofs: RunRoofs,
-    phase: str | None = None,
-    per_launch: bool = False,
-    levels: tuple[str, ...] = LEVELS,
-) -> RooflinePoints:
-    """The kernel groups (or launches) a chart can place: time, FLOPs and bytes at one of ``levels``."""
+
+def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple[str, ...] = LEVELS) -> RooflinePoints:
+    """The kernel groups, layers or launches (``query.group_by``) a chart can place: time, FLOPs and bytes at
+    one of ``levels``."""
     notes = RoofNotes()
-    query = KernelQuery(group_by="launch" if per_launch else "name", phase=phase)
-    table = roof_table(run, roofs, query, notes)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
     drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)
     points.insert(0, "kid", np.arange(len(points)))
     present = set(points["phase"].astype(str))
     phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
-    launches = phase_launches(run, phase)
+    launches = selected_launches(run, replace(query, group_by="launch"))
     return RooflinePoints(
         points=points,
         table=table,
@@ -275,7 +273,7 @@ def roofline_points(
         not_drawn=len(hidden),
         not_drawn_time_s=float(hidden["time_s"].sum()),
         no_flops=int((hidden["flops"].fillna(0) <= 0).sum()),
-        per_launch=per_launch,
+        group_by=query.group_by,
         peaks=roofs.representative(launches),
     )
 

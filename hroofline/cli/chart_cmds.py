@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hroofline.analyze.kernels import phase_summary
+from hroofline.analyze.kernels import KernelQuery, phase_summary
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.roofs import (
     TOP_COLUMNS,
@@ -18,7 +18,7 @@ from hroofline.analyze.roofs import (
     top_kernels,
 )
 from hroofline.ceilings import LEVEL_LABELS, RunRoofs, bundled_ceiling_files, run_roofs
-from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
+from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.metricset import LEVELS
 from hroofline.model import Run
@@ -33,6 +33,7 @@ CEILINGS_HELP = (
     "metrics, else the datasheet of the run's GPU, scaled to the SM clock each kernel ran at)"
 )
 LEVEL_ALIASES = {"l1": "l1", "l2": "l2", "hbm": "hbm", "dram": "hbm"}
+DOT_NOUNS = {"name": "kernels", "layer": "layers", "launch": "launches"}
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -57,7 +58,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="memory levels to draw, comma-separated, from l1, l2, hbm (default: those the ceilings have a roof for)",
     )
     chart.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
-    chart.add_argument("--per-launch", action="store_true", help="one dot per launch instead of per kernel name")
+    chart.add_argument(
+        "--by",
+        choices=("name", "layer", "launch"),
+        default="name",
+        help="one dot per kernel name and phase (default), per layer and phase, or per launch",
+    )
+    chart.add_argument("--per-launch", action="store_true", help="the same as --by launch")
+    add_selection_options(chart)
     chart.add_argument(
         "--out",
         metavar="FILE",
@@ -84,6 +92,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     top.add_argument("run", metavar="RUN")
     top.add_argument("--phase", help="only this phase (default: every phase, ranked together)")
+    top.add_argument("--by", choices=("name", "layer"), default="name", help="rank kernel names (default) or layers")
+    add_selection_options(top)
     top.add_argument("-n", "--top", type=positive_int, default=10, metavar="N", help="how many kernels (default 10)")
     top.add_argument(
         "--sort",
@@ -153,7 +163,9 @@ def draw_chart(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
     roofs = run_roofs(run, args.ceilings)
     levels = chosen_levels or default_levels(roofs)
-    points = roofline_points(run, roofs, phase=phase, per_launch=args.per_launch, levels=levels)
+    group_by = "launch" if args.per_launch else args.by
+    query = KernelQuery(group_by=group_by, phase=phase, layer=args.layer, nvtx=args.nvtx)
+    points = roofline_points(run, roofs, query, levels=levels)
     if points.points.empty:
         where = f" in phase {phase}" if phase else ""
         if points.not_drawn == 0:
@@ -167,7 +179,7 @@ def draw_chart(args: argparse.Namespace) -> int:
     spec = roofline_chart(points, roofs, ChartOptions(title=title, levels=levels)).to_dict()
     write_chart(spec, out, title)
     _warn(points.notes)
-    drawn = f"{len(points.points)} {'launches' if args.per_launch else 'kernels'}"
+    drawn = f"{len(points.points)} {DOT_NOUNS[group_by]}"
     at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
     say(f"wrote {out} ({drawn} at {at}; roofs: {roofs.label})")
     return 0
@@ -178,7 +190,8 @@ def show_top(args: argparse.Namespace) -> int:
     roofs = run_roofs(run, args.ceilings)
     notes = RoofNotes()
     phase = parse_phase_option(args.phase) if args.phase else None
-    table = top_kernels(run, roofs, phase=phase, count=args.top, notes=notes, sort=args.sort)
+    query = KernelQuery(group_by=args.by, phase=phase, top=args.top, sort=args.sort, layer=args.layer, nvtx=args.nvtx)
+    table = top_kernels(run, roofs, query, notes)
     if args.format == "table":
         table["kernel"] = table["kernel"].map(short_kernel_name)
         write_out(f"roofs: {roofs.describe()}\n")
@@ -232,7 +245,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
     for phase in summary:
         if phase == "total":
             continue
-        points = roofline_points(run, roofs, phase=phase, levels=default_levels(roofs))
+        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), default_levels(roofs))
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
         top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
         notes = points.notes

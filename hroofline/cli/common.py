@@ -97,3 +97,16 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         input_shape=parse_input_shape(args.input_shape),
         seq_len=args.seq_len,
     )
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """Which launches: by layer and by NVTX range."""
+    parser.add_argument(
+        "--layer",
+        metavar="GLOB",
+        help="only these layers: a module path and everything below it (layer4.1), or a glob (layer4.*.conv*, "
+        "'<optimizer>')",
+    )
+    parser.add_argument(
+        "--nvtx", metavar="GLOB", help="only launches whose NVTX stack ('outer/inner') matches (a substring or a glob)"
+    )

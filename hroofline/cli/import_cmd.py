@@ -9,7 +9,7 @@ from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.importers import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.phases import parse_phase_option
-from hroofline.store import check_run_name
+from hroofline.store import RunDefaults, check_run_name
 
 HELP = """\
 Import ncu output into a run. A SOURCE is a .ncu-rep report, an ncu CSV export (long --page details
@@ -61,6 +61,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "per-kernel-name sums when the passes' launch sequences differ",
     )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="make the run these sources alone (re-import with other options, e.g. --gpu); the old run stays "
+        "until the new one is written",
+    )
     add_store_option(parser)
     parser.set_defaults(run_command=run)
 
@@ -73,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         merge=args.merge,
     )
     store = open_store(args)
-    already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) else set()
+    replacing = args.replace and store.has_run(name)
+    already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
     metric_set = load_metric_set()
     read: list[ReadSource] = []
     for index, source in enumerate(args.sources, start=1):
@@ -89,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
     if not read:
         return 0
     imported = import_sources(read, options, metric_set)
-    result = store.add_sources(name, imported, gpu=options.gpu.name if options.gpu else None, precision=args.precision)
+    gpu = options.gpu.name if options.gpu else None
+    if replacing:
+        result = store.replace_run(name, imported, RunDefaults(gpu, args.precision, None))
+        say(f"run {name!r} replaced")
+    else:
+        result = store.add_sources(name, imported, gpu=gpu, precision=args.precision)
     for source in result.added:
         info = source.info
         phases = source.launches["phase"].value_counts()

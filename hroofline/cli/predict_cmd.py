@@ -11,9 +11,7 @@ from hroofline.analyze.predict import (
     FlopSplit,
     Peaks,
     flop_split,
-    predict_times,
     prediction_peaks,
-    to_tensor_cores,
 )
 from hroofline.ceilings import ROOF_LABELS
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
@@ -56,9 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from hroofline.collect.meta_trace import trace_identity, trace_step
-    from hroofline.importers import ImportedSource
-    from hroofline.model import SourceInfo
+    from hroofline.api import PredictOptions, predict_run
 
     config = workload_config(args, "meta")
     gpu = resolve_gpu(args.gpu)
@@ -69,35 +65,12 @@ def run_predict(args: argparse.Namespace) -> int:
     if not args.replace and store.has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
     say(f"tracing {config.arch} ({args.phases}, batch {config.batch_size}, {config.precision}) on the meta device")
-    launches = predict_times(to_tensor_cores(trace_step(config, args.phases), peaks), peaks)
-    info = SourceInfo(
-        path=f"analytic:{config.arch}",
-        kind="analytic",
-        sha256=trace_identity(config, gpu.name, args.phases),
-        launches=len(launches),
-        formulas_used={
-            "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",
-            "bytes_hbm": "fewest bytes an op must move: each distinct input read once, each output written once",
-            "time_s": "time at roof: max(longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth)",
-        },
-        settings={
-            "gpu": gpu.name,
-            "precision": config.precision,
-            "batch_size": str(config.batch_size),
-            "model": config.arch,
-            **({"input_shape": ",".join(map(str, config.input_shape))} if config.input_shape else {}),
-            **({"seq_len": str(config.seq_len)} if config.seq_len else {}),
-            "phases": args.phases,
-            "optimizer": config.optimizer,
-            "tensor_peak": peaks.tensor_key or "none",
-            "peak_source": gpu.peak_source or "metrics/gpus.toml",
-        },
-        notes=list(peaks.notes),
-    )
-    source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
-    store.replace_run(run, [source], RunDefaults(gpu.name, config.precision, None))
+    options = PredictOptions(gpu.name, config.precision, config.batch_size, args.phases, config.optimizer)
+    prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, run)
+    store.replace_run(run, [prediction.source], RunDefaults(gpu.name, config.precision, None))
     for note in peaks.notes:
         say(f"hroofline: note: {note}")
+    launches = prediction.source.launches
     _print_prediction(run, launches, flop_split(launches), peaks)
     return 0
 

@@ -16,7 +16,7 @@ from hroofline.analyze.kernels import (
     shown_columns,
 )
 from hroofline.analyze.names import short_kernel_name
-from hroofline.cli.common import add_store_option, open_store, positive_int, write_out
+from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.phases import parse_phase_option
 from hroofline.render.text import render_frame, summary_table, to_json
 
@@ -33,16 +33,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Kernel table of a run: time (s), FLOPs per precision, bytes at L1/L2/HBM, "
         "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
-        "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10",
+        "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10\n"
+        "  hroofline kernels resnet18-cpu --group-by layer --phase backward --layer 'layer4*'\n"
+        "  hroofline kernels resnet18-cpu --layer layer4.1.conv2          every launch of one layer",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kernels.add_argument("run", metavar="RUN")
     kernels.add_argument(
         "--group-by",
-        choices=("launch", "name"),
+        choices=("launch", "name", "layer"),
         default="launch",
-        help="one row per launch (default) or per kernel name within a phase",
+        help="one row per launch (default, with its layer, NVTX stack, grid, block and input shapes), per kernel "
+        "name within a phase, or per layer (module path) within a phase",
     )
+    add_selection_options(kernels)
     kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
     kernels.add_argument("--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
     kernels.add_argument(
@@ -51,6 +55,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     kernels.add_argument("--format", choices=("table", "csv", "json"), default="table")
     add_store_option(kernels)
     kernels.set_defaults(run_command=show_kernels)
+
+    remove = commands.add_parser("rm", help="remove runs from the store", description="Remove runs from the store.")
+    remove.add_argument("names", metavar="RUN", nargs="+")
+    add_store_option(remove)
+    remove.set_defaults(run_command=remove_runs)
+
+    rename = commands.add_parser("rename", help="rename a run", description="Rename a run in the store.")
+    rename.add_argument("name", metavar="RUN")
+    rename.add_argument("new_name", metavar="NEW")
+    add_store_option(rename)
+    rename.set_defaults(run_command=rename_run)
 
     summary = commands.add_parser(
         "summary",
@@ -93,6 +108,24 @@ def list_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def remove_runs(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    names = list(dict.fromkeys(args.names))
+    for name in names:  # every name checked before any run is removed
+        store.load_meta(name)
+    for name in names:
+        store.remove_run(name)
+        say(f"removed run {name!r} from {store.root}")
+    return 0
+
+
+def rename_run(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    store.rename_run(args.name, args.new_name)
+    say(f"renamed run {args.name!r} to {args.new_name!r} in {store.root}")
+    return 0
+
+
 def show_kernels(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
     query = KernelQuery(
@@ -100,6 +133,8 @@ def show_kernels(args: argparse.Namespace) -> int:
         phase=parse_phase_option(args.phase) if args.phase else None,
         top=args.top,
         sort=args.sort,
+        layer=args.layer,
+        nvtx=args.nvtx,
     )
     table = kernel_table(run, query)
     if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all

@@ -28,6 +28,7 @@ from typing import Any
 from hroofline.errors import UsageError
 
 HF_PREFIX = "hf:"
+INSTANCE_PREFIX = "instance:"  # an nn.Module handed to the Python API, by registry key
 # Transformer configs built in code (no download): name -> (transformers config class, task, arguments).
 HF_CONFIGS: dict[str, tuple[str, str, dict[str, int]]] = {
     "gpt2": ("GPT2Config", "causal-lm", {}),
@@ -68,6 +69,8 @@ class ModelSpec:
     @property
     def label(self) -> str:
         """A short name for runs: resnet18, gpt2, tiny_cnn."""
+        if self.kind == "instance":
+            return self.name.rsplit(":", 1)[-1].lower()
         if self.kind == "hf":
             return self.name.removeprefix(HF_PREFIX)
         if self.kind == "python":
@@ -84,6 +87,8 @@ class ModelSpec:
 def parse_model(text: str) -> ModelSpec:
     """A model spec from ``--model`` or ``--arch``, by its form (no import)."""
     text = text.strip()
+    if text.startswith(INSTANCE_PREFIX) and text.split(":")[1] in _INSTANCES:
+        return ModelSpec("instance", text)
     if text.startswith(HF_PREFIX):
         name = text.removeprefix(HF_PREFIX)
         if name not in HF_CONFIGS:
@@ -97,6 +102,16 @@ def parse_model(text: str) -> ModelSpec:
             "use a torchvision name (resnet18), hf:NAME, PKG.MODULE:FACTORY or FILE.py:FACTORY",
         )
     return ModelSpec("torchvision", text)
+
+
+_INSTANCES: dict[str, Any] = {}
+
+
+def register_instance(module: Any) -> str:
+    """A model spec for an ``nn.Module`` object (the Python API's ``predict(module, ...)``)."""
+    key = str(len(_INSTANCES))
+    _INSTANCES[key] = module
+    return f"{INSTANCE_PREFIX}{key}:{type(module).__name__}"
 
 
 def torchvision_kind(name: str) -> str | None:
@@ -162,6 +177,11 @@ def build_model(
         module = _torchvision_model(spec.name)
         size = LARGE_INPUT_MODELS.get(spec.name, 224)
         shape = input_shape or (3, size, size)
+    elif spec.kind == "instance":
+        module = _INSTANCES[spec.name.split(":")[1]]
+        device = torch.empty(0).device  # the default device of the caller's `with torch.device(...)`
+        module = module.to_empty(device=device) if device.type == "meta" else module.to(device)
+        shape = input_shape or (3, 224, 224)
     else:
         module = _user_model(spec)
         shape = input_shape or (3, 224, 224)

@@ -37,7 +37,8 @@ class LayerTracker(ModuleTracker):
         self._roots = list(roots)
         self._entered: dict[str, tuple[int, int]] = {}  # name -> (order entered, 0; or -1 for a shadow)
         self._count = 0
-        self._output_owner: dict[int, tuple[weakref.ref[Any], str]] = {}  # id(tensor) -> the module that made it
+        # id(tensor) -> (the tensor, its version then, the module that made it)
+        self._output_owner: dict[int, tuple[weakref.ref[Any], int, str]] = {}
         self._shadow_of: dict[str, str] = {}  # module -> the module that made the output it returned
         self.listeners: list[ChangeListener] = list(listeners)
         self.phase = "other"
@@ -59,7 +60,8 @@ class LayerTracker(ModuleTracker):
     def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
         """Notes which module made each output first: a module that returns a tensor another module made
         (a parent returning its last child's output, a Dropout(0) or Identity passing its input on) is
-        entered by the same gradient in backward, and is then that module's shadow."""
+        entered by the same gradient in backward, and is then that module's shadow. A tensor changed in place
+        after it was returned (an in-place ReLU after ``out += identity``) is the changer's own."""
         name = self._get_mod_name(mod)
         tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]
         owners = [self._owner(t) for t in tensors]
@@ -69,12 +71,16 @@ class LayerTracker(ModuleTracker):
         else:
             self._shadow_of.pop(name, None)
             for tensor in tensors:
-                self._output_owner[id(tensor)] = (weakref.ref(tensor), name)
+                self._output_owner[id(tensor)] = (weakref.ref(tensor), tensor._version, name)
         super()._fw_post_hook(mod, input, output)
 
     def _owner(self, tensor: Any) -> str | None:
+        """The module that returned this tensor as it is now: one changed in place since (``out += x``, an
+        in-place ReLU) was made anew by whoever changed it."""
         entry = self._output_owner.get(id(tensor))
-        return entry[1] if entry is not None and entry[0]() is tensor else None
+        if entry is None or entry[0]() is not tensor or entry[1] != tensor._version:
+            return None
+        return entry[2]
 
     def _get_append_fn(self, name: str, is_bw: bool) -> Callable[..., None]:
         append = super()._get_append_fn(name, is_bw)

@@ -211,7 +211,14 @@ class TrainingStep:
     def forward(self) -> Any:
         """The forward phase alone: model and loss; returns the loss."""
         with self.marks.phase("forward"), self._autocast():
-            return self.built.loss(self.model, self.images)
+            try:
+                return self.built.loss(self.model, self.images)
+            except (RuntimeError, ValueError, TypeError) as error:  # the model refuses this batch
+                shape = "x".join(map(str, self.images.shape))
+                raise UsageError(
+                    f"{self.config.arch} failed on a batch of shape {shape}: {str(error).splitlines()[0]}",
+                    "check --input-shape / --seq-len and --batch-size (batch norm in training needs 2 or more)",
+                ) from None
 
     def run(self) -> None:
         """One training step; every op of it runs inside a phase."""

@@ -45,7 +45,9 @@ def _share(value: float | None) -> str:
 
 def comparison_text(comparison: Comparison, count: int) -> str:
     header = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
-    header += f"; kernels matched by {comparison.matched_on}\n\n"
+    by_layer = comparison.matched_on == "layer"
+    header += "; matched layer to layer\n\n" if by_layer else f"; kernels matched by {comparison.matched_on}\n\n"
+    key = "layer" if by_layer else "kernel family"
     rows = [["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]]
     for phase, v in comparison.phases.items():
         rows.append(
@@ -77,13 +79,16 @@ def comparison_text(comparison: Comparison, count: int) -> str:
     sections = (
         ("largest gains", gains),
         ("largest regressions", losses),
-        (f"kernel families only in {comparison.base}", only_base),
-        (f"kernel families only in {comparison.candidate}", only_cand.head(count)),
+        (f"{key.replace('family', 'families')}{'s' if by_layer else ''} only in {comparison.base}", only_base),
+        (
+            f"{key.replace('family', 'families')}{'s' if by_layer else ''} only in {comparison.candidate}",
+            only_cand.head(count),
+        ),
     )
     for title, part in sections:
         if part.empty:
             continue
-        lines = [["phase", "kernel family", "base", "candidate", "change"]]
+        lines = [["phase", key, "base", "candidate", "change"]]
         for record in part.to_dict(orient="records"):
             lines.append(
                 [

@@ -93,7 +93,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
             ),
             opacity=alt.condition(legend, alt.value(0.75), alt.value(0.05)),
             strokeWidth=alt.condition(hover, alt.value(2.0), alt.value(0.3)),
-            tooltip=_tooltip(),
+            tooltip=_tooltip(points.group_by),
         )
         .add_params(hover, legend, zoom, *params)
     )
@@ -102,7 +102,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         base.properties(data=above_rows)
         .transform_filter("datum.above")
         .mark_point(shape="diamond", size=220, strokeWidth=2, color=ABOVE_ROOF_COLOUR, filled=False)
-        .encode(x=x, y=y, tooltip=_tooltip())
+        .encode(x=x, y=y, tooltip=_tooltip(points.group_by))
     )
     roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
     subtitle = _subtitle(points, roofs_used, levels)
@@ -131,10 +131,11 @@ def _above_expression(levels: list[str]) -> str:
     return " || ".join(f"(datum.level_key == 'ai_{lv}' && datum.above_{lv})" for lv in levels)
 
 
-def _tooltip() -> list[alt.Tooltip]:
+def _tooltip(group_by: str = "name") -> list[alt.Tooltip]:
+    by_layer = group_by == "layer"
     return [
-        alt.Tooltip("short:N", title="kernel"),
-        alt.Tooltip("name:N", title="full name"),
+        alt.Tooltip("short:N", title="layer" if by_layer else "kernel"),
+        alt.Tooltip("name:N", title="its kernel with the most time" if by_layer else "full name"),
         alt.Tooltip("phase:N", title="phase"),
         alt.Tooltip("launches:Q", title="launches"),
         alt.Tooltip("time_text:N", title="time"),
@@ -153,9 +154,10 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
         time_text = f"{si(row.time_s, 's')}" + (f" ({share:.1f}% of {row.phase})" if _finite(share) else "")
         ai_text = ", ".join(f"{LEVEL_LABELS[lv]} {_fmt(getattr(row, f'ai_{lv}'))}" for lv in levels)
         roof_text = f"{row.bound}, {row.roof_pct:.0f}% of roof" if row.bound and _finite(row.roof_pct) else "-"
+        by_layer = points.group_by == "layer"
         record: dict[str, object] = {
             "kid": int(row.kid),
-            "short": short_kernel_name(str(row.kernel)),
+            "short": str(row.layer) if by_layer else short_kernel_name(str(row.kernel)),
             "name": str(row.kernel),
             "phase": str(row.phase),
             "launches": int(row.count),
@@ -177,14 +179,15 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
 def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -> list[str]:
     lines = [
         f"Roofs: {roofs_used.label}." + (f" {' '.join(n + '.' for n in roofs_used.notes)}" if roofs_used.notes else ""),
-        "One dot per kernel"
-        + (" launch" if points.per_launch else " name and phase")
+        {"launch": "One dot per kernel launch", "name": "One dot per kernel name and phase"}.get(
+            points.group_by, "One dot per layer (module) and phase"
+        )
         + " and memory level ("
         + ", ".join(LEVEL_LABELS[lv] for lv in levels)
         + "), joined by a line; dot area proportional to time.",
     ]
     if points.not_drawn:
-        unit = "launch(es)" if points.per_launch else "kernel group(s)"
+        unit = {"launch": "launch(es)", "name": "kernel group(s)"}.get(points.group_by, "layer(s)")
         why = f"{points.no_flops} with no FLOPs"
         if points.not_drawn > points.no_flops:
             why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"

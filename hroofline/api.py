@@ -1,0 +1,147 @@
+"""hroofline as a library: the same functions the CLI runs, returning runs, DataFrames and Altair charts.
+
+import hroofline
+run = hroofline.load("resnet18-cpu")              # a Run from the store
+run.summary()                                     # per phase: time, FLOPs, bytes (a DataFrame)
+run.top(n=5, by="layer")                          # ranked, with binding roof and recoverable time
+run.kernels(group_by="layer", phase="backward")   # kernel table per launch, name or layer
+run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
+hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
+hroofline.compare(base, candidate)                # a Comparison (phases, matched layers or families)
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hroofline.model import Run
+from hroofline.store import RunDefaults, RunStore, check_run_name, store_path
+
+
+def _store(store: str | Path | None) -> RunStore:
+    return RunStore(store_path(str(store) if store is not None else None))
+
+
+def load(run: str, store: str | Path | None = None) -> Run:
+    """A run from the store (``store``, else $HROOFLINE_STORE, else ./hroofline-runs)."""
+    return _store(store).load(run)
+
+
+def runs(store: str | Path | None = None) -> list[str]:
+    """The names of the runs in the store."""
+    return _store(store).run_names()
+
+
+def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
+    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`): per phase, and layer to layer
+    when both have layers, else by kernel family."""
+    from hroofline.analyze.compare import compare_runs
+
+    def as_run(value: Run | str) -> Run:
+        return value if isinstance(value, Run) else load(value, store)
+
+    return compare_runs(as_run(base), as_run(candidate))
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    gpu: str
+    precision: str = "fp32"
+    batch_size: int = 32
+    phases: str = "train"
+    optimizer: str = "sgd"
+
+
+def predict(
+    model: Any,
+    gpu: str,
+    input_shape: tuple[int, ...] | None = None,
+    seq_len: int | None = None,
+    precision: str = "fp32",
+    batch_size: int = 32,
+    phases: str = "train",
+    run: str | None = None,
+    store: str | Path | None = None,
+) -> Run:
+    """What a training step (or a forward pass: ``phases="forward"``) of ``model`` should cost on ``gpu``:
+    ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a torchvision name or a
+    model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is also stored."""
+    from hroofline.collect.models import register_instance
+
+    spec = register_instance(copy.deepcopy(model)) if not isinstance(model, str) else model
+    options = PredictOptions(gpu, precision, batch_size, phases)
+    result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
+    if run is not None:
+        check_run_name(run)
+        _store(store).replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
+        return load(run, store)
+    return result.as_run()
+
+
+@dataclass
+class Prediction:
+    source: Any  # ImportedSource
+    gpu: str
+    precision: str
+    name: str
+
+    def as_run(self) -> Run:
+        from hroofline.model import RunMeta, conform_launches
+
+        meta = RunMeta(name=self.name, gpu=self.gpu, cc=self.source.cc, precision=self.precision)
+        meta.sources.append(self.source.info)
+        launches = self.source.launches.assign(source=0)
+        from hroofline.metricset import load_metric_set
+
+        meta.arch = load_metric_set().arch_of(meta.cc)
+        return Run(meta, conform_launches(launches))
+
+
+def predict_run(
+    spec: str, options: PredictOptions, input_shape: tuple[int, ...] | None, seq_len: int | None, name: str
+) -> Prediction:
+    """Traces the step on the meta device and predicts each op's time at the GPU's datasheet roofs."""
+    from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+    from hroofline.collect.meta_trace import trace_identity, trace_step
+    from hroofline.collect.models import check_model
+    from hroofline.collect.workload import WorkloadConfig
+    from hroofline.importers import ImportedSource
+    from hroofline.metricset import resolve_gpu
+    from hroofline.model import SourceInfo
+
+    config = WorkloadConfig(
+        spec, options.batch_size, options.precision, options.optimizer, "meta", input_shape=input_shape, seq_len=seq_len
+    )
+    gpu = resolve_gpu(options.gpu)
+    check_model(config.model)
+    peaks = prediction_peaks(gpu, config.precision)
+    launches = predict_times(to_tensor_cores(trace_step(config, options.phases), peaks), peaks)
+    info = SourceInfo(
+        path=f"analytic:{config.arch}",
+        kind="analytic",
+        sha256=trace_identity(config, gpu.name, options.phases),
+        launches=len(launches),
+        formulas_used={
+            "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",
+            "bytes_hbm": "fewest bytes an op must move: each distinct input read once, each output written once",
+            "time_s": "time at roof: max(longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth)",
+        },
+        settings={
+            "gpu": gpu.name,
+            "precision": config.precision,
+            "batch_size": str(config.batch_size),
+            "model": config.model.label,
+            **({"input_shape": ",".join(map(str, config.input_shape))} if config.input_shape else {}),
+            **({"seq_len": str(config.seq_len)} if config.seq_len else {}),
+            "phases": options.phases,
+            "optimizer": config.optimizer,
+            "tensor_peak": peaks.tensor_key or "none",
+            "peak_source": gpu.peak_source or "metrics/gpus.toml",
+        },
+        notes=list(peaks.notes),
+    )
+    source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
+    return Prediction(source, gpu.name, config.precision, name)
