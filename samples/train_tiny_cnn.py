@@ -1,22 +1,13 @@
-"""A small CNN and its training loop, marked for hroofline: `hroofline profile --gpu cpu --script samples/train_tiny_cnn.py`."""
+"""A small CNN's training loop marked for hroofline: hroofline profile --gpu cpu --script samples/train_tiny_cnn.py"""
 
+import hroofline
 import torch
 from torch import nn
 
-import hroofline
-
 
 def build() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
-    )
+    layers = [nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU()]
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ def _mostly_on_modules(run: Run) -> bool:
 
 def match_key(base: Run, candidate: Run) -> str:
     """How two runs' kernels are matched: layer to layer when most of both runs' time is on layers (exact:
-    the same module in both, whatever kernels it ran), else by kernel family, within the NVTX context when both have one."""
+    the same module in both, whatever kernels it ran), else by kernel family, within the NVTX context when
+    both have one."""
     if _mostly_on_modules(base) and _mostly_on_modules(candidate):
         return MATCH_LAYER
     return MATCH_CONTEXT if _has_context(base) and _has_context(candidate) else MATCH_FAMILY
