@@ -1,8 +1,9 @@
 """A small CNN's training loop marked for hroofline: hroofline profile --gpu cpu --script samples/train_tiny_cnn.py"""
 
-import hroofline
 import torch
 from torch import nn
+
+import hroofline
 
 
 def build() -> nn.Module:
