@@ -46,6 +46,7 @@ demo: $(STAMP)
 	$(BIN)/hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --run resnet18-cpu --store $(DEMO_STORE)
 	@echo; echo "== resnet18-cpu: phases"; $(BIN)/hroofline summary resnet18-cpu --store $(DEMO_STORE)
 	@echo; echo "== resnet18-cpu: top kernels"; $(BIN)/hroofline top resnet18-cpu -n 6 --store $(DEMO_STORE)
+	@echo; echo "== resnet18-cpu: top layers in backward"; $(BIN)/hroofline top resnet18-cpu --by layer --phase backward -n 4 --store $(DEMO_STORE)
 	@echo; echo "== predicted: resnet50 training step (batch 32) on a V100, FP32 and AMP"
 	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision fp32 --run resnet50-fp32-v100-predicted --store $(DEMO_STORE)
 	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision amp --run resnet50-amp-v100-predicted --store $(DEMO_STORE)

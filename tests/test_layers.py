@@ -161,6 +161,8 @@ def test_top_by_layer_and_layer_chart(cli, tmp_path: Path) -> None:
     backward = launches[launches["phase"] == "backward"].groupby("layer")["time_s"].sum().sort_values()
     assert table["layer"].tolist() == list(backward.index[::-1][:3])
     assert table["time_s"].tolist() == pytest.approx(list(backward.values[::-1][:3]), rel=1e-9)
+    forward = cli("top", run, "--by", "layer", "--phase", "forward", "--format", "csv", "--store", store).out
+    assert "convolution_backward" not in forward  # each row's kernel is from its own phase
     out = tmp_path / "layers.json"
     assert cli("chart", run, "--by", "layer", "--phase", "forward", "--out", str(out), "--store", store).code == 0
     assert "One dot per layer (module) and phase" in out.read_text()

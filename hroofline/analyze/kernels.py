@@ -122,7 +122,10 @@ def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None
     elif query.group_by == "layer":
         launches = launches.assign(layer=launches["layer"].astype("string").fillna(NO_LAYER))
         table = _sum_by(launches, ["phase", "layer"], summed)
-        table["kernel"] = table["layer"].map(_longest_kernel(launches))
+        longest = _longest_kernel(launches)
+        table["kernel"] = [
+            longest.get((str(p), str(lay))) for p, lay in zip(table["phase"], table["layer"], strict=True)
+        ]
     else:
         table = launches[[*LAUNCH_CONTEXT, "kernel", "phase", "launches", *summed]].rename(
             columns={"launches": "count"}
@@ -154,13 +157,13 @@ def _sum_by(launches: pd.DataFrame, keys: list[str], summed: list[str]) -> pd.Da
     return sums.reset_index()
 
 
-def _longest_kernel(launches: pd.DataFrame) -> dict[str, str]:
-    """Per layer, the kernel name with the most time in it (over all phases of the query)."""
-    times = launches.groupby(["layer", "kernel"], observed=True)["time_s"].sum(min_count=1).fillna(0.0)
+def _longest_kernel(launches: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per phase and layer, the kernel name with the most time in it."""
+    times = launches.groupby(["phase", "layer", "kernel"], observed=True)["time_s"].sum(min_count=1).fillna(0.0)
     if times.empty:
         return {}
-    best = times.groupby(level=0, observed=True).idxmax()
-    return {str(layer): str(pair[1]) for layer, pair in best.items()}
+    best = times.groupby(level=[0, 1], observed=True).idxmax()
+    return {(str(key[0]), str(key[1])): str(triple[2]) for key, triple in best.items()}
 
 
 def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
