@@ -166,6 +166,10 @@ def test_top_by_layer_and_layer_chart(cli, tmp_path: Path) -> None:
     out = tmp_path / "layers.json"
     assert cli("chart", run, "--by", "layer", "--phase", "forward", "--out", str(out), "--store", store).code == 0
     assert "One dot per layer (module) and phase" in out.read_text()
+    report = tmp_path / "report"
+    assert cli("report", run, "--out", str(report), "-n", "3", "--store", store).code == 0
+    page = (report / "index.html").read_text()
+    assert "Top layers of backward" in page and f">{table['layer'][0]}</td>" in page
 
 
 def test_compare_matches_layer_to_layer(cli, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hroofline.analyze.kernels import KernelQuery, phase_summary
+from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.roofs import (
     TOP_COLUMNS,
@@ -260,7 +260,10 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
         if not timed:
             note = (note + " " if note else "") + "No kernel of this phase has a time: the table ranks them by FLOPs."
-        phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note))
+        layers = None
+        if timed and has_layers(run):
+            layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
+        phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
     return RunSection(name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings)
 
 

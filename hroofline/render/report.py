@@ -35,6 +35,7 @@ class PhaseSection:
     spec: dict[str, Any] | None  # None: nothing to draw in this phase
     top: pd.DataFrame
     note: str | None = None
+    layers: pd.DataFrame | None = None  # the phase's top layers, where the run has layers
 
 
 @dataclass
@@ -85,6 +86,11 @@ def _run_html(index: int, run: RunSection) -> str:
         if section.note:
             parts.append(f'<p class="note">{escape(section.note)}</p>')
         parts.append(top_table_html(section.top))
+        if section.layers is not None and not section.layers.empty:
+            parts.append(
+                f'<p class="note">Top layers of {escape(section.phase)} (each with its kernel with the most time):</p>'
+            )
+            parts.append(top_table_html(section.layers))
     return "\n".join(parts)
 
 
@@ -129,15 +135,20 @@ TOP_HEADERS: tuple[tuple[str, str], ...] = (
 
 
 def top_table_html(top: pd.DataFrame) -> str:
+    """The top kernels, or the top layers (a ``layer`` column first, then each layer's longest kernel)."""
     if top.empty:
         return '<p class="note">No kernels.</p>'
+    by_layer = "layer" in top.columns
+    headers = ((("layer", "layer"), ("kernel", "longest kernel")) if by_layer else TOP_HEADERS[:1]) + TOP_HEADERS[1:]
+    text_columns = ("layer", "kernel")
     head = "".join(
-        f'<th class="{"text" if key == "kernel" else ""}">{escape(label)}</th>' for key, label in TOP_HEADERS
+        f'<th class="{"text" if key in text_columns else ""}">{escape(label)}</th>' for key, label in headers
     )
     rows = []
     for record in top.to_dict(orient="records"):
         name = str(record["kernel"])
-        cells = [f'<td class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</td>']
+        cells = [f'<td class="kernel">{escape(str(record["layer"]))}</td>'] if by_layer else []
+        cells += [f'<td class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</td>']
         cells += [f"<td>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
