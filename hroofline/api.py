@@ -65,20 +65,40 @@ def predict(
     phases: str = "train",
     run: str | None = None,
     store: str | Path | None = None,
+    replace: bool = False,
 ) -> Run:
     """What a training step (or a forward pass: ``phases="forward"``) of ``model`` should cost on ``gpu``:
     ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a torchvision name or a
-    model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is also stored."""
+    model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is also stored
+    (an existing run of that name only with ``replace=True``)."""
     from hroofline.collect.models import register_instance
+    from hroofline.errors import UsageError
 
-    spec = register_instance(copy.deepcopy(model)) if not isinstance(model, str) else model
+    if run is not None:
+        check_run_name(run)
+        if not replace and _store(store).has_run(run):
+            raise UsageError(f"run {run!r} exists already", "pass replace=True, or another run name")
+    spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
     options = PredictOptions(gpu, precision, batch_size, phases)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
-        check_run_name(run)
         _store(store).replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
         return load(run, store)
     return result.as_run()
+
+
+def _meta_copy(model: Any) -> Any:
+    """A copy of the module whose parameters and buffers live on the meta device: no memory for weights."""
+    import torch
+
+    tensors = [*model.parameters(), *model.buffers()]
+    memo: dict[int, Any] = {}
+    for tensor in tensors:
+        empty = torch.empty_like(tensor, device="meta")
+        memo[id(tensor)] = (
+            torch.nn.Parameter(empty, tensor.requires_grad) if isinstance(tensor, torch.nn.Parameter) else empty
+        )
+    return copy.deepcopy(model, memo)
 
 
 @dataclass

@@ -105,6 +105,7 @@ class RunStore:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as error:
             raise StoreError(f"run {name!r}: unreadable metadata {path} ({error})") from None
+        data["name"] = name  # the folder names the run (a rename interrupted before its metadata still loads)
         if data.get("schema_version", 0) > SCHEMA_VERSION:
             raise StoreError(
                 f"run {name!r} was written by a newer hroofline (schema {data['schema_version']})",

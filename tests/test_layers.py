@@ -230,6 +230,19 @@ def _ceilings(tmp_path: Path) -> Path:
     return path
 
 
+def test_script_errors_are_the_scripts(cli, tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import hroofline\nwith hroofline.profiled_step():\n    raise ValueError('script boom')\n")
+    store = str(tmp_path / "store")
+    argv = ["profile", "--gpu", "cpu", "--ceilings", str(_ceilings(tmp_path)), "--store", store]
+    result = cli(*argv, "--script", str(script), "--store", "elsewhere")
+    assert result.code == 1 and "fails.py failed: ValueError: script boom" in result.err
+    assert 'fails.py", line 3' in result.err  # the script's own traceback
+    assert "--store after --script go to the script" in result.err
+    mixed = cli(*argv, "--precision", "amp", "--script", str(script))
+    assert mixed.code == 2 and "--precision: not with --script" in mixed.err
+
+
 def test_script_dry_run_shows_the_module_ranges(cli, tmp_path: Path) -> None:
     script = REPO / "samples" / "train_tiny_cnn.py"
     result = cli("profile", "--gpu", "a100", "--dry-run", "--script", str(script), "--epochs", "1")
@@ -300,6 +313,8 @@ def test_runs_can_be_removed_renamed_and_reimported(cli, tmp_path: Path, ncu_dir
     assert cli("rename", "a", "b", "--store", store).code == 0
     assert RunStore(Path(store)).run_names() == ["b"] and RunStore(Path(store)).load("b").name == "b"
     assert cli("rename", "b", "b", "--store", store).code == 2
+    empty = cli("kernels", "b", "--layer", "nothing.here", "--store", store)
+    assert empty.code == 1 and "matches --layer nothing.here" in empty.err and "convLayer" in empty.err
     missing = cli("rm", "b", "nope", "--store", store)
     assert missing.code == 1 and RunStore(Path(store)).run_names() == ["b"]  # nothing removed
     assert cli("rm", "b", "--store", store).code == 0
@@ -312,11 +327,29 @@ def test_profile_from_a_model_factory(cli, tmp_path: Path) -> None:
     argv = ["predict", "--model", spec, "--input-shape", "3,32,32", "--gpu", "t4", "--batch-size", "4"]
     result = cli(*argv, "--store", store)
     assert result.code == 0, result.err
-    assert "train_tiny_cnn-fp32-t4-predicted" in result.out
+    assert "train_tiny_cnn.build-fp32-t4-predicted" in result.out
     bad = cli("predict", "--model", "nowhere.py:build", "--gpu", "t4", "--store", store)
     assert bad.code == 2 and "no file nowhere.py" in bad.err
     both = cli("predict", "--arch", "resnet18", "--model", "hf:gpt2", "--gpu", "t4", "--store", store)
     assert both.code == 2
+    (tmp_path / "helpers.py").write_text("import torch\ndef linear():\n    return torch.nn.Linear(4, 2)\n")
+    (tmp_path / "net.py").write_text(
+        "from helpers import linear\ndef build():\n    return linear()\ndef broken():\n    raise RuntimeError('no')\n"
+        "def argmax():\n    import torch\n    class M(torch.nn.Linear):\n        def forward(self, x):\n"
+        "            return super().forward(x).argmax(1)\n    return M(4, 2)\n"
+    )
+    beside = cli(
+        "predict", "--model", f"{tmp_path / 'net.py'}:build", "--input-shape", "4", "--gpu", "t4", "--store", store
+    )
+    assert beside.code == 0, beside.err  # net.py imports a module from its own folder
+    broken = cli("predict", "--model", f"{tmp_path / 'net.py'}:broken", "--gpu", "t4", "--store", store)
+    assert broken.code == 2 and "broken() failed: RuntimeError: no" in broken.err and "internal" not in broken.err
+    integers = cli(
+        "predict", "--model", f"{tmp_path / 'net.py'}:argmax", "--input-shape", "4", "--gpu", "t4", "--store", store
+    )
+    assert integers.code == 2 and "floating-point tensor output" in integers.err
+    tokens = cli("predict", "--model", "hf:gpt2", "--input-shape", "3,4,4", "--gpu", "t4", "--store", store)
+    assert tokens.code == 2 and "--seq-len, not --input-shape" in tokens.err
 
 
 def test_import_hroofline_is_light() -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import NO_LAYER, phase_summary
 from hroofline.errors import HrooflineError
-from hroofline.layers import NON_MODULE_LABELS
+from hroofline.layers import OUTSIDE
 from hroofline.metricset import BYTE_QUANTITIES, COMPUTE_ROOF_OF
 from hroofline.model import Run
 from hroofline.phases import canonical_phase
@@ -116,9 +116,11 @@ MATCH_FAMILY, MATCH_CONTEXT, MATCH_LAYER = "family", "nvtx context and family", 
 
 
 def _mostly_on_modules(run: Run) -> bool:
-    """Whether most of the run's time (or launches, untimed) is on module paths, not on labels or nothing."""
+    """Whether most of the run's time (or launches, untimed) has a layer: a module path or the step's own
+    labels (loss, autograd, optimizer), not ``<outside>`` or none (a report whose NVTX ranges name a few
+    kernels only)."""
     layers = run.launches["layer"].astype("string")
-    on_modules = (layers.notna() & ~layers.isin(NON_MODULE_LABELS)).fillna(False).astype(bool)
+    on_modules = (layers.notna() & (layers != OUTSIDE)).fillna(False).astype(bool)
     weights = run.launches["time_s"] if run.launches["time_s"].notna().any() else run.launches["launches"]
     total = float(weights.fillna(0).sum())
     return total > 0 and float(weights[on_modules].fillna(0).sum()) > 0.5 * total

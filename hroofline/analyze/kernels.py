@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.errors import UsageError
+from hroofline.errors import HrooflineError, UsageError
 from hroofline.layers import matches
 from hroofline.metricset import (
     BYTE_QUANTITIES,
@@ -88,7 +88,7 @@ def selected_launches(run: Run, query: KernelQuery) -> pd.DataFrame:
     everything below it) and NVTX stacks matching ``query.nvtx`` (a glob over 'outer/inner')."""
     launches = phase_launches(run, query.phase)
     if (query.layer or query.group_by == "layer") and not has_layers(run):
-        raise UsageError(
+        raise HrooflineError(
             f"run {run.name!r} has no layers",
             "layers come from hroofline's profile and predict, and from NVTX ranges in imported reports",
         )
@@ -101,6 +101,15 @@ def selected_launches(run: Run, query: KernelQuery) -> pd.DataFrame:
         stacks = launches["nvtx"].astype("string")
         keep = stacks.map(lambda s: fnmatch.fnmatchcase(s, pattern), na_action="ignore").fillna(False).astype(bool)
         launches = launches[keep]
+    if (query.layer or query.nvtx) and launches.empty:
+        what = " and ".join(
+            f"--{name} {value}" for name, value in (("layer", query.layer), ("nvtx", query.nvtx)) if value
+        )
+        known = sorted(set(run.launches["layer"].dropna().astype(str)))
+        raise HrooflineError(
+            f"no launch of run {run.name!r}{' in ' + query.phase if query.phase else ''} matches {what}",
+            ("layers: " + ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")) if known else None,
+        )
     return launches
 
 

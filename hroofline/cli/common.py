@@ -71,15 +71,14 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None
     parser.add_argument("--gpu", required=True, help=gpu_help)
     parser.add_argument(
         "--precision",
-        default="fp32",
         help="fp32 (o0: PyTorch's defaults, i.e. cuDNN convolutions in TF32 from Ampere on, matrix products in "
         "FP32), fp32-strict (no TF32 at all), tf32 (matrix products in TF32 too), amp (o1: float16 autocast), "
         "amp-bf16, o2 (default fp32)",
     )
     parser.add_argument(
-        "--batch-size", type=positive_int, default=32, metavar="N", help="samples (images, sequences) per step (32)"
+        "--batch-size", type=positive_int, metavar="N", help="samples (images, sequences) per step (32)"
     )
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum, or Adam")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), help="SGD with momentum (default), or Adam")
 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
@@ -90,9 +89,9 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         raise UsageError(f"--arch {args.arch}: --arch takes torchvision names", f"use --model {args.arch}")
     return WorkloadConfig(
         arch=args.arch or args.model,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        optimizer=args.optimizer,
+        batch_size=args.batch_size or 32,
+        precision=args.precision or "fp32",
+        optimizer=args.optimizer or "sgd",
         device=device,
         input_shape=parse_input_shape(args.input_shape),
         seq_len=args.seq_len,

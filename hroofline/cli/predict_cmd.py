@@ -35,8 +35,8 @@ The run's kernels are ATen ops (aten::convolution, ...); its time is the rooflin
 def register(commands: argparse._SubParsersAction) -> None:
     predict = commands.add_parser(
         "predict",
-        help="predict a training step on any catalog GPU from a trace of its ops (no GPU needed)",
-        description="Trace a torchvision model's forward pass or training step on PyTorch's meta device (no "
+        help="predict a training step of a model on any catalog GPU from a trace of its ops (no GPU needed)",
+        description="Trace a model's forward pass or training step on PyTorch's meta device (no "
         "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and predict its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
         "Tensor cores as PyTorch uses them: fp32 is PyTorch's default (cuDNN convolutions in TF32 from "

@@ -36,7 +36,7 @@ examples:
   hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older)
   hroofline profile --arch vit_b_16 --gpu h100-sxm --passes groups    one ncu run per metric group
   hroofline profile --arch resnet50 --gpu a100 --dry-run              print the ncu command only
-  hroofline profile --arch deeplabv3_resnet50 --input-shape 3,512,512 --gpu cpu --batch-size 1
+  hroofline profile --arch deeplabv3_resnet50 --input-shape 3,512,512 --gpu cpu --batch-size 2
   hroofline profile --model mypkg.models:build --gpu cpu               your own model (FACTORY() -> nn.Module)
   hroofline profile --gpu cpu --script train.py --epochs 1             your own script, marked with
                                                                        hroofline.profiled_step/phase/annotate
@@ -50,10 +50,11 @@ steps, and every kernel gets the layer (module path) it ran in, in backward too.
 def register(commands: argparse._SubParsersAction) -> None:
     profile = commands.add_parser(
         "profile",
-        help="profile one training step of a torchvision model (ncu on a GPU, or --gpu cpu) into a run",
-        description="Run a training step of a torchvision classifier (random weights, synthetic batch: nothing "
-        "is downloaded) with its forward, backward and optimizer phases marked, collect the hierarchical metric "
-        "set per kernel, and store the result as a run for summary, top, chart and report.",
+        help="profile one training step of a model or your script (ncu on a GPU, or --gpu cpu) into a run",
+        description="Run a training step of a model (torchvision, hf: transformer configs or your own; random "
+        "weights, synthetic batch: nothing is downloaded), or your own training script, with its forward, "
+        "backward and optimizer phases and its layers marked, collect the hierarchical metric set per kernel, "
+        "and store the result as a run for summary, top, chart and report.",
         epilog=PROFILE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -61,10 +62,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     profile.add_argument(
         "--script",
         nargs=argparse.REMAINDER,
-        metavar="SCRIPT [ARGS]",
-        help="profile your own training script instead of --arch/--model (last option: what follows goes to the "
-        "script); it marks its steps with hroofline.profiled_step(), phases with hroofline.phase(), layers with "
-        "hroofline.annotate(model)",
+        help="--script SCRIPT [ARGS...]: profile your own training script instead of --arch/--model (the last "
+        "option: what follows goes to the script); it marks its steps with hroofline.profiled_step(), phases "
+        "with hroofline.phase(), layers with hroofline.annotate(model)",
     )
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
     profile.add_argument(
@@ -112,6 +112,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     ceilings.set_defaults(run_command=run_ceilings)
 
 
+HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
 GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "out_dir", "dry_run")
 
 
@@ -150,15 +151,22 @@ def _refuse_existing(args: argparse.Namespace, run: str) -> None:
 
 
 def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
-    model_options = [o for o in ("arch", "model", "input_shape", "seq_len") if getattr(args, o) is not None]
+    workload_options = ("arch", "model", "input_shape", "seq_len", "precision", "batch_size", "optimizer")
+    model_options = [o for o in workload_options if getattr(args, o) is not None]
     if model_options:
         names = ", ".join(f"--{o.replace('_', '-')}" for o in model_options)
-        raise UsageError(f"{names}: not with --script (the script builds its own model)")
+        raise UsageError(f"{names}: not with --script (the script builds its own model, batch and optimizer)")
     if not args.script:
         raise UsageError("--script needs the script to run: --script train.py [ARGS]")
     script, script_args = Path(args.script[0]), list(args.script[1:])
     if not script.is_file():
         raise UsageError(f"--script {script}: no such file")
+    ours = [a for a in script_args if a.split("=")[0] in HROOFLINE_OPTIONS]
+    if ours:
+        say(
+            f"hroofline: warning: {', '.join(ours)} after --script go to the script, not to hroofline "
+            "(put hroofline's options before --script)"
+        )
     run = check_run_name(args.run or f"{script.stem}-{args.gpu.lower()}")
     if not on_cpu:
         resolve_gpu(args.gpu)
@@ -228,7 +236,7 @@ def _profile_gpu(args: argparse.Namespace, workload: list[str], settings: NcuSet
     for warning in source.info.warnings:
         say(f"hroofline: warning: {warning}")
     store = open_store(args)
-    precision = None if args.script is not None else canonical_precision(args.precision)
+    precision = None if args.script is not None else canonical_precision(args.precision or "fp32")
     result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
     _report_phases(result.run, store.root)
 

@@ -6,6 +6,7 @@ import hashlib
 import runpy
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +16,7 @@ from hroofline.collect.measure import cpu_name
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
-from hroofline.errors import ProfilingError
+from hroofline.errors import HrooflineError, ProfilingError
 from hroofline.importers import ImportedSource
 from hroofline.model import SourceInfo
 
@@ -87,7 +88,10 @@ def profile_script_cpu(
     except SystemExit as error:
         if error.code not in (0, None):
             raise ProfilingError(f"{script} exited with status {error.code}") from None
+    except HrooflineError:
+        raise
     except Exception as error:
+        _print_script_traceback(error, script)
         raise ProfilingError(f"{script} failed: {type(error).__name__}: {error}") from None
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -116,3 +120,13 @@ def profile_script_cpu(
         notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
     )
     return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())
+
+
+def _print_script_traceback(error: BaseException, script: Path) -> None:
+    """The script's own traceback, from its first frame on, as ``python script.py`` would show it."""
+    trace = error.__traceback__
+    target = str(script.resolve())
+    while trace is not None and trace.tb_frame.f_code.co_filename != target:
+        trace = trace.tb_next
+    lines = traceback.format_exception(type(error), error, trace or error.__traceback__)
+    sys.stderr.write("".join(lines))

@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from hroofline.collect.module_tracking import LayerTracker
+from hroofline.errors import ProfilingError
 from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, metrics_dir
 
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
@@ -209,6 +210,7 @@ class OpRecorder(TorchDispatchMode):
         self.records: list[OpRecord] = []
         self.phase = NO_PHASE
         self.tracker = tracker
+        self.cpu_only = True
 
     def listen(self, phase: str, entering: bool) -> None:
         self.phase = phase if entering else NO_PHASE
@@ -217,6 +219,12 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if _is_metadata_only(func):
             return func(*args, **kwargs)
+        if self.cpu_only and any(t.device.type not in ("cpu", "meta") for t in _tensors(args)):
+            raise ProfilingError(
+                f"{func.overloadpacket} runs on {_tensors(args)[0].device}: the CPU recorder (--gpu cpu) times CPU "
+                "ops only",
+                "profile a GPU with --gpu NAME (ncu), or run the script on the CPU",
+            )
         start = time.perf_counter()
         out = func(*args, **kwargs)
         seconds = time.perf_counter() - start

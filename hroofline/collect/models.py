@@ -68,7 +68,7 @@ class ModelSpec:
 
     @property
     def label(self) -> str:
-        """A short name for runs: resnet18, gpt2, tiny_cnn."""
+        """A short name for runs: resnet18, gpt2, tiny_cnn.build."""
         if self.kind == "instance":
             return self.name.rsplit(":", 1)[-1].lower()
         if self.kind == "hf":
@@ -76,7 +76,7 @@ class ModelSpec:
         if self.kind == "python":
             where, _, factory = self.name.rpartition(":")
             stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
-            return re.sub(r"[^A-Za-z0-9._+-]", "-", stem) or factory
+            return re.sub(r"[^A-Za-z0-9._+-]", "-", f"{stem}.{factory}")
         return self.name
 
     @property
@@ -172,6 +172,8 @@ def build_model(
     import torch
 
     if spec.kind == "hf":
+        if input_shape is not None:
+            raise UsageError(f"{spec.name} takes token ids: give --seq-len, not --input-shape")
         return _build_hf(spec, batch_size, seq_len or DEFAULT_SEQ_LEN)
     if spec.kind == "torchvision":
         module = _torchvision_model(spec.name)
@@ -204,10 +206,34 @@ def _torchvision_model(name: str) -> Any:
 
 
 def _user_model(spec: ModelSpec) -> Any:
+    """``FACTORY()`` from a file (its folder importable while it loads) or a module (the current folder
+    importable, as for ``python -m``)."""
     import torch
 
     where, _, factory_name = spec.name.rpartition(":")
-    if where.endswith(".py"):
+    folder = str(Path(where).resolve().parent) if where.endswith(".py") else str(Path.cwd())
+    saved_path = list(sys.path)
+    sys.path.insert(0, folder)
+    try:
+        code = _load_code(spec, where)
+        factory = getattr(code, factory_name, None)
+        if not callable(factory):
+            raise UsageError(f"--model {spec.name}: {where} has no function {factory_name}")
+        try:
+            module = factory()
+        except Exception as error:
+            raise UsageError(f"--model {spec.name}: {factory_name}() failed: {type(error).__name__}: {error}") from None
+    finally:
+        sys.path[:] = saved_path
+    if not isinstance(module, torch.nn.Module):
+        raise UsageError(f"--model {spec.name}: {factory_name}() returned {type(module).__name__}, not an nn.Module")
+    return module
+
+
+def _load_code(spec: ModelSpec, where: str) -> Any:
+    try:
+        if not where.endswith(".py"):
+            return importlib.import_module(where)
         path = Path(where).resolve()
         module_name = f"hroofline_user_model_{path.stem}"
         loader = importlib.util.spec_from_file_location(module_name, path)
@@ -216,18 +242,13 @@ def _user_model(spec: ModelSpec) -> Any:
         code = importlib.util.module_from_spec(loader)
         sys.modules[module_name] = code
         loader.loader.exec_module(code)
-    else:
-        try:
-            code = importlib.import_module(where)
-        except ImportError as error:
-            raise UsageError(f"--model {spec.name}: cannot import {where} ({error})") from None
-    factory = getattr(code, factory_name, None)
-    if not callable(factory):
-        raise UsageError(f"--model {spec.name}: {where} has no function {factory_name}")
-    module = factory()
-    if not isinstance(module, torch.nn.Module):
-        raise UsageError(f"--model {spec.name}: {factory_name}() returned {type(module).__name__}, not an nn.Module")
-    return module
+        return code
+    except UsageError:
+        raise
+    except ImportError as error:
+        raise UsageError(f"--model {spec.name}: cannot import {where} ({error})") from None
+    except Exception as error:
+        raise UsageError(f"--model {spec.name}: {where} failed to load: {type(error).__name__}: {error}") from None
 
 
 def _vocabulary(module: Any) -> int:
@@ -273,8 +294,18 @@ def _logits_loss(model: Any, inputs: Any) -> Any:
     if isinstance(output, dict):
         output = output["out"] if "out" in output else next(iter(output.values()))
     output = getattr(output, "logits", output)
-    if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.dim() < 2:
-        return output.float().square().mean() if isinstance(output, torch.Tensor) else output
+    if isinstance(output, tuple | list):  # the first floating tensor of the outputs
+        output = next((t for t in output if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+        raise UsageError(
+            f"the model's output is {type(output).__name__}"
+            + (f" of {output.dtype}" if isinstance(output, torch.Tensor) else "")
+            + ": hroofline trains on a floating-point tensor output (logits)"
+        )
+    if torch.is_grad_enabled() and not output.requires_grad:
+        raise UsageError("the model's output needs no gradient: there is nothing to train (no parameters used?)")
+    if output.dim() < 2:
+        return output.float().square().mean()
     logits = output.float()
     if not inputs.is_floating_point():  # token ids in, (batch, sequence, vocabulary) out
         logits = logits.flatten(0, -2)
