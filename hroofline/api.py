@@ -13,6 +13,7 @@ hroofline.compare(base, candidate)                # a Comparison (phases, matche
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,23 +108,29 @@ class Prediction:
     gpu: str
     precision: str
     name: str
+    peaks: Any  # hroofline.analyze.predict.Peaks: what the prediction used, with its notes
 
     def as_run(self) -> Run:
+        """The prediction as a run that is in no store."""
+        from hroofline.metricset import load_metric_set
         from hroofline.model import RunMeta, conform_launches
 
         meta = RunMeta(name=self.name, gpu=self.gpu, cc=self.source.cc, precision=self.precision)
         meta.sources.append(self.source.info)
-        launches = self.source.launches.assign(source=0)
-        from hroofline.metricset import load_metric_set
-
         meta.arch = load_metric_set().arch_of(meta.cc)
-        return Run(meta, conform_launches(launches))
+        return Run(meta, conform_launches(self.source.launches.assign(source=0)))
 
 
 def predict_run(
-    spec: str, options: PredictOptions, input_shape: tuple[int, ...] | None, seq_len: int | None, name: str
+    spec: str,
+    options: PredictOptions,
+    input_shape: tuple[int, ...] | None,
+    seq_len: int | None,
+    name: str,
+    progress: Callable[[str], None] | None = None,
 ) -> Prediction:
-    """Traces the step on the meta device and predicts each op's time at the GPU's datasheet roofs."""
+    """Checks the request, traces the step on the meta device (saying so to ``progress``) and predicts each
+    op's time at the GPU's datasheet roofs."""
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
     from hroofline.collect.meta_trace import trace_identity, trace_step
     from hroofline.collect.models import check_model
@@ -138,6 +145,9 @@ def predict_run(
     gpu = resolve_gpu(options.gpu)
     check_model(config.model)
     peaks = prediction_peaks(gpu, config.precision)
+    if progress is not None:
+        what = f"{options.phases}, batch {config.batch_size}, {config.precision}"
+        progress(f"tracing {config.arch} ({what}) on the meta device")
     launches = predict_times(to_tensor_cores(trace_step(config, options.phases), peaks), peaks)
     info = SourceInfo(
         path=f"analytic:{config.arch}",
@@ -164,4 +174,4 @@ def predict_run(
         notes=list(peaks.notes),
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
-    return Prediction(source, gpu.name, config.precision, name)
+    return Prediction(source, gpu.name, config.precision, name, peaks)

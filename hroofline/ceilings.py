@@ -209,6 +209,10 @@ class RunRoofs:
     notes: list[str] = field(default_factory=list)
     fp16_halved: bool = False  # the FP16 roof of ncu-counted launches is half the packed rate
 
+    def levels(self) -> tuple[str, ...]:
+        """The memory levels with a roof for some launch; all three when there is none."""
+        return tuple(level for level in LEVELS if self.per_launch[level].notna().any()) or LEVELS
+
     def describe(self) -> str:
         return f"{self.label}; source: {self.source}"
 

@@ -21,10 +21,6 @@ OUTSIDE = "<outside>"  # ops outside the model and outside the step's phases
 NON_MODULE_LABELS: tuple[str, ...] = (MODEL, LOSS, AUTOGRAD, OPTIMIZER, OUTSIDE)
 
 
-def is_label(name: str) -> bool:
-    return name in NON_MODULE_LABELS
-
-
 def layer_name(tracked: str) -> str:
     """ModuleTracker's name -> layer: '<model>.layer4.1.conv2' -> 'layer4.1.conv2', '<loss>.x' -> '<loss>'."""
     if tracked.startswith(MODEL + "."):
@@ -47,17 +43,6 @@ def label_outside_modules(phase: str, model_done: bool, module_seen: bool) -> st
     return OUTSIDE
 
 
-def innermost_of(ranges: Sequence[str]) -> str | None:
-    """The innermost of a kernel's open ranges: the last, unless they are module paths of one chain
-    (start/end ranges come in no guaranteed order), then the deepest."""
-    if not ranges:
-        return None
-    deepest = max(ranges, key=lambda r: r.count("."))
-    if all(deepest == r or deepest.startswith(r + ".") or is_label(r) for r in ranges):
-        return deepest
-    return ranges[-1]
-
-
 def matches(layer: str | None, pattern: str) -> bool:
     """A layer against a glob: 'layer4*' matches layer4 and all below it; a plain name matches the layer and
     the layers below it ('layer4.1' matches 'layer4.1.conv2')."""
@@ -70,11 +55,11 @@ def matches(layer: str | None, pattern: str) -> bool:
 
 def layer_from_ranges(ranges: Sequence[str]) -> str | None:
     """The layer an NVTX range stack (outermost first) names: its innermost range below the phase that is no
-    phase (module ranges of hroofline's workload, or any range a user set, at any depth). Ranges around the
-    phase (a 'train_step' range) are no layer."""
+    phase (hroofline's workload keeps one module range open at a time; or any range a user set, at any depth).
+    Ranges around the phase (a 'train_step' range) are no layer."""
     phases = [index for index, name in enumerate(ranges) if canonical_phase(name) is not None]
-    below = ranges[phases[0] + 1 :] if phases else ranges
-    return innermost_of([r for r in below if canonical_phase(r) is None])
+    below = [name for name in (ranges[phases[0] + 1 :] if phases else ranges) if canonical_phase(name) is None]
+    return below[-1] if below else None
 
 
 def phase_label(phase: str) -> str:

@@ -170,13 +170,12 @@ class Run:
         from hroofline.analyze.kernels import KernelQuery
         from hroofline.analyze.roofs import roofline_points
         from hroofline.ceilings import run_roofs
-        from hroofline.metricset import LEVELS
         from hroofline.phases import parse_phase_option
         from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 
         chosen = parse_phase_option(phase) if phase else None
         roofs = run_roofs(self, ceilings)
-        levels = tuple(lv for lv in LEVELS if roofs.per_launch[lv].notna().any()) or LEVELS
+        levels = roofs.levels()
         points = roofline_points(self, roofs, KernelQuery(group_by=by, phase=chosen), levels)
         title = self.name + (f" · {chosen}" if chosen else "")
         return roofline_chart(points, roofs, ChartOptions(title=title, levels=levels))

@@ -7,6 +7,7 @@ quantity. Intensities and rates are computed from the sums (total FLOPs / total 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -93,14 +94,11 @@ def selected_launches(run: Run, query: KernelQuery) -> pd.DataFrame:
             "layers come from hroofline's profile and predict, and from NVTX ranges in imported reports",
         )
     if query.layer:
-        layers = launches["layer"].astype("string")
-        keep = layers.map(lambda name: matches(name, query.layer), na_action="ignore").fillna(False).astype(bool)
-        launches = launches[keep]
+        pattern = query.layer
+        launches = launches[_where(launches["layer"], lambda name: matches(name, pattern))]
     if query.nvtx:
-        pattern = query.nvtx if any(c in query.nvtx for c in "*?[") else f"*{query.nvtx}*"
-        stacks = launches["nvtx"].astype("string")
-        keep = stacks.map(lambda s: fnmatch.fnmatchcase(s, pattern), na_action="ignore").fillna(False).astype(bool)
-        launches = launches[keep]
+        glob = query.nvtx if any(c in query.nvtx for c in "*?[") else f"*{query.nvtx}*"
+        launches = launches[_where(launches["nvtx"], lambda stack: fnmatch.fnmatchcase(stack, glob))]
     if (query.layer or query.nvtx) and launches.empty:
         what = " and ".join(
             f"--{name} {value}" for name, value in (("layer", query.layer), ("nvtx", query.nvtx)) if value
@@ -149,6 +147,13 @@ def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None
     if query.top is not None:
         table = table.head(query.top)
     return table.reset_index(drop=True)
+
+
+def _where(column: pd.Series, wanted: Callable[[str], bool]) -> pd.Series:
+    """Rows whose value is wanted, asking once per distinct value (layers and stacks repeat)."""
+    values = column.astype("string")
+    chosen = [value for value in values.dropna().unique() if wanted(str(value))]
+    return values.isin(chosen).fillna(False).astype(bool)
 
 
 def _columns(group_by: str) -> list[str]:

@@ -148,11 +148,6 @@ def _warn(notes: RoofNotes) -> None:
         say(f"hroofline: warning: {line}")
 
 
-def default_levels(roofs: RunRoofs) -> tuple[str, ...]:
-    """The levels with a roof for some launch; all three when there is none."""
-    return tuple(level for level in LEVELS if roofs.per_launch[level].notna().any()) or LEVELS
-
-
 def draw_chart(args: argparse.Namespace) -> int:
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart  # Altair loads only when drawing
 
@@ -162,7 +157,7 @@ def draw_chart(args: argparse.Namespace) -> int:
     chart_format(out)  # refuse an unknown extension before any work
     run = open_store(args).load(args.run)
     roofs = run_roofs(run, args.ceilings)
-    levels = chosen_levels or default_levels(roofs)
+    levels = chosen_levels or roofs.levels()
     group_by = "launch" if args.per_launch else args.by
     query = KernelQuery(group_by=group_by, phase=phase, layer=args.layer, nvtx=args.nvtx)
     points = roofline_points(run, roofs, query, levels=levels)
@@ -245,7 +240,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
     for phase in summary:
         if phase == "total":
             continue
-        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), default_levels(roofs))
+        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), roofs.levels())
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
         top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
         notes = points.notes
@@ -254,7 +249,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         note = None
         if not points.points.empty:
             title = f"{run.name} · {phase}"
-            options = ChartOptions(title=title, levels=default_levels(roofs), phase_selector=False)
+            options = ChartOptions(title=title, levels=roofs.levels(), phase_selector=False)
             spec = roofline_chart(points, roofs, options).to_dict()
         else:
             note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."

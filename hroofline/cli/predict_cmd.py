@@ -11,11 +11,9 @@ from hroofline.analyze.predict import (
     FlopSplit,
     Peaks,
     flop_split,
-    prediction_peaks,
 )
 from hroofline.ceilings import ROOF_LABELS
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
-from hroofline.collect.models import check_model
 from hroofline.errors import UsageError
 from hroofline.metricset import FLOP_QUANTITIES, resolve_gpu
 from hroofline.render.numbers import si
@@ -59,19 +57,16 @@ def run_predict(args: argparse.Namespace) -> int:
     config = workload_config(args, "meta")
     gpu = resolve_gpu(args.gpu)
     run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{gpu.name}-predicted")
-    check_model(config.model)
-    peaks = prediction_peaks(gpu, config.precision)
     store = open_store(args)
     if not args.replace and store.has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
-    say(f"tracing {config.arch} ({args.phases}, batch {config.batch_size}, {config.precision}) on the meta device")
     options = PredictOptions(gpu.name, config.precision, config.batch_size, args.phases, config.optimizer)
-    prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, run)
+    prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, run, progress=say)
     store.replace_run(run, [prediction.source], RunDefaults(gpu.name, config.precision, None))
-    for note in peaks.notes:
+    for note in prediction.peaks.notes:
         say(f"hroofline: note: {note}")
     launches = prediction.source.launches
-    _print_prediction(run, launches, flop_split(launches), peaks)
+    _print_prediction(run, launches, flop_split(launches), prediction.peaks)
     return 0
 
 

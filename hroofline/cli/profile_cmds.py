@@ -21,7 +21,7 @@ from hroofline.cli.common import (
 from hroofline.collect.models import check_model
 from hroofline.collect.workload import canonical_precision
 from hroofline.errors import ProfilingError, UsageError
-from hroofline.metricset import load_metric_set, resolve_gpu
+from hroofline.metricset import GpuName, load_metric_set, resolve_gpu
 from hroofline.model import Run, RunMeta
 from hroofline.render.numbers import si
 from hroofline.store import RunDefaults, check_run_name
@@ -127,8 +127,7 @@ def run_profile(args: argparse.Namespace) -> int:
         return _profile_script(args, on_cpu)
     config = workload_config(args, "cpu" if on_cpu else "cuda")
     run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}")
-    if not on_cpu:
-        resolve_gpu(args.gpu)
+    gpu = None if on_cpu else resolve_gpu(args.gpu)
     _refuse_existing(args, run)
     check_model(config.model)  # before minutes of measuring or profiling
     warmup = 2 if args.warmup is None else args.warmup
@@ -141,7 +140,7 @@ def run_profile(args: argparse.Namespace) -> int:
         from hroofline.collect.ncu_command import workload_command
 
         settings = _ncu_settings(args, warmup)
-        _profile_gpu(args, workload_command(config, settings, not args.no_layers), settings, run, config.arch)
+        _profile_gpu(args, gpu, workload_command(config, settings, not args.no_layers), settings, run, config.arch)
     return 0
 
 
@@ -168,8 +167,7 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
             "(put hroofline's options before --script)"
         )
     run = check_run_name(args.run or f"{script.stem}-{args.gpu.lower()}")
-    if not on_cpu:
-        resolve_gpu(args.gpu)
+    gpu = None if on_cpu else resolve_gpu(args.gpu)
     _refuse_existing(args, run)
     warmup = 1 if args.warmup is None else args.warmup
     if on_cpu:
@@ -182,7 +180,7 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
 
         settings = _ncu_settings(args, warmup)
         command = script_command(script, script_args, settings, not args.no_layers)
-        _profile_gpu(args, command, settings, run, str(script))
+        _profile_gpu(args, gpu, command, settings, run, str(script))
     return 0
 
 
@@ -211,12 +209,14 @@ def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
     )
 
 
-def _profile_gpu(args: argparse.Namespace, workload: list[str], settings: NcuSettings, run: str, what: str) -> None:
+def _profile_gpu(
+    args: argparse.Namespace, gpu: GpuName | None, workload: list[str], settings: NcuSettings, run: str, what: str
+) -> None:
     from hroofline.collect.ncu_backend import profile_with_ncu
     from hroofline.collect.ncu_command import ncu_passes
     from hroofline.collect.preflight import find_ncu, preflight
 
-    gpu = resolve_gpu(args.gpu)
+    assert gpu is not None  # resolved by the caller for every GPU profile
     metric_set = load_metric_set()
     arch = metric_set.arch_of(gpu.cc)
     if arch is None or arch not in metric_set.collect:

@@ -48,25 +48,8 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
         for _ in range(steps):
             step.run()
     warn_if_skipped(step, scale)
-    launches = records_to_launches(recorder.records)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    identity = f"{asdict(config)} {stamp} {time.time_ns()}"
-    info = SourceInfo(
-        path=f"cpu:{config.arch}",
-        kind="cpu",
-        sha256=hashlib.sha256(identity.encode()).hexdigest(),
-        launches=len(launches),
-        formulas_used=dict(FORMULAS),
-        time_methods={TIME_METHOD: len(launches)},
-        settings={
-            **{key: str(value) for key, value in asdict(config).items()},
-            "warmup_steps": str(warmup),
-            "profiled_steps": str(steps),
-            "profiled_at": stamp,
-        },
-        notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
-    )
-    return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())
+    settings = {key: str(value) for key, value in asdict(config).items()}
+    return _cpu_source(recorder, f"cpu:{config.arch}", settings, warmup, steps)
 
 
 def profile_script_cpu(
@@ -101,22 +84,23 @@ def profile_script_cpu(
             "profiled wanted",
             "wrap each training step in `with hroofline.profiled_step():`, or lower --warmup / --steps",
         )
+    settings = {"script": str(script), "arguments": " ".join(argv)}
+    return _cpu_source(recorder, f"cpu:{script}", settings, warmup, steps)
+
+
+def _cpu_source(recorder: OpRecorder, path: str, settings: dict[str, str], warmup: int, steps: int) -> ImportedSource:
+    """The recorded ops as a source: one launch per op, the collection's settings, a unique identity."""
     launches = records_to_launches(recorder.records)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    collected = {**settings, "warmup_steps": str(warmup), "profiled_steps": str(steps), "profiled_at": stamp}
     info = SourceInfo(
-        path=f"cpu:{script}",
+        path=path,
         kind="cpu",
-        sha256=hashlib.sha256(f"{script} {argv} {stamp} {time.time_ns()}".encode()).hexdigest(),
+        sha256=hashlib.sha256(f"{path} {collected} {time.time_ns()}".encode()).hexdigest(),
         launches=len(launches),
         formulas_used=dict(FORMULAS),
         time_methods={TIME_METHOD: len(launches)},
-        settings={
-            "script": str(script),
-            "arguments": " ".join(argv),
-            "warmup_steps": str(warmup),
-            "profiled_steps": str(steps),
-            "profiled_at": stamp,
-        },
+        settings=collected,
         notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
     )
     return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())

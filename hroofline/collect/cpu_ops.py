@@ -196,9 +196,9 @@ def _flop_column(args: tuple[Any, ...], out: Any) -> str | None:
     return None
 
 
-def input_shapes(args: tuple[Any, ...]) -> str:
+def input_shapes(inputs: list[torch.Tensor]) -> str:
     """The shapes of an op's tensor arguments: '2x64x56x56, 64x64x3x3' (a scalar tensor is '()')."""
-    return ", ".join("x".join(map(str, t.shape)) or "()" for t in _tensors(args))
+    return ", ".join("x".join(map(str, t.shape)) or "()" for t in inputs)
 
 
 class OpRecorder(TorchDispatchMode):
@@ -210,7 +210,6 @@ class OpRecorder(TorchDispatchMode):
         self.records: list[OpRecord] = []
         self.phase = NO_PHASE
         self.tracker = tracker
-        self.cpu_only = True
 
     def listen(self, phase: str, entering: bool) -> None:
         self.phase = phase if entering else NO_PHASE
@@ -219,10 +218,11 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if _is_metadata_only(func):
             return func(*args, **kwargs)
-        if self.cpu_only and any(t.device.type not in ("cpu", "meta") for t in _tensors(args)):
+        inputs = _tensors(args)
+        elsewhere = next((t.device for t in inputs if t.device.type not in ("cpu", "meta")), None)
+        if elsewhere is not None:
             raise ProfilingError(
-                f"{func.overloadpacket} runs on {_tensors(args)[0].device}: the CPU recorder (--gpu cpu) times CPU "
-                "ops only",
+                f"{func.overloadpacket} runs on {elsewhere}: the CPU recorder (--gpu cpu) times CPU ops only",
                 "profile a GPU with --gpu NAME (ncu), or run the script on the CPU",
             )
         start = time.perf_counter()
@@ -233,7 +233,7 @@ class OpRecorder(TorchDispatchMode):
                 op=str(func.overloadpacket).replace(".", "::", 1),
                 phase=self.phase,
                 layer=self.tracker.layer() if self.tracker is not None else None,
-                shapes=input_shapes(args),
+                shapes=input_shapes(inputs),
                 seconds=seconds,
                 flops=op_flops(func, args, kwargs, out),
                 flop_column=_flop_column(args, out),

@@ -41,24 +41,16 @@ class Session:
         self.phase_listeners: list[Any] = []
         self.recorder: Any = None
         self.steps = 0
-        self._nvtx_phases: dict[str, Any] = {}
-        if mode == "ncu" and self.tracker is not None:
-            from hroofline.collect.workload import NvtxLayerRanges
+        if mode == "ncu":
+            from hroofline.collect.workload import NvtxLayerRanges, NvtxListener
 
-            self.tracker.listeners.append(NvtxLayerRanges())
+            self.phase_listeners.append(NvtxListener())
+            if self.tracker is not None:
+                self.tracker.listeners.append(NvtxLayerRanges())
         if self.tracker is not None:
             self.phase_listeners.append(self.tracker.phase_changed)
 
     def enter_phase(self, name: str, entering: bool) -> None:
-        if self.mode == "ncu":
-            import nvtx
-
-            from hroofline.collect.workload import NVTX_DOMAIN
-
-            if entering:
-                self._nvtx_phases[name] = nvtx.start_range(message=name, domain=NVTX_DOMAIN)
-            elif name in self._nvtx_phases:
-                nvtx.end_range(self._nvtx_phases.pop(name))
         for listener in self.phase_listeners if entering else reversed(self.phase_listeners):
             listener(name, entering)
 
