@@ -19,7 +19,9 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 
 # 2: tensor FLOPs per input precision (flops_tensor is their total), integer tensor ops, per-launch roofs.
 # 3: the layer (module path) of every launch and the input shapes of analytic and CPU ops.
-SCHEMA_VERSION = 3
+# 4: traces: the launching op, the activity's category (kernel, communication, memcpy, memset), the rank and
+#    the profiler step of every launch, and the bytes a communication kernel moves over the links.
+SCHEMA_VERSION = 4
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -39,6 +41,10 @@ IDENTITY_COLUMNS: dict[str, str] = {
     "cc": "string",
     "stream": "string",
     "launches": "int64",
+    "op": "string",
+    "category": "string",
+    "rank": "Int64",
+    "step": "Int64",
 }
 TIME_COLUMNS: dict[str, str] = {
     "time_s": "float64",
@@ -48,6 +54,8 @@ TIME_COLUMNS: dict[str, str] = {
 QUANTITY_COLUMNS: dict[str, str] = {q: "float64" for q in QUANTITIES}
 # All tensor FLOPs, whatever the input precision: the sum of the per-precision columns.
 TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
+# Bytes a communication kernel's rank sends over its links (nccl-tests' bus bytes), judged against the link roof.
+COMMUNICATION_COLUMNS: dict[str, str] = {"bytes_link": "float64"}
 PEAK_PREFIX = "peak_"
 PEAK_COLUMNS: dict[str, str] = {PEAK_PREFIX + key: "float64" for key in ROOF_KEYS}
 LAUNCH_COLUMNS: dict[str, str] = {
@@ -55,6 +63,7 @@ LAUNCH_COLUMNS: dict[str, str] = {
     **TIME_COLUMNS,
     **QUANTITY_COLUMNS,
     **TOTAL_COLUMNS,
+    **COMMUNICATION_COLUMNS,
     **PEAK_COLUMNS,
 }
 # Raw ncu metrics that fed a formula are kept beside the quantities, under this prefix, so every stored
@@ -83,8 +92,9 @@ class SourceInfo:
 
     @property
     def counts_fp16_instructions(self) -> bool:
-        """ncu's FP16 counters count a packed half2 instruction once; analytic sources count arithmetic."""
-        return self.kind.startswith("ncu")
+        """ncu's FP16 counters (and CUPTI's, in a trace) count a packed half2 instruction once; analytic sources
+        count arithmetic."""
+        return self.kind.startswith("ncu") or "cupti" in self.kind
 
 
 @dataclass

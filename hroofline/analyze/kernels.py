@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from hroofline.analyze.ranks import work_known_share
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.layers import matches
 from hroofline.metricset import (
@@ -52,10 +53,25 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "bytes_l2",
     "bytes_hbm",
     "kernels",
+    "work_known",
+    "communication_s",
+    "bytes_link",
 )
 GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
 # Per launch, where it ran: shown after the quantities.
-LAUNCH_CONTEXT: tuple[str, ...] = ("layer", "nvtx", "grid", "block", "shapes", "source", "launch_id")
+LAUNCH_CONTEXT: tuple[str, ...] = (
+    "layer",
+    "op",
+    "nvtx",
+    "grid",
+    "block",
+    "shapes",
+    "category",
+    "rank",
+    "step",
+    "source",
+    "launch_id",
+)
 NO_LAYER = "(no layer)"
 
 
@@ -142,7 +158,21 @@ def kernel_table(run: Run, query: KernelQuery, extra: pd.DataFrame | None = None
     table = table[columns]
     if query.sort not in table.columns:
         raise UsageError(f"cannot sort by {query.sort!r}", "columns: " + ", ".join(table.columns))
-    ascending = query.sort in ("kernel", "phase", "layer", "nvtx", "shapes", "grid", "block", "source", "launch_id")
+    ascending = query.sort in (
+        "kernel",
+        "phase",
+        "layer",
+        "op",
+        "nvtx",
+        "shapes",
+        "grid",
+        "block",
+        "category",
+        "rank",
+        "step",
+        "source",
+        "launch_id",
+    )
     table = table.sort_values(query.sort, ascending=ascending, na_position="last", kind="stable")
     if query.top is not None:
         table = table.head(query.top)
@@ -221,6 +251,11 @@ def _totals(rows: pd.DataFrame) -> dict[str, float | int | None]:
     for column in ("flops_tensor", *DETAIL_COLUMNS, *BYTE_QUANTITIES):
         values[column] = _value(sums[column])
     values["kernels"] = int(rows["launches"].sum())
+    if rows["category"].notna().any():  # a trace: what share of the time has known work, and communication
+        communication = rows["category"] == "communication"
+        values["work_known"] = work_known_share(rows)
+        values["communication_s"] = float(rows.loc[communication, "time_s"].sum())
+        values["bytes_link"] = _value(rows.loc[communication, "bytes_link"].sum(min_count=1))
     return values
 
 

@@ -6,16 +6,24 @@ import argparse
 from pathlib import Path
 
 from hroofline.cli.common import add_store_option, open_store, progress, say
+from hroofline.errors import UsageError
 from hroofline.importers import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.metricset import load_metric_set, resolve_gpu
 from hroofline.phases import parse_phase_option
 from hroofline.store import RunDefaults, check_run_name
 
 HELP = """\
-Import ncu output into a run. A SOURCE is a .ncu-rep report, an ncu CSV export (long --page details
-or wide --page raw, any ncu version from 2020 on), an ncu console log (metric names or ncu's default
-sections), or a folder of passes over one run (Yang et al.'s one-metric-per-run logs, a time pass and an
-instruction pass, ...); each may be gzip-compressed.
+Import ncu output or PyTorch profiler traces into a run. A SOURCE is a .ncu-rep report, an ncu CSV export
+(long --page details or wide --page raw, any ncu version from 2020 on), an ncu console log (metric names or
+ncu's default sections), a folder of passes over one run (Yang et al.'s one-metric-per-run logs, a time pass
+and an instruction pass, ...), or a torch.profiler (Kineto) trace (.json); each may be gzip-compressed.
+
+A trace gives every kernel, memcpy and memset its measured duration, its launching CPU op (shapes, ranges,
+phase, profiler step, rank) and analytic work: the op's recorded shapes replayed on the meta device with the
+formulas of `predict` (minimum bytes, HBM level only), split over the op's kernels by duration. Kernels of ops
+without shapes or formulas have unknown work; the import says what share of time has known work. NCCL
+kernels are communication, with their bytes from the collective's arguments. Traces of several ranks
+imported into one run give per-rank summaries (`summary --by rank`).
 
 Sources that are passes over the same launches (the same kernels in the same order, each measuring
 other metrics) are joined launch by launch, here as in a folder: kernel time comes from the pass that
@@ -30,6 +38,8 @@ examples:
   hroofline import pt-O0-Adam-bw/ --run deepcam-fp32 --gpu v100 --phase bw
   hroofline import time_dram.ncu-rep dpflops.ncu-rep --run gene   # two passes: joined, 8 launches
   hroofline import logs/ --run r1 --merge name     # files disagree launch by launch
+  hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
+  hroofline import rank0.json.gz rank1.json.gz --run ddp --gpu a100  # two ranks, one run
 """
 
 
@@ -60,6 +70,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="for passes (a folder, or several files): join launch by launch (default), or join "
         "per-kernel-name sums when the passes' launch sequences differ",
     )
+    parser.add_argument(
+        "--steps",
+        help="traces: the ProfilerStep numbers to import, e.g. 5,6 or 5-7 (default: every kernel of the trace)",
+    )
+    parser.add_argument(
+        "--rank", type=int, help="traces: the rank of a trace that does not say (default: its distributedInfo, else 0)"
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--replace",
@@ -71,12 +88,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run_command=run)
 
 
+def parse_steps(text: str) -> frozenset[int]:
+    """'5,6' or '5-7' or '5,8-9' -> the step numbers."""
+    steps: set[int] = set()
+    try:
+        for part in text.split(","):
+            first, _, last = part.strip().partition("-")
+            steps.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise UsageError(f"--steps {text!r}: give step numbers, e.g. 5,6 or 5-7") from None
+    if not steps:
+        raise UsageError(f"--steps {text!r}: give step numbers, e.g. 5,6 or 5-7")
+    return frozenset(steps)
+
+
 def run(args: argparse.Namespace) -> int:
     name = check_run_name(args.run)
     options = ImportOptions(
         phase=parse_phase_option(args.phase) if args.phase else None,
         gpu=resolve_gpu(args.gpu) if args.gpu else None,
         merge=args.merge,
+        steps=parse_steps(args.steps) if args.steps else None,
+        rank=args.rank,
     )
     store = open_store(args)
     replacing = args.replace and store.has_run(name)

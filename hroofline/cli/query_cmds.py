@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 import pandas as pd
 
@@ -16,7 +17,11 @@ from hroofline.analyze.kernels import (
     shown_columns,
 )
 from hroofline.analyze.names import short_kernel_name
+from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
+from hroofline.analyze.ranks import grouped_summary, rank_spread
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
+from hroofline.errors import UsageError
+from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.text import render_frame, summary_table, to_json
 
@@ -76,6 +81,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "measured).",
     )
     summary.add_argument("run", metavar="RUN")
+    summary.add_argument(
+        "--by",
+        choices=("phase", *RANK_GROUPINGS),
+        default="phase",
+        help="phase (default); rank: per rank and phase, with the slowest rank's extra time per phase over the "
+        "median rank (traces of several ranks); step: per profiler step and phase (traces)",
+    )
     summary.add_argument("--format", choices=("table", "json"), default="table")
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
@@ -146,11 +158,37 @@ def show_kernels(args: argparse.Namespace) -> int:
 
 def show_summary(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
+    if args.by != "phase":
+        return _show_grouped_summary(run, args.by, args.format)
     phases = phase_summary(run)
     if args.format == "json":
         total = phases.pop("total")
         write_out(to_json({"run": run.name, "phases": phases, "total": total}))
     else:
         empty = empty_detail_columns(phases)
-        write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty]))
+        present = {c for values in phases.values() for c in values}
+        write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty and c in present]))
+    return 0
+
+
+def _show_grouped_summary(run: Run, by: str, output: str) -> int:
+    rows = grouped_summary(run, by)
+    if not rows:
+        raise UsageError(
+            f"run {run.name!r} has no {by} on any launch",
+            "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
+        )
+    spread = rank_spread(run) if by == "rank" else []
+    if output == "json":
+        write_out(
+            to_json(
+                {"run": run.name, "by": by, "rows": [asdict(r) for r in rows], "spread": [asdict(s) for s in spread]}
+            )
+        )
+        return 0
+    table = pd.DataFrame([asdict(r) for r in rows]).rename(columns={"key": by})
+    write_out(render_frame(table, "table"))
+    if spread:
+        write_out("\nslowest rank per phase (GPU time; extra = slowest - median of the ranks):\n")
+        write_out(render_frame(pd.DataFrame([asdict(s) for s in spread]), "table"))
     return 0

@@ -25,6 +25,7 @@ from hroofline.importers.checks import (
     uncounted_work_warning,
 )
 from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
+from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
 from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
@@ -38,6 +39,7 @@ from hroofline.importers.raw import (
     read_file_bytes,
     sha256_of_file,
 )
+from hroofline.importers.trace_source import TraceOptions, trace_source
 from hroofline.layers import layer_from_ranges, phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
@@ -51,6 +53,8 @@ class ImportOptions:
     phase: str | None = None
     gpu: GpuName | None = None
     merge: str = "launch"
+    steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
+    rank: int | None = None  # traces: the rank, where the trace does not say
 
 
 @dataclass
@@ -66,7 +70,7 @@ class ReadSource:
     """One source as read, before its formulas run."""
 
     path: Path
-    profile: RawProfile
+    profile: RawProfile | TraceEvents
     digest: str
     files: list[dict[str, str]]
 
@@ -100,14 +104,19 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
 
 def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
     def read(path: Path) -> RawProfile:
-        return _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
+        profile = _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
+        if isinstance(profile, TraceEvents):
+            raise InputError(f"{path}: a PyTorch profiler trace in a folder of ncu passes", "import it on its own")
+        return profile
 
     return read
 
 
-def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile:
+def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile | TraceEvents:
     if is_blank(data):
         raise InputError(f"{path}: the file is empty")
+    if looks_like_json(data):
+        return parse_trace(data, path)
     if is_ncu_report(data):
         return read_ncu_rep(data, str(path), metric_set)
     if b"\x00" in data[:4096]:
@@ -153,6 +162,8 @@ def _is_another_pass(group: list[ReadSource], source: ReadSource, metric_set: Me
     """Whether ``source`` is one more pass over the launches of ``group``. Passes that measure other
     metrics over nearly the same launches, but not the same, disagree: that is refused, not appended."""
     first = group[0]
+    if isinstance(source.profile, TraceEvents) or isinstance(first.profile, TraceEvents):
+        return False  # a trace is a whole measurement (each rank's its own), never a pass
     measured = measured_metrics(source.profile, metric_set)
     if any(measured == measured_metrics(member.profile, metric_set) for member in group):
         return False  # the same measurement again (repeats): appended
@@ -187,6 +198,8 @@ def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricS
 
 def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
     """The formulas, the report's roofs and the import's checks, on one source as read."""
+    if isinstance(source.profile, TraceEvents):
+        return _trace_source(source, source.profile, options, metric_set)
     path, profile = source.path, source.profile
     cc = _compute_capability(profile, options, path)
     arch = metric_set.arch_of(cc)
@@ -238,6 +251,28 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     info.notes += roofs.notes
     info.warnings = warnings
     return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
+
+
+def _trace_source(
+    source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
+) -> ImportedSource:
+    trace_options = TraceOptions(phase=options.phase, steps=options.steps, rank=options.rank)
+    result = trace_source(trace, source.digest, trace_options, metric_set)
+    cc = result.cc
+    if options.gpu is not None:
+        if cc is not None and cc != options.gpu.cc:
+            raise InputError(
+                f"{source.path}: --gpu {options.gpu.name} has compute capability {options.gpu.cc}, "
+                f"but the trace's device {result.device_name} has {cc}",
+                "leave out --gpu or name the GPU that was profiled",
+            )
+        cc = options.gpu.cc
+        result.launches["cc"] = cc
+    elif cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
+        result.info.notes.append(
+            f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
+        )
+    return ImportedSource(info=result.info, launches=result.launches, cc=cc, device_name=result.device_name)
 
 
 def _layers(stacks: pd.Series) -> list[str | None]:

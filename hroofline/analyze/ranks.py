@@ -1,0 +1,80 @@
+"""Traces: the GPU time per rank (or profiler step) and phase, and how far the slowest rank lags.
+
+Times are GPU activity time summed over launches (kernels, copies and sets; streams that overlap count
+twice), the same as every other phase total. The spread of a phase is the slowest rank's time minus the
+median of all ranks' times: the extra time the others wait for it at the next collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hroofline.model import PHASES, Run
+
+GROUPINGS: tuple[str, ...] = ("rank", "step")
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One rank (or step) in one phase."""
+
+    key: int
+    phase: str
+    time_s: float
+    communication_s: float
+    launches: int
+
+
+@dataclass(frozen=True)
+class PhaseSpread:
+    phase: str
+    ranks: int
+    slowest_rank: int
+    slowest_s: float
+    median_s: float
+    extra_s: float
+
+
+def grouped_summary(run: Run, by: str) -> list[GroupRow]:
+    """Per rank (``by="rank"``) or profiler step (``"step"``) and phase, in order; launches without one are left out."""
+    launches = run.launches[run.launches[by].notna()]
+    rows = []
+    communication = launches["category"] == "communication"
+    for (key, phase), group in launches.groupby([by, "phase"], sort=True, observed=True):
+        rows.append(
+            GroupRow(
+                key=int(key),
+                phase=str(phase),
+                time_s=float(group["time_s"].sum()),
+                communication_s=float(group.loc[communication.loc[group.index], "time_s"].sum()),
+                launches=int(group["launches"].sum()),
+            )
+        )
+    order = {p: i for i, p in enumerate(PHASES)}
+    return sorted(rows, key=lambda r: (r.key, order.get(r.phase, len(order))))
+
+
+def rank_spread(run: Run) -> list[PhaseSpread]:
+    """Per phase of a run with two or more ranks: the slowest rank and its time over the median."""
+    launches = run.launches[run.launches["rank"].notna()]
+    if launches["rank"].nunique() < 2:
+        return []
+    times = launches.groupby(["phase", "rank"], observed=True)["time_s"].sum().unstack("rank").fillna(0.0)
+    spreads = []
+    for phase in [p for p in PHASES if p in times.index]:
+        row = times.loc[phase]
+        median = float(row.median())
+        slowest = int(row.idxmax())
+        spreads.append(PhaseSpread(phase, len(row), slowest, float(row.max()), median, float(row.max()) - median))
+    return spreads
+
+
+def work_known_share(rows: pd.DataFrame) -> float | None:
+    """Of the compute kernels' time, the share whose work is known (trace runs: analytic work found)."""
+    kernels = rows[rows["category"] == "kernel"]
+    total = float(kernels["time_s"].sum())
+    if not len(kernels) or total <= 0:
+        return None
+    return float(kernels.loc[kernels["bytes_hbm"].notna(), "time_s"].sum()) / total

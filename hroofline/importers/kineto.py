@@ -1,0 +1,195 @@
+"""PyTorch profiler (Kineto) traces: the Chrome-trace JSON that ``torch.profiler`` writes, read into tables.
+
+Two schemas are read: today's (categories ``kernel``, ``cpu_op``, ``cuda_runtime``, ``user_annotation``,
+``gpu_memcpy``, ``gpu_memset``; ``Input Dims``) and the 2021 one (``Kernel``, ``Operator``, ``Runtime``,
+``Memcpy``, ``Memset``; ``Input dims``, ``external id``). Timestamps and durations are microseconds, as the
+Chrome trace format says, unless the trace sets ``displayTimeUnit`` to ``ns``. Everything here is in
+seconds; linking kernels to their CPU ops is :mod:`hroofline.importers.kineto_links`.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hroofline.errors import InputError
+
+GPU_CATEGORIES: dict[str, str] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
+OP_CATEGORIES = frozenset({"cpu_op", "operator"})
+ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
+COUNTER_RANGE_CATEGORY = "cuda_profiler_range"  # CUPTI range profiling: one range per kernel, with counters
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+@dataclass
+class CpuEvent:
+    """A CPU op or a user range (``record_function``, ``ProfilerStep#N``), on one thread."""
+
+    name: str
+    thread: tuple[str, str]
+    start_s: float
+    end_s: float
+    is_range: bool
+    args: dict[str, Any]
+
+
+@dataclass
+class GpuActivity:
+    """A kernel, memcpy or memset as the GPU ran it; ``correlation`` names its launching runtime call."""
+
+    name: str
+    category: str
+    start_s: float
+    duration_s: float
+    correlation: int | None
+    args: dict[str, Any]
+
+
+@dataclass
+class RuntimeCall:
+    thread: tuple[str, str]
+    start_s: float
+
+
+@dataclass
+class TraceEvents:
+    """One trace file, parsed."""
+
+    path: str
+    schema: str  # "current" or "2021"
+    seconds_per_unit: float
+    gpu: list[GpuActivity]
+    counter_ranges: list[GpuActivity]
+    cpu: list[CpuEvent]
+    runtime: dict[int, RuntimeCall]
+    devices: dict[int, dict[str, Any]]
+    rank: int | None
+    world_size: int | None
+    distributed: dict[str, Any] = field(default_factory=dict)
+
+
+def looks_like_json(data: bytes | mmap.mmap) -> bool:
+    """JSON text (an object or an array): a trace, or a JSON file that is not one."""
+    head = bytes(data[:64]).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head[:1] in (b"{", b"[")
+
+
+def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
+    text = bytes(data)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        cut = error.pos >= len(text.rstrip()) - 1
+        reason = "it ends early: is the file truncated?" if cut else f"{error.msg} at line {error.lineno}"
+        raise InputError(f"{path}: not valid JSON ({reason})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    events = document.get("traceEvents") if isinstance(document, dict) else None
+    if not isinstance(events, list):
+        raise InputError(f"{path}: JSON without a traceEvents list: not a PyTorch profiler (Kineto) trace")
+    unit = 1e-9 if str(document.get("displayTimeUnit", "")).lower() == "ns" else 1e-6
+    trace = TraceEvents(
+        path=str(path),
+        schema="current",
+        seconds_per_unit=unit,
+        gpu=[],
+        counter_ranges=[],
+        cpu=[],
+        runtime={},
+        devices=_devices(document.get("deviceProperties")),
+        rank=None,
+        world_size=None,
+    )
+    _read_distributed(document.get("distributedInfo"), trace, path)
+    for event in events:
+        if isinstance(event, dict) and event.get("ph") == "X":
+            _add_event(event, trace)
+    return trace
+
+
+def _devices(properties: Any) -> dict[int, dict[str, Any]]:
+    if not isinstance(properties, list):
+        return {}
+    return {int(p["id"]): p for p in properties if isinstance(p, dict) and "id" in p}
+
+
+def _read_distributed(info: Any, trace: TraceEvents, path: Path) -> None:
+    if isinstance(info, dict) and info.get("rank") is not None:
+        trace.distributed = info
+        trace.rank = int(info["rank"])
+        trace.world_size = int(info["world_size"]) if info.get("world_size") is not None else None
+        return
+    found = _RANK_IN_NAME.search(path.name)
+    trace.rank = int(found.group(1)) if found else None
+
+
+def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
+    category = str(event.get("cat", ""))
+    lowered = category.lower()
+    args = event.get("args") or {}
+    unit = trace.seconds_per_unit
+    try:
+        start, duration = float(event["ts"]) * unit, float(event.get("dur", 0.0)) * unit
+    except (KeyError, TypeError, ValueError):
+        return
+    if category in ("Kernel", "Operator", "Runtime", "Memcpy", "Memset"):
+        trace.schema = "2021"
+    if lowered in GPU_CATEGORIES:
+        correlation = args.get("correlation")
+        trace.gpu.append(
+            GpuActivity(
+                str(event.get("name", "")),
+                GPU_CATEGORIES[lowered],
+                start,
+                duration,
+                int(correlation) if correlation is not None else None,
+                args,
+            )
+        )
+    elif lowered == COUNTER_RANGE_CATEGORY:
+        trace.counter_ranges.append(GpuActivity(str(event.get("name", "")), "kernel", start, duration, None, args))
+    elif lowered in RUNTIME_CATEGORIES:
+        correlation = args.get("correlation")
+        if correlation is not None:
+            trace.runtime[int(correlation)] = RuntimeCall(_thread(event), start)
+    elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
+        name = str(event.get("name", ""))
+        is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))
+        trace.cpu.append(CpuEvent(name, _thread(event), start, start + duration, is_range, args))
+
+
+def _thread(event: dict[str, Any]) -> tuple[str, str]:
+    return str(event.get("pid")), str(event.get("tid"))
+
+
+# CPU events without a namespace that are ops rather than user ranges.
+_OPS_WITHOUT_NAMESPACE = frozenset({"record_param_comms", "detach"})
+_AUTOGRAD_NODE = re.compile(r"Backward\d*$")
+
+
+def is_user_range_name(name: str) -> bool:
+    """The 2021 schema writes ``record_function`` ranges as operators: they are the names without a
+    ``namespace::`` (``ProfilerStep#5``, ``## forward ##``, ``Optimizer.step#SGD.step``) that are no
+    autograd node (``AddmmBackward``)."""
+    return "::" not in name and name not in _OPS_WITHOUT_NAMESPACE and not _AUTOGRAD_NODE.search(name)
+
+
+def device_description(trace: TraceEvents, device: int | None) -> tuple[str | None, str | None]:
+    """(name, compute capability) of a GPU of the trace's ``deviceProperties``."""
+    properties = trace.devices.get(device if device is not None else -1) or next(iter(trace.devices.values()), None)
+    if not properties:
+        return None, None
+    major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+    cc = f"{major}.{minor}" if major is not None and minor is not None else None
+    return properties.get("name"), cc

@@ -1,0 +1,166 @@
+"""Each GPU activity of a trace, linked to what launched it.
+
+A kernel's ``correlation`` names the CUDA runtime call that launched it; the CPU ops and ranges open on that
+call's thread at that moment are its stack (outermost first). From the stack come:
+
+- the launching op: the innermost op (``aten::mm``);
+- the op whose work is counted: the outermost op that is a dispatchable operator (``namespace::name``)
+  and has recorded shapes, so that an ``aten::linear`` counts its ``addmm`` as ``predict`` does;
+- the user ranges (``record_function``, ``## forward ##``), the phase they name, and the layer
+  (hroofline's own ``hroofline.layer:`` ranges, or the op's ``Module Hierarchy``);
+- the phase, where no range names one: autograd's backward ops (``autograd::engine::evaluate_function``,
+  ``...Backward0``) are backward, whatever their thread; else a phase range open in the process then.
+
+The ``ProfilerStep#N`` range open in the process at launch time is the launch's step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents
+from hroofline.phases import canonical_phase
+
+LAYER_RANGE_PREFIX = "hroofline.layer:"
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_DISPATCHABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
+_AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
+_RANGE_TOKENS = re.compile(r"[^A-Za-z0-9_]+")
+_MODULE = re.compile(r"([A-Za-z0-9_]+)\(([^()]*)\)")
+
+
+@dataclass
+class LaunchLink:
+    """What launched one GPU activity; ``None`` where the trace does not say."""
+
+    launch_s: float | None  # when the runtime call was made
+    op: CpuEvent | None  # innermost op
+    counted_op: CpuEvent | None  # outermost dispatchable op with shapes: whose work is counted
+    ranges: tuple[str, ...]
+    phase: str | None
+    step: int | None
+    layer: str | None
+
+
+def range_phase(name: str) -> str | None:
+    """The phase a range names: 'forward', '## backward ##', 'DistributedDataParallel.forward',
+    'Optimizer.step#SGD.step', '## forward:pos_w ##', '[param|model|measure|forward]': by the whole name,
+    else by its first or last word."""
+    whole = canonical_phase(name.strip("# ").strip())
+    if whole and whole != "other":
+        return whole
+    words = [w for w in _RANGE_TOKENS.split(name) if w]
+    for word in (words[:1] + words[-1:]) if words else []:
+        phase = canonical_phase(word)
+        if phase and phase != "other":
+            return phase
+    return None
+
+
+def module_path(hierarchy: str) -> str | None:
+    """'TOP(ResNet)::layer1(Sequential)::0(BasicBlock)' -> 'layer1.0' (the names, outermost first, without the
+    top module)."""
+    names = [name for name, _ in _MODULE.findall(hierarchy or "")]
+    if names and names[0].lower() == "top":
+        names = names[1:]
+    return ".".join(names) or None
+
+
+class _Intervals:
+    """Named time intervals of a process; ``at(t)`` is the one that started last among those open at t."""
+
+    def __init__(self, items: list[tuple[float, float, str]]) -> None:
+        self.items = sorted(items)
+        self.starts = [start for start, _, _ in self.items]
+
+    def at(self, time: float) -> str | None:
+        index = bisect.bisect_right(self.starts, time) - 1
+        for position in range(index, max(index - 64, -1), -1):
+            start, end, value = self.items[position]
+            if start <= time <= end:
+                return value
+        return None
+
+
+def _stacks(events: list[CpuEvent], times: list[float]) -> list[list[CpuEvent]]:
+    """The events open at each of ``times`` (sorted), outermost first: one sweep over the thread's events."""
+    ordered = sorted(events, key=lambda e: (e.start_s, -e.end_s))
+    stacks, open_events, position = [], [], 0
+    for time in times:
+        while position < len(ordered) and ordered[position].start_s <= time:
+            event = ordered[position]
+            open_events = [e for e in open_events if e.end_s >= event.start_s]
+            open_events.append(event)
+            position += 1
+        open_events = [e for e in open_events if e.end_s >= time]
+        stacks.append(list(open_events))
+    return stacks
+
+
+def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[LaunchLink]:
+    """One link per activity, in order."""
+    by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
+    for event in trace.cpu:
+        by_thread[event.thread].append(event)
+    phases = _Intervals([(e.start_s, e.end_s, p) for e in trace.cpu if e.is_range and (p := range_phase(e.name))])
+    steps = _Intervals(
+        [(e.start_s, e.end_s, m.group(1)) for e in trace.cpu if e.is_range and (m := _STEP.match(e.name))]
+    )
+    layers = _Intervals(
+        [
+            (e.start_s, e.end_s, e.name[len(LAYER_RANGE_PREFIX) :])
+            for e in trace.cpu
+            if e.name.startswith(LAYER_RANGE_PREFIX)
+        ]
+    )
+    calls = [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
+    queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for index, call in enumerate(calls):
+        if call is not None:
+            queries[call.thread].append((call.start_s, index))
+    stack_of: dict[int, list[CpuEvent]] = {}
+    for thread, points in queries.items():
+        points.sort()
+        for (_, index), stack in zip(points, _stacks(by_thread.get(thread, []), [t for t, _ in points]), strict=True):
+            stack_of[index] = stack
+    links = []
+    for index, call in enumerate(calls):
+        if call is None:
+            links.append(LaunchLink(None, None, None, (), None, None, None))
+            continue
+        links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers))
+    return links
+
+
+def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Intervals, layers: _Intervals) -> LaunchLink:
+    ops = [e for e in stack if not e.is_range]
+    ranges = tuple(e.name for e in stack if e.is_range and not e.name.startswith(LAYER_RANGE_PREFIX))
+    named = [p for p in map(range_phase, ranges) if p]
+    if named:
+        phase: str | None = named[-1]
+    elif any(_AUTOGRAD.search(op.name) for op in ops):
+        phase = "backward"
+    else:
+        phase = phases.at(time)
+    counted = next((op for op in ops if _DISPATCHABLE.match(op.name) and _has_shapes(op)), None)
+    layer = layers.at(time)
+    if layer is None:
+        layer = next((p for op in reversed(ops) if (p := module_path(op.args.get("Module Hierarchy", "")))), None)
+    step = steps.at(time)
+    return LaunchLink(
+        launch_s=time,
+        op=ops[-1] if ops else None,
+        counted_op=counted,
+        ranges=ranges,
+        phase=phase,
+        step=int(step) if step is not None else None,
+        layer=layer,
+    )
+
+
+def _has_shapes(op: CpuEvent) -> bool:
+    dims = op.args.get("Input Dims", op.args.get("Input dims"))
+    return isinstance(dims, list) and any(d for d in dims)

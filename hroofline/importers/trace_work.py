@@ -1,0 +1,234 @@
+"""Analytic work of a traced op: its recorded shapes replayed on PyTorch's meta device.
+
+The op (``aten::linear`` with ``Input Dims`` [[8, 512], [1000, 512], [1000]] and ``Input type``
+[float, float, float]) is called again on meta tensors of those shapes, dtypes and strides, under the same op
+recorder as ``predict`` (:class:`hroofline.collect.cpu_ops.OpRecorder`): the same FLOP formulas, the same
+fewest bytes. Non-tensor arguments come from the trace's ``Concrete Inputs`` where it recorded them, else from
+the schema's defaults. Where neither says an integer argument (a stride, a padding), the replay guesses and
+keeps the result only when the trace's ``Output dims`` confirm the output shapes; otherwise the op's work is
+unknown, as it is for ops PyTorch cannot run on the meta device (an extension not loaded here).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from hroofline.collect.cpu_ops import OpRecorder
+
+# The dtype names the profiler writes (c10's type names), current and 2021.
+DTYPES: dict[str, torch.dtype] = {
+    "float": torch.float32,
+    "double": torch.float64,
+    "c10::Half": torch.float16,
+    "c10::BFloat16": torch.bfloat16,
+    "long int": torch.int64,
+    "long": torch.int64,
+    "int": torch.int32,
+    "short int": torch.int16,
+    "short": torch.int16,
+    "signed char": torch.int8,
+    "unsigned char": torch.uint8,
+    "bool": torch.bool,
+    "c10::Float8_e4m3fn": torch.float8_e4m3fn,
+    "c10::Float8_e5m2": torch.float8_e5m2,
+    "c10::complex<float>": torch.complex64,
+    "c10::complex<double>": torch.complex128,
+}
+# What a tensor without a recorded type is taken to be (the 2021 schema records shapes only).
+ASSUMED_DTYPE = torch.float32
+# c10::ScalarType codes, as Concrete Inputs write a dtype argument.
+SCALAR_TYPES: dict[int, torch.dtype] = {
+    0: torch.uint8,
+    1: torch.int8,
+    2: torch.int16,
+    3: torch.int32,
+    4: torch.int64,
+    5: torch.float16,
+    6: torch.float32,
+    7: torch.float64,
+    11: torch.bool,
+    15: torch.bfloat16,
+}
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """FLOPs per precision column (``flops_fp32``, ...) and the fewest bytes of one op call."""
+
+    flops: dict[str, float]
+    bytes: float
+
+
+class _Unreplayable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    dims: Any
+    type: str
+    concrete: str
+    strides: Any
+
+
+def op_work(name: str, args: dict[str, Any]) -> OpWork | None:
+    """The analytic work of an op call as the trace recorded it, or None where it cannot be known."""
+    key = json.dumps(
+        [
+            name,
+            args.get("Input Dims", args.get("Input dims")),
+            args.get("Input type"),
+            args.get("Concrete Inputs"),
+            args.get("Input Strides"),
+            args.get("Output dims"),
+        ],
+        sort_keys=True,
+    )
+    return _op_work(key)
+
+
+@lru_cache(maxsize=65536)
+def _op_work(key: str) -> OpWork | None:
+    name, dims, types, concrete, strides, output_dims = json.loads(key)
+    packet = _packet(name)
+    if packet is None or not isinstance(dims, list):
+        return None
+    types = types if isinstance(types, list) else []
+    recorded = [
+        _Recorded(
+            dims[i],
+            types[i] if i < len(types) else "",
+            concrete[i] if isinstance(concrete, list) and i < len(concrete) else "",
+            strides[i] if isinstance(strides, list) and i < len(strides) else None,
+        )
+        for i in range(len(dims))
+    ]
+    overloads = [getattr(packet, o) for o in packet.overloads() if "out" not in o]
+    for overload in sorted(overloads, key=lambda o: len(o._schema.arguments) != len(recorded)):
+        try:
+            positional, keywords, guessed = _arguments(overload._schema, recorded)
+        except _Unreplayable:
+            continue
+        work = _replay(overload, positional, keywords, guessed, output_dims)
+        if work is not None:
+            return work
+    return None
+
+
+def _packet(name: str) -> Any:
+    namespace, _, op = name.partition("::")
+    op = op.split(".")[0]
+    try:
+        return getattr(getattr(torch.ops, namespace), op)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _replay(
+    overload: Any, positional: list[Any], keywords: dict[str, Any], guessed: bool, output_dims: Any
+) -> OpWork | None:
+    recorder = OpRecorder()
+    try:
+        with recorder:
+            result = overload(*positional, **keywords)
+    except Exception:  # an op PyTorch cannot run with these arguments on meta: the work stays unknown
+        return None
+    if guessed or output_dims:
+        outputs = [list(t.shape) for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        wanted = [d for d in output_dims or [] if isinstance(d, list) and d]
+        if not wanted or [o for o in outputs if o] != wanted:
+            return None
+    flops: dict[str, float] = {}
+    for record in recorder.records:
+        if record.flop_column and record.flops:
+            flops[record.flop_column] = flops.get(record.flop_column, 0.0) + record.flops
+    return OpWork(flops=flops, bytes=float(sum(r.bytes for r in recorder.records)))
+
+
+def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[Any], dict[str, Any], bool]:
+    """Positional and keyword arguments for ``schema`` from the recorded inputs, and whether a shape-bearing
+    integer argument had to be guessed."""
+    if len(recorded) > len(schema.arguments):
+        raise _Unreplayable
+    dtype = next((DTYPES[r.type] for r in recorded if r.type in DTYPES and isinstance(r.dims, list)), torch.float32)
+    positional: list[Any] = []
+    keywords: dict[str, Any] = {}
+    guessed = False
+    for index, argument in enumerate(schema.arguments):
+        entry = recorded[index] if index < len(recorded) else None
+        value, was_guessed = _value(argument, entry, dtype)
+        guessed = guessed or was_guessed
+        if argument.kwarg_only:
+            keywords[argument.name] = value
+        else:
+            positional.append(value)
+    return positional, keywords, guessed
+
+
+def _value(argument: Any, entry: _Recorded | None, list_dtype: torch.dtype) -> tuple[Any, bool]:
+    kind = str(argument.type)
+    optional = kind.startswith("Optional[")
+    base = kind[len("Optional[") : -1] if optional else kind
+    if base == "Tensor":
+        if entry is not None and entry.type in DTYPES and isinstance(entry.dims, list):
+            return _meta_tensor(entry.dims, DTYPES[entry.type], entry.strides), False
+        if optional and (entry is None or not entry.dims):
+            return None, False
+        if entry is not None and not entry.type and entry.dims:  # 2021 traces record no types: float32
+            return _meta_tensor(entry.dims, ASSUMED_DTYPE, entry.strides), False
+        raise _Unreplayable
+    if base in ("List[Tensor]", "List[Optional[Tensor]]"):
+        if entry is not None and isinstance(entry.dims, list) and all(isinstance(d, list) for d in entry.dims):
+            return [_meta_tensor(d, list_dtype, None) for d in entry.dims], False
+        raise _Unreplayable
+    if entry is not None and entry.concrete not in ("", None):
+        return _concrete(entry.concrete, argument.name), False
+    if entry is not None and entry.type and base in _SHAPE_FREE_PLACEHOLDERS:
+        return _SHAPE_FREE_PLACEHOLDERS[base], False  # a scalar was passed (its type is recorded), not its value
+    if argument.has_default_value():
+        return argument.default_value, False
+    if optional:
+        return None, False
+    if argument.name == "dtype":
+        return list_dtype, True
+    return _placeholder(base)
+
+
+def _meta_tensor(dims: list[int], dtype: torch.dtype, strides: Any) -> torch.Tensor:
+    if not all(isinstance(d, int) for d in dims):
+        raise _Unreplayable
+    if isinstance(strides, list) and len(strides) == len(dims) and all(isinstance(s, int) for s in strides):
+        return torch.empty_strided(dims, strides, dtype=dtype, device="meta")
+    return torch.empty(dims, dtype=dtype, device="meta")
+
+
+def _concrete(text: str, name: str) -> Any:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise _Unreplayable from None
+    if name == "dtype" and isinstance(value, int):
+        return SCALAR_TYPES.get(value, value)  # a ScalarType argument, written as its code
+    return value
+
+
+_SHAPE_FREE_PLACEHOLDERS: dict[str, Any] = {"bool": False, "float": 1.0, "number": 1, "List[bool]": [True] * 3}
+
+
+def _placeholder(base: str) -> tuple[Any, bool]:
+    """A value for an argument the trace did not record: harmless for scalars; integers (strides, sizes)
+    change shapes, so the replay says it guessed."""
+    if base in _SHAPE_FREE_PLACEHOLDERS:
+        return _SHAPE_FREE_PLACEHOLDERS[base], False
+    if base in ("int", "SymInt"):
+        return 1, True
+    if base in ("List[int]", "List[SymInt]"):
+        return [1], True
+    raise _Unreplayable

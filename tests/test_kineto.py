@@ -1,0 +1,300 @@
+"""PyTorch profiler (Kineto) traces: the real traces of ../shared/fixtures/kineto, checked against an
+independent read of their JSON."""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hroofline.api import load
+from hroofline.importers.collectives import bus_bytes, is_communication
+from hroofline.importers.kineto_links import module_path, range_phase
+from tests.conftest import SHARED, need, tree_digest
+
+TRACES = {
+    "alexnet": "kineto_a100_alexnet_cupti_flop_counters.json.gz",
+    "ddp": "kineto_a100_ddp2_nccl_rank0.json.gz",
+    "recsys": "kineto_a100_recsys_trace_diff_control_rank3.json.gz",
+    "volta": "kineto_volta_resnet50_tbplugin_worker0.json.gz",
+}
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
+
+
+def trace_path(key: str) -> Path:
+    return need(SHARED / "fixtures" / "kineto" / TRACES[key])
+
+
+def read_events(key: str) -> dict[str, Any]:
+    return json.loads(gzip.decompress(trace_path(key).read_bytes()))
+
+
+def gpu_events(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in document["traceEvents"] if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATEGORIES]
+
+
+def linked_share(document: dict[str, Any]) -> float:
+    """Independently: the share of GPU time whose runtime call (same correlation) lies inside a CPU op on
+    its own thread (not a user range: no ``user_annotation``, no ``ProfilerStep#N``)."""
+    events = [e for e in document["traceEvents"] if e.get("ph") == "X"]
+    runtime = {
+        e["args"]["correlation"]: e
+        for e in events
+        if str(e.get("cat", "")).lower() in ("cuda_runtime", "runtime") and "correlation" in e.get("args", {})
+    }
+    ops: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" or (e.get("cat") == "Operator" and not e["name"].startswith("ProfilerStep#")):
+            ops[(str(e["pid"]), str(e["tid"]))].append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+    starts = {k: sorted(v) for k, v in ops.items()}
+    total = linked = 0.0
+    for event in gpu_events(document):
+        total += event["dur"]
+        call = runtime.get(event["args"].get("correlation"))
+        if call is None:
+            continue
+        spans = starts.get((str(call["pid"]), str(call["tid"])), [])
+        upto = bisect.bisect_right(spans, (call["ts"], float("inf")))
+        if any(start <= call["ts"] <= end for start, end in spans[:upto]):
+            linked += event["dur"]
+    return linked / total
+
+
+@pytest.fixture(scope="module")
+def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from hroofline.cli.main import main
+
+    store = tmp_path_factory.mktemp("traces") / "store"
+    for key in TRACES:
+        assert main(["import", str(trace_path(key)), "--run", key, "--store", str(store)]) == 0
+    return store
+
+
+@pytest.mark.parametrize("key", ["ddp", "recsys", "volta"])
+def test_every_gpu_activity_with_its_measured_duration(trace_store: Path, key: str) -> None:
+    document = read_events(key)
+    expected = gpu_events(document)
+    run = load(key, trace_store)
+    launches = run.launches
+    assert len(launches) == len(expected)
+    kernels = [e for e in expected if str(e["cat"]).lower() == "kernel"]
+    assert (launches["category"].isin(["kernel", "communication"])).sum() == len(kernels)
+    assert launches["time_s"].sum() == pytest.approx(sum(e["dur"] for e in expected) * 1e-6, rel=1e-12)
+    kernel_time = launches.loc[launches["category"].isin(["kernel", "communication"]), "time_s"].sum()
+    assert kernel_time == pytest.approx(sum(e["dur"] for e in kernels) * 1e-6, rel=1e-12)
+    assert run.meta.sources[0].kind == "kineto"
+
+
+@pytest.mark.parametrize(("key", "rank"), [("ddp", 0), ("recsys", 3), ("volta", 0)])
+def test_ranks(trace_store: Path, key: str, rank: int) -> None:
+    assert set(load(key, trace_store).launches["rank"]) == {rank}
+
+
+@pytest.mark.parametrize("key", ["ddp", "recsys", "volta"])
+def test_share_of_time_linked_to_an_op(trace_store: Path, key: str) -> None:
+    launches = load(key, trace_store).launches
+    share = launches.loc[launches["op"].notna(), "time_s"].sum() / launches["time_s"].sum()
+    assert share == pytest.approx(linked_share(read_events(key)), abs=1e-9)
+
+
+def test_recsys_share_of_kernel_time_with_analytic_flops(trace_store: Path) -> None:
+    """The recsys trace recorded shapes: its aten ops get analytic work; fbgemm's ops and the NCCL
+    kernels have none. 52.4% of compute-kernel time is the measured share; it can only be below the share of
+    kernels launched under an op with shapes."""
+    launches = load("recsys", trace_store).launches
+    kernels = launches[launches["category"] == "kernel"]
+    known = kernels["bytes_hbm"].notna()
+    share = kernels.loc[known, "time_s"].sum() / kernels["time_s"].sum()
+    assert share == pytest.approx(0.524, abs=0.002)
+    with_shapes = kernels["shapes"].notna()
+    assert share <= kernels.loc[with_shapes, "time_s"].sum() / kernels["time_s"].sum()
+    mm = kernels[(kernels["op"] == "aten::mm") & known]
+    assert len(mm) > 100
+    # aten::mm of (M x K) by (K x N) is 2 M N K FLOPs; here on TF32/FP32 pipes by kernel name
+    row = mm.iloc[0]
+    m, k = map(int, row["shapes"].split(", ")[0].split("x"))
+    n = int(row["shapes"].split(", ")[1].split("x")[1])
+    flops = row[["flops_fp32", "flops_tensor_tf32"]].fillna(0).sum()
+    siblings = mm[(mm["step"] == row["step"]) & (mm["launch_id"] == row["launch_id"])]
+    assert len(siblings) == 1
+    assert flops <= 2 * m * n * k * (1 + 1e-12)
+
+
+def test_alexnet_cupti_counters_are_measured_flops(trace_store: Path) -> None:
+    document = read_events("alexnet")
+    ranges = [e for e in document["traceEvents"] if e.get("cat") == "cuda_profiler_range"]
+    prefix = "smsp__sass_thread_inst_executed_op_"
+
+    def total(kind: str) -> float:
+        return float(
+            sum(
+                r["args"][f"{prefix}{kind}add_pred_on.sum"]
+                + r["args"][f"{prefix}{kind}mul_pred_on.sum"]
+                + 2 * r["args"][f"{prefix}{kind}fma_pred_on.sum"]
+                for r in ranges
+            )
+        )
+
+    run = load("alexnet", trace_store)
+    assert len(run.launches) == len(ranges) == 77
+    assert run.launches["flops_fp32"].sum() == total("f") == pytest.approx(7.97e10, rel=1e-3)
+    assert run.launches["flops_fp16"].sum() == total("h")
+    assert run.launches["flops_fp64"].sum() == total("d") == 0
+    assert run.launches["time_s"].isna().all()  # range time is replay time, not kernel time
+    assert (run.launches["phase"] == "forward").sum() >= 76
+
+
+def test_ddp_nccl_kernels_are_communication_per_phase(cli, trace_store: Path) -> None:
+    document = read_events("ddp")
+    nccl = [e for e in gpu_events(document) if e["name"].startswith("ncclKernel")]
+    launches = load("ddp", trace_store).launches
+    communication = launches[launches["category"] == "communication"]
+    assert len(communication) == len(nccl) == 21
+    assert communication["time_s"].sum() == pytest.approx(sum(e["dur"] for e in nccl) * 1e-6, rel=1e-12)
+    per_phase = communication.groupby("phase")["time_s"].count().to_dict()
+    assert per_phase == {"backward": 15, "forward": 6}  # DDP's gradient all-reduces; its start-up broadcasts
+    # all-reduce over 2 ranks: 2 (n - 1) / n x elements x 4 bytes (float)
+    first = next(e for e in nccl if "AllReduce" in e["name"])
+    row = communication[communication["time_s"] == first["dur"] * 1e-6].iloc[0]
+    assert row["bytes_link"] == first["args"]["In msg nelems"] * 4
+    result = cli("summary", "ddp", "--store", trace_store)
+    assert result.code == 0 and "communication_s" in result.out
+
+
+def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
+    result = cli("import", trace_path("ddp"), trace_path("recsys"), "--run", "ranks", "--gpu", "a100")
+    assert result.code == 0, result.err
+    table = cli("summary", "ranks", "--by", "rank", "--format", "json")
+    data = json.loads(table.out)
+    ranks = {row["key"] for row in data["rows"]}
+    assert ranks == {0, 3}
+    run = load("ranks", cli.store)
+    for row in data["rows"]:
+        rows = run.launches[(run.launches["rank"] == row["key"]) & (run.launches["phase"] == row["phase"])]
+        assert row["time_s"] == pytest.approx(rows["time_s"].sum(), rel=1e-12)
+    backward = next(s for s in data["spread"] if s["phase"] == "backward")
+    times = {r["key"]: r["time_s"] for r in data["rows"] if r["phase"] == "backward"}
+    assert backward["slowest_rank"] == max(times, key=times.get)
+    assert backward["extra_s"] == pytest.approx(max(times.values()) - sum(times.values()) / 2, rel=1e-12)
+    launch_table = cli("kernels", "ranks", "--group-by", "launch", "--format", "csv")
+    assert "rank" in launch_table.out.splitlines()[0].split(",")
+
+
+def test_steps_pick_profiler_steps(cli) -> None:
+    document = read_events("ddp")
+    events = [e for e in document["traceEvents"] if e.get("ph") == "X"]
+    steps = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("ProfilerStep#")}
+    runtime = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "cuda_runtime"}
+    wanted = [steps["ProfilerStep#5"], steps["ProfilerStep#6"]]
+    expected = [
+        e for e in gpu_events(document) if any(a <= runtime.get(e["args"]["correlation"], -1) <= b for a, b in wanted)
+    ]
+    assert cli("import", trace_path("ddp"), "--run", "two-steps", "--steps", "5-6").code == 0
+    launches = load("two-steps", cli.store).launches
+    assert len(launches) == len(expected)
+    assert set(launches["step"]) == {5, 6}
+    result = cli("import", trace_path("ddp"), "--run", "none", "--steps", "9")
+    assert result.code == 1 and "holds steps 4, 5, 6" in result.err
+
+
+def test_nanosecond_timestamps(cli, tmp_path: Path) -> None:
+    """The same trace written in nanoseconds (displayTimeUnit ns) imports to the same seconds."""
+    document = read_events("ddp")
+    for event in document["traceEvents"]:
+        for key in ("ts", "dur"):
+            if isinstance(event.get(key), (int, float)):
+                event[key] = event[key] * 1000
+    document["displayTimeUnit"] = "ns"
+    nanoseconds = tmp_path / "ns.json"
+    nanoseconds.write_text(json.dumps(document))
+    assert cli("import", nanoseconds, "--run", "ns").code == 0
+    assert cli("import", trace_path("ddp"), "--run", "us").code == 0
+    a, b = load("ns", cli.store).launches, load("us", cli.store).launches
+    assert a["time_s"].to_numpy() == pytest.approx(b["time_s"].to_numpy(), rel=1e-9)
+    assert list(a["phase"]) == list(b["phase"]) and list(a["step"]) == list(b["step"])
+
+
+@pytest.fixture
+def store_with_trace(cli) -> Path:
+    assert cli("import", trace_path("ddp"), "--run", "base").code == 0
+    return cli.store
+
+
+def _refused(cli, store: Path, source: Path, expected: str) -> None:
+    before = tree_digest(store)
+    for run in ("base", "fresh"):
+        result = cli("import", source, "--run", run)
+        assert result.code == 1, result
+        assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+        assert expected in result.err, result.err
+        assert tree_digest(store) == before
+
+
+def test_cut_gzip_trace(cli, store_with_trace: Path, tmp_path: Path) -> None:
+    data = trace_path("ddp").read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    _refused(cli, store_with_trace, cut, "gzip data is truncated")
+
+
+def test_cut_json_trace(cli, store_with_trace: Path, tmp_path: Path) -> None:
+    text = gzip.decompress(trace_path("ddp").read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) // 3])
+    _refused(cli, store_with_trace, cut, "is the file truncated")
+
+
+def test_json_that_is_not_a_trace(cli, store_with_trace: Path, tmp_path: Path) -> None:
+    other = tmp_path / "config.json"
+    other.write_text(json.dumps({"model": "resnet18", "batch": 32}))
+    _refused(cli, store_with_trace, other, "not a PyTorch profiler (Kineto) trace")
+
+
+def test_trace_without_gpu_kernels(cli, store_with_trace: Path, tmp_path: Path) -> None:
+    document = read_events("ddp")
+    document["traceEvents"] = [
+        e for e in document["traceEvents"] if str(e.get("cat", "")).lower() not in GPU_CATEGORIES | {"kernel"}
+    ]
+    cpu_only = tmp_path / "cpu_only.json"
+    cpu_only.write_text(json.dumps(document))
+    _refused(cli, store_with_trace, cpu_only, "no GPU kernels")
+
+
+@pytest.mark.parametrize(
+    ("name", "phase"),
+    [
+        ("## forward ##", "forward"),
+        ("## backward ##", "backward"),
+        ("DistributedDataParallel.forward", "forward"),
+        ("Optimizer.step#SGD.step", "optimizer"),
+        ("Optimizer.zero_grad#SGD.zero_grad", "optimizer"),
+        ("## forward:pos_w ##", "forward"),
+        ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", "forward"),
+        ("ProfilerStep#4", None),
+        ("nccl:all_reduce", None),
+        ("## all2all_data:lengths ##", None),
+    ],
+)
+def test_range_phase(name: str, phase: str | None) -> None:
+    assert range_phase(name) == phase
+
+
+def test_communication_names_and_bus_bytes() -> None:
+    assert is_communication("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+    assert is_communication("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)")
+    assert not is_communication("void at::native::vectorized_elementwise_kernel<4, float>")
+    args = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 8}
+    assert bus_bytes({**args, "dtype": "Float"}) == 2 * 7 / 8 * 1000 * 4
+    assert bus_bytes({**args, "dtype": "Float", "Collective name": "all_gather"}) == 7 / 8 * 1000 * 4
+    assert bus_bytes({**args, "dtype": "BFloat16", "Collective name": "broadcast"}) == 1000 * 2
+    assert bus_bytes({"Collective name": "allreduce"}) is None
+
+
+def test_module_path() -> None:
+    assert module_path("TOP(ResNet)::layer1(Sequential)::0(BasicBlock)::conv1(Conv2d)") == "layer1.0.conv1"
+    assert module_path("") is None
