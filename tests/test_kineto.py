@@ -35,7 +35,8 @@ def read_events(key: str) -> dict[str, Any]:
 
 
 def gpu_events(document: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e for e in document["traceEvents"] if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATEGORIES]
+    events = document["traceEvents"]
+    return [e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATEGORIES]
 
 
 def linked_share(document: dict[str, Any]) -> float:
