@@ -77,4 +77,4 @@ def work_known_share(rows: pd.DataFrame) -> float | None:
     total = float(kernels["time_s"].sum())
     if not len(kernels) or total <= 0:
         return None
-    return float(kernels.loc[kernels["bytes_hbm"].notna(), "time_s"].sum()) / total
+    return float(kernels.loc[kernels["flops_fp32"].notna(), "time_s"].sum()) / total

@@ -19,7 +19,7 @@ from hroofline.cli.common import (
     write_out,
 )
 from hroofline.collect.models import check_model
-from hroofline.collect.workload import canonical_precision
+from hroofline.collect.workload import WorkloadConfig, canonical_precision
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.metricset import GpuName, load_metric_set, resolve_gpu
 from hroofline.model import Run, RunMeta
@@ -65,6 +65,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="--script SCRIPT [ARGS...]: profile your own training script instead of --arch/--model (the last "
         "option: what follows goes to the script); it marks its steps with hroofline.profiled_step(), phases "
         "with hroofline.phase(), layers with hroofline.annotate(model)",
+    )
+    profile.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="how to measure: ncu (counters per kernel; on a GPU where ncu is installed, the default), trace "
+        "(torch.profiler: measured kernel or op times with analytic work from the recorded shapes; no counter "
+        "permission needed; the default on a GPU without ncu), recorder (--gpu cpu only, the default there: "
+        "every ATen op timed at the dispatcher)",
     )
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
     profile.add_argument(
@@ -112,8 +120,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ceilings.set_defaults(run_command=run_ceilings)
 
 
+BACKENDS = ("ncu", "trace", "recorder")
 HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
-GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "out_dir", "dry_run")
+GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "dry_run")
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -123,15 +132,23 @@ def run_profile(args: argparse.Namespace) -> int:
     gpu_only = [f"--{name.replace('_', '-')}" for name in GPU_ONLY_OPTIONS if getattr(args, name) not in (None, False)]
     if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
+    backend = _backend(args, on_cpu)
     if args.script is not None:
+        if backend == "trace":
+            raise UsageError(
+                "--backend trace: not with --script yet", "profile the script with --backend ncu or on --gpu cpu"
+            )
         return _profile_script(args, on_cpu)
     config = workload_config(args, "cpu" if on_cpu else "cuda")
-    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}")
+    suffix = "-trace" if backend == "trace" else ""
+    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}{suffix}")
     gpu = None if on_cpu else resolve_gpu(args.gpu)
     _refuse_existing(args, run)
     check_model(config.model)  # before minutes of measuring or profiling
     warmup = 2 if args.warmup is None else args.warmup
-    if on_cpu:
+    if backend == "trace":
+        _profile_trace(args, config, gpu, run, warmup)
+    elif on_cpu:
         from hroofline.collect.cpu_backend import profile_cpu
 
         ceilings = _cpu_ceilings(args)
@@ -142,6 +159,55 @@ def run_profile(args: argparse.Namespace) -> int:
         settings = _ncu_settings(args, warmup)
         _profile_gpu(args, gpu, workload_command(config, settings, not args.no_layers), settings, run, config.arch)
     return 0
+
+
+def _backend(args: argparse.Namespace, on_cpu: bool) -> str:
+    """The backend asked for, or the default: the recorder on the CPU; ncu on a GPU where ncu is installed and
+    may read the counters, else a trace (said on stderr)."""
+    if args.backend == "recorder" and not on_cpu:
+        raise UsageError("--backend recorder: only with --gpu cpu", "on a GPU use --backend ncu or trace")
+    if args.backend == "ncu" and on_cpu:
+        raise UsageError(
+            "--backend ncu: not with --gpu cpu (ncu profiles NVIDIA GPUs)", "use --backend trace or recorder"
+        )
+    if args.backend:
+        return str(args.backend)
+    if on_cpu:
+        return "recorder"
+    from hroofline.collect.preflight import counters_denied, find_ncu
+
+    if args.dry_run:
+        return "ncu"
+    if find_ncu(args.ncu) is None:
+        say("ncu is not on PATH: collecting a torch.profiler trace instead (--backend trace)")
+        return "trace"
+    if counters_denied():
+        say("the GPU's performance counters are for administrators only: collecting a torch.profiler trace instead")
+        return "trace"
+    return "ncu"
+
+
+def _profile_trace(
+    args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
+) -> None:
+    from hroofline.collect.trace_backend import profile_trace
+
+    if gpu is not None:
+        from hroofline.collect.preflight import gpu_visible
+
+        if not gpu_visible():
+            raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
+    trace_file = Path(args.out_dir or Path("hroofline-profiles") / run) / "trace.json"
+    source = profile_trace(config, warmup, args.steps, trace_file, say)
+    for note in source.info.notes:
+        say(f"  note: {note}")
+    say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
+    store = open_store(args)
+    defaults = RunDefaults(gpu.name if gpu else CPU, config.precision, None)
+    if gpu is None:
+        defaults = RunDefaults(CPU, config.precision, _cpu_ceilings(args).to_json())
+    result = store.replace_run(run, [source], defaults)
+    _report_phases(result.run, store.root)
 
 
 def _refuse_existing(args: argparse.Namespace, run: str) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from hroofline.errors import ProfilingError
 
@@ -49,6 +51,17 @@ def check_ncu_supports(tool: NcuTool, arch: str) -> None:
             f"{tool.path} is ncu {tool.version[0]}.{tool.version[1]}, which no longer supports {arch} GPUs",
             f"use ncu {last[0]}.{last[1]} or older (pass --ncu PATH, e.g. from CUDA 12.4)",
         )
+
+
+def counters_denied() -> bool:
+    """Whether the NVIDIA driver keeps the performance counters for administrators (RmProfilingAdminOnly: 1)
+    and this process is not one: ncu would fail with ERR_NVGPUCTRPERM."""
+    try:
+        params = Path("/proc/driver/nvidia/params").read_text()
+    except OSError:
+        return False
+    admin_only = any(line.replace(" ", "") == "RmProfilingAdminOnly:1" for line in params.splitlines())
+    return admin_only and os.geteuid() != 0
 
 
 def gpu_visible() -> bool:

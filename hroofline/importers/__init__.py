@@ -55,6 +55,7 @@ class ImportOptions:
     merge: str = "launch"
     steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
     rank: int | None = None  # traces: the rank, where the trace does not say
+    cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): its innermost ops are the launches
 
 
 @dataclass
@@ -256,7 +257,7 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
 def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
-    trace_options = TraceOptions(phase=options.phase, steps=options.steps, rank=options.rank)
+    trace_options = TraceOptions(phase=options.phase, steps=options.steps, rank=options.rank, cpu_ops=options.cpu_ops)
     result = trace_source(trace, source.digest, trace_options, metric_set)
     cc = result.cc
     if options.gpu is not None:

@@ -4,8 +4,9 @@ A kernel's ``correlation`` names the CUDA runtime call that launched it; the CPU
 call's thread at that moment are its stack (outermost first). From the stack come:
 
 - the launching op: the innermost op (``aten::mm``);
-- the op whose work is counted: the outermost op that is a dispatchable operator (``namespace::name``)
-  and has recorded shapes, so that an ``aten::linear`` counts its ``addmm`` as ``predict`` does;
+- the ops whose work may be counted: those that are dispatchable operators (``namespace::name``) with
+  recorded inputs, outermost first: the outermost one whose work can be known is counted, so that an
+  ``aten::linear`` counts its ``addmm`` as ``predict`` does;
 - the user ranges (``record_function``, ``## forward ##``), the phase they name, and the layer
   (hroofline's own ``hroofline.layer:`` ranges, or the op's ``Module Hierarchy``);
 - the phase, where no range names one: autograd's backward ops (``autograd::engine::evaluate_function``,
@@ -38,7 +39,7 @@ class LaunchLink:
 
     launch_s: float | None  # when the runtime call was made
     op: CpuEvent | None  # innermost op
-    counted_op: CpuEvent | None  # outermost dispatchable op with shapes: whose work is counted
+    candidates: tuple[CpuEvent, ...]  # dispatchable ops with recorded inputs, outermost first: whose work counts
     ranges: tuple[str, ...]
     phase: str | None
     step: int | None
@@ -105,17 +106,7 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
     by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
     for event in trace.cpu:
         by_thread[event.thread].append(event)
-    phases = _Intervals([(e.start_s, e.end_s, p) for e in trace.cpu if e.is_range and (p := range_phase(e.name))])
-    steps = _Intervals(
-        [(e.start_s, e.end_s, m.group(1)) for e in trace.cpu if e.is_range and (m := _STEP.match(e.name))]
-    )
-    layers = _Intervals(
-        [
-            (e.start_s, e.end_s, e.name[len(LAYER_RANGE_PREFIX) :])
-            for e in trace.cpu
-            if e.name.startswith(LAYER_RANGE_PREFIX)
-        ]
-    )
+    phases, steps, layers = _process_ranges(trace)
     calls = [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for index, call in enumerate(calls):
@@ -129,10 +120,20 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
     links = []
     for index, call in enumerate(calls):
         if call is None:
-            links.append(LaunchLink(None, None, None, (), None, None, None))
+            links.append(LaunchLink(None, None, (), (), None, None, None))
             continue
         links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers))
     return links
+
+
+def _process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Intervals]:
+    """The process-wide ranges looked up by time: phases, profiler steps and hroofline's layer ranges."""
+    ranges = [e for e in trace.cpu if e.is_range]
+    phases = _Intervals([(e.start_s, e.end_s, p) for e in ranges if (p := range_phase(e.name))])
+    steps = _Intervals([(e.start_s, e.end_s, m.group(1)) for e in ranges if (m := _STEP.match(e.name))])
+    prefix = len(LAYER_RANGE_PREFIX)
+    layers = [(e.start_s, e.end_s, e.name[prefix:]) for e in ranges if e.name.startswith(LAYER_RANGE_PREFIX)]
+    return phases, steps, _Intervals(layers)
 
 
 def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Intervals, layers: _Intervals) -> LaunchLink:
@@ -145,7 +146,7 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
         phase = "backward"
     else:
         phase = phases.at(time)
-    counted = next((op for op in ops if _DISPATCHABLE.match(op.name) and _has_shapes(op)), None)
+    candidates = tuple(op for op in ops if _DISPATCHABLE.match(op.name) and _has_inputs(op))
     layer = layers.at(time)
     if layer is None:
         layer = next((p for op in reversed(ops) if (p := module_path(op.args.get("Module Hierarchy", "")))), None)
@@ -153,7 +154,7 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
     return LaunchLink(
         launch_s=time,
         op=ops[-1] if ops else None,
-        counted_op=counted,
+        candidates=candidates,
         ranges=ranges,
         phase=phase,
         step=int(step) if step is not None else None,
@@ -161,6 +162,51 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
     )
 
 
-def _has_shapes(op: CpuEvent) -> bool:
+def _has_inputs(op: CpuEvent) -> bool:
+    """Whether the trace recorded the op's inputs (``record_shapes``): shapes, or types of 0-d tensors."""
     dims = op.args.get("Input Dims", op.args.get("Input dims"))
-    return isinstance(dims, list) and any(d for d in dims)
+    return isinstance(dims, list) and (any(d for d in dims) or bool(op.args.get("Input type")))
+
+
+def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[LaunchLink]]:
+    """A CPU-only trace: the ops that call no other op (the ones that do the work), each linked like a kernel
+    to the ops and ranges around it (its own name included), at its midpoint."""
+    by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
+    for event in trace.cpu:
+        by_thread[event.thread].append(event)
+    phases, steps, layers = _process_ranges(trace)
+    leaves: list[tuple[CpuEvent, list[CpuEvent]]] = []
+    for events in by_thread.values():
+        leaves += _leaf_ops(events)
+    leaves.sort(key=lambda pair: pair[0].start_s)
+    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers) for op, chain in leaves]
+    return [op for op, _ in leaves], links
+
+
+_NESTING_SLACK_S = 1e-9  # the profiler rounds to the nanosecond: a child may end 1 ns after its parent
+
+
+def _leaf_ops(events: list[CpuEvent]) -> list[tuple[CpuEvent, list[CpuEvent]]]:
+    """The ops of one thread that enclose no other op, each with its enclosing ops and ranges, outermost first.
+    Ops nest; ranges need not (a layer range opens inside one op and closes inside another), so ranges are
+    looked up by time at each op's midpoint."""
+    ops = sorted((e for e in events if not e.is_range), key=lambda e: (e.start_s, -e.end_s))
+    chains: list[tuple[CpuEvent, list[CpuEvent]]] = []
+    has_child: set[int] = set()
+    stack: list[CpuEvent] = []
+    for op in ops:
+        while stack and not (stack[-1].start_s <= op.start_s and op.end_s <= stack[-1].end_s + _NESTING_SLACK_S):
+            stack.pop()
+        if stack:
+            has_child.add(id(stack[-1]))
+        stack.append(op)
+        chains.append((op, list(stack)))
+    leaves = [(op, chain) for op, chain in chains if id(op) not in has_child]
+    middles = [(op.start_s + op.end_s) / 2 for op, _ in leaves]
+    order = sorted(range(len(leaves)), key=middles.__getitem__)
+    open_ranges = _stacks([e for e in events if e.is_range], [middles[i] for i in order])
+    result: list[tuple[CpuEvent, list[CpuEvent]]] = [leaves[0]] * len(leaves) if leaves else []
+    for index, ranges in zip(order, open_ranges, strict=True):
+        op, chain = leaves[index]
+        result[index] = (op, sorted(ranges + chain, key=lambda e: (e.start_s, -e.end_s)))
+    return result

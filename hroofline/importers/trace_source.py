@@ -31,13 +31,14 @@ import pandas as pd
 from hroofline.errors import InputError
 from hroofline.importers.collectives import bus_bytes, collective_name, is_communication
 from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description
-from hroofline.importers.kineto_links import LaunchLink, link_activities
+from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops
 from hroofline.layers import phase_label
 from hroofline.metricset import FLOP_QUANTITIES, MetricSet
 from hroofline.model import SourceInfo, conform_launches
 from hroofline.roofline import KernelTime, derive_quantities
 
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
+CPU_TIME_METHOD = "measured: the op's duration in the PyTorch profiler trace (CPU ops that call no other op)"
 COUNTER_TIME_METHOD = "not measured: CUPTI range profiling replays each kernel, its range time is not kernel time"
 ANALYTIC_NOTE = (
     "FLOPs and bytes are analytic: each op's recorded shapes replayed on the meta device with predict's formulas, "
@@ -55,6 +56,7 @@ class TraceOptions:
     phase: str | None = None
     steps: frozenset[int] | None = None
     rank: int | None = None
+    cpu_ops: bool = False  # a CPU-only trace: its innermost ops are the launches
 
 
 @dataclass
@@ -70,12 +72,16 @@ class TraceSource:
 def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
     if not trace.gpu and trace.counter_ranges:
         return _counter_source(trace, digest, options, metric_set)
-    if not trace.gpu:
+    if not trace.gpu and options.cpu_ops:
+        ops, links = link_cpu_ops(trace)
+        trace.gpu = [GpuActivity(op.name, "kernel", op.start_s, op.end_s - op.start_s, None, {}) for op in ops]
+    elif not trace.gpu:
         raise InputError(
             f"{trace.path}: a PyTorch profiler trace with no GPU kernels, copies or sets",
             "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; a CPU-only trace has no kernels",
         )
-    links = link_activities(trace, trace.gpu)
+    else:
+        links = link_activities(trace, trace.gpu)
     keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
     if not keep:
         found = sorted({link.step for link in links if link.step is not None})
@@ -88,6 +94,10 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     frame = _identity(trace, activities, kept_links, options)
     work = _work(activities, kept_links)
     frame = pd.concat([frame, work], axis=1)
+    if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
+        frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
+        info = _info(trace, digest, frame, options, metric_set)
+        return TraceSource(info=info, launches=conform_launches(frame), cc=None, device_name=None)
     name, cc = device_description(trace, _first_device(activities))
     info = _info(trace, digest, frame, options, metric_set)
     return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
@@ -111,7 +121,7 @@ def _dims(value: Any) -> str | None:
 
 
 def _shapes(link: LaunchLink) -> str | None:
-    op = link.counted_op or link.op
+    op = link.candidates[0] if link.candidates else link.op
     if op is None:
         return None
     dims = op.args.get("Input Dims", op.args.get("Input dims"))
@@ -158,11 +168,12 @@ def _identity(
 
 def _work(activities: list[GpuActivity], links: list[LaunchLink]) -> pd.DataFrame:
     """Per activity: FLOPs per precision, fewest HBM bytes and link bytes (null where unknown)."""
-    from hroofline.importers.trace_work import op_work  # imports torch: only traces need it
+    from hroofline.importers.trace_work import OpWork, op_work  # imports torch: only traces need it
 
     count = len(activities)
     columns = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
     kernels_of_op: dict[int, list[int]] = defaultdict(list)
+    works: dict[int, OpWork] = {}
     for index, (activity, link) in enumerate(zip(activities, links, strict=True)):
         if activity.category in ("memcpy", "memset"):
             columns["bytes_hbm"][index] = _copy_bytes(activity)
@@ -171,14 +182,13 @@ def _work(activities: list[GpuActivity], links: list[LaunchLink]) -> pd.DataFram
             args = activity.args if collective_name(activity.args) else (link.op.args if link.op else {})
             link_bytes = bus_bytes(args)
             columns["bytes_link"][index] = link_bytes if link_bytes is not None else np.nan
-        elif link.counted_op is not None:
-            kernels_of_op[id(link.counted_op)].append(index)
-    for indices in kernels_of_op.values():
-        op = links[indices[0]].counted_op
-        assert op is not None
-        work = op_work(op.name, op.args)
-        if work is None:
-            continue
+        else:
+            counted = next(((op, work) for op in link.candidates if (work := op_work(op.name, op.args))), None)
+            if counted is not None:
+                kernels_of_op[id(counted[0])].append(index)
+                works[id(counted[0])] = counted[1]
+    for key, indices in kernels_of_op.items():
+        work = works[key]
         durations = np.array([activities[i].duration_s for i in indices])
         shares = durations / durations.sum() if durations.sum() > 0 else np.full(len(indices), 1 / len(indices))
         for share, index in zip(shares, indices, strict=True):
@@ -226,15 +236,22 @@ def _info(
 ) -> SourceInfo:
     kernels = frame["category"] == "kernel"
     compute_time = float(frame.loc[kernels, "time_s"].sum())
-    known = kernels & frame["bytes_hbm"].notna()
+    known = kernels & frame["flops_fp32"].notna()
     linked = frame["op"].notna()
     total = float(frame["time_s"].sum())
-    notes = [
-        ANALYTIC_NOTE,
-        f"{_share(frame.loc[linked, 'time_s'].sum(), total)} of GPU time is linked to the CPU op that launched it",
-        f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of compute-kernel time has known work "
-        f"({int(known.sum())} of {int(kernels.sum())} kernels); the rest is shown as work unknown",
-    ]
+    if options.cpu_ops:
+        notes = [
+            ANALYTIC_NOTE.replace("counted at HBM only (L1 and L2", "counted at L1 only (L2 and DRAM"),
+            f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of op time has known work "
+            f"({int(known.sum())} of {int(kernels.sum())} innermost ops); the rest is shown as work unknown",
+        ]
+    else:
+        notes = [
+            ANALYTIC_NOTE,
+            f"{_share(frame.loc[linked, 'time_s'].sum(), total)} of GPU time is linked to the CPU op that launched it",
+            f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of compute-kernel time has known work "
+            f"({int(known.sum())} of {int(kernels.sum())} kernels); the rest is shown as work unknown",
+        ]
     communication = frame["category"] == "communication"
     if communication.any():
         with_bytes = communication & frame["bytes_link"].notna()
@@ -256,13 +273,14 @@ def _info(
     if not linked.any():
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
     _ = metric_set, name
+    formulas = {k.replace("bytes_hbm", "bytes_l1") if options.cpu_ops else k: v for k, v in FORMULAS.items()}
     return SourceInfo(
         path=trace.path,
         kind="kineto",
         sha256=digest,
         launches=len(frame),
-        formulas_used=dict(FORMULAS),
-        time_methods={TIME_METHOD: len(frame)},
+        formulas_used=formulas,
+        time_methods={str(frame["time_method"].iloc[0]): len(frame)},
         settings={k: v for k, v in settings.items() if v},
         notes=notes,
         warnings=warnings,

@@ -1,0 +1,132 @@
+"""``profile --backend trace``: torch.profiler around the profiled steps, imported as a trace run.
+
+The step's phases and its layers are ``record_function`` ranges (``forward``, ``backward``, ``optimizer``;
+``hroofline.layer:<module path>``, one at a time, also in autograd's threads), ops are recorded with their
+shapes (``record_shapes``), and each profiled step is a ``ProfilerStep#N``. On a GPU the trace's kernels are
+the launches; on the CPU (no kernels) the ops that call no other op are, each with the duration the
+profiler measured. Either way the work is the analytic work of the ops' recorded shapes, as for any imported
+trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hroofline.collect.module_tracking import LayerTracker
+from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
+from hroofline.errors import ProfilingError
+from hroofline.importers import ImportedSource
+from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
+
+
+class RecordFunctionRanges:
+    """Phases as nested ``record_function`` ranges; the current layer as one range at a time."""
+
+    def __init__(self) -> None:
+        from torch.autograd.profiler import record_function
+
+        self._record_function = record_function
+        self._phases: dict[str, Any] = {}
+        self._layer: tuple[str, Any] | None = None
+
+    def phase(self, name: str, entering: bool) -> None:
+        self.layer(None)
+        if entering:
+            self._phases[name] = self._record_function(name).__enter__()
+        elif name in self._phases:
+            self._phases.pop(name).__exit__(None, None, None)
+
+    def layer(self, layer: str | None) -> None:
+        if self._layer is not None and self._layer[0] == layer:
+            return
+        if self._layer is not None:
+            self._layer[1].__exit__(None, None, None)
+            self._layer = None
+        if layer is not None:
+            self._layer = (layer, self._record_function(LAYER_RANGE_PREFIX + layer).__enter__())
+
+
+def profile_trace(
+    config: WorkloadConfig, warmup: int, steps: int, trace_file: Path, progress: Callable[[str], None]
+) -> ImportedSource:
+    """Profiles ``steps`` training steps (after ``warmup``) with torch.profiler; the trace is written to
+    ``trace_file`` and imported."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    ranges = RecordFunctionRanges()
+    tracker = LayerTracker(listeners=[ranges.layer])
+    step = TrainingStep(config, PhaseMarks([ranges.phase, tracker.phase_changed]), tracker)
+    on_gpu = config.device != "cpu"
+    progress(f"{config.arch}: {warmup} warm-up step(s)")
+    for _ in range(warmup):
+        step.run()
+    step.synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
+    scale = step.loss_scale()
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
+    # A schedule makes the profiler mark each step (ProfilerStep#N) and hand over the trace after the last;
+    # the warm-up steps ran above.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*warmup.*")
+        profiler = profile(
+            activities=activities,
+            record_shapes=True,
+            schedule=schedule(wait=0, warmup=0, active=steps, repeat=1),
+            on_trace_ready=lambda done: done.export_chrome_trace(str(trace_file)),
+        )
+    trace_file.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with tracker, _native_stderr_quiet():
+        profiler.start()
+        for _ in range(steps):
+            step.run()
+            step.synchronize()
+            profiler.step()
+        ranges.layer(None)
+        profiler.stop()
+    seconds = time.perf_counter() - started
+    warn_if_skipped(step, scale)
+    if not trace_file.exists():
+        raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
+    settings = {key: str(value) for key, value in asdict(config).items()}
+    settings.update(warmup_steps=str(warmup), profiled_steps=str(steps), profiled_seconds=f"{seconds:.3f}")
+    return import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+
+
+@contextlib.contextmanager
+def _native_stderr_quiet() -> Iterator[None]:
+    """Kineto prints start/stop markers (``USDT: ... profiler_start``) from C++ onto file descriptor 2; they
+    are dropped, anything else it prints there is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines()
+    kept = [line for line in lines if line.strip() and not line.startswith("USDT:")]
+    if kept:
+        sys.stderr.write("\n".join(kept) + "\n")
+
+
+def import_collected_trace(trace_file: Path, settings: dict[str, str], cpu_ops: bool) -> ImportedSource:
+    from hroofline.importers import ImportOptions, import_source
+    from hroofline.metricset import load_metric_set
+
+    source = import_source(trace_file, ImportOptions(cpu_ops=cpu_ops), load_metric_set())
+    source.info.settings.update(settings)
+    return source

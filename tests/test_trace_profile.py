@@ -1,0 +1,62 @@
+"""`hroofline profile --backend trace`: torch.profiler around a real training step on this CPU, imported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hroofline.api import load, predict
+from hroofline.roofline import total_flops
+
+
+@pytest.fixture(scope="module")
+def trace_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from hroofline.cli.main import main
+
+    base = tmp_path_factory.mktemp("trace")
+    ceilings = base / "fixed.toml"
+    ceilings.write_text(
+        'name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n'
+    )
+    argv = ["profile", "--backend", "trace", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "2"]
+    argv += ["--ceilings", str(ceilings), "--out-dir", str(base / "out"), "--store", str(base / "store")]
+    assert main(argv) == 0
+    return base / "store", base / "out"
+
+
+def test_flops_equal_the_prediction_and_time_is_measured(trace_run: tuple[Path, Path]) -> None:
+    store, out = trace_run
+    run = load("resnet18-fp32-cpu-trace", store)
+    predicted = predict("resnet18", gpu="v100", batch_size=2, store=store, run="resnet18-predicted")
+    for phase in ("forward", "backward", "optimizer"):
+        measured = run.launches[run.launches["phase"] == phase]
+        expected = predicted.launches[predicted.launches["phase"] == phase]
+        assert total_flops(measured).sum() == pytest.approx(total_flops(expected).sum(), rel=1e-12), phase
+        assert measured["time_s"].gt(0).mean() > 0.95  # durations measured by the profiler
+    assert run.meta.sources[0].kind == "kineto"
+    assert "measured" in run.launches["time_method"].iloc[0]
+    document = json.loads((out / "trace.json").read_text())
+    names = {e.get("name") for e in document["traceEvents"]}
+    assert {"forward", "backward", "optimizer", "ProfilerStep#0"} <= names
+
+
+def test_layers_and_shapes_from_the_trace(trace_run: tuple[Path, Path]) -> None:
+    store, _ = trace_run
+    launches = load("resnet18-fp32-cpu-trace", store).launches
+    conv = launches[launches["layer"] == "layer4.1.conv2"]
+    assert set(conv["phase"]) == {"forward", "backward"}
+    forward = conv[conv["phase"] == "forward"]
+    assert "2x512x7x7, 512x512x3x3" in set(forward["shapes"])
+    # 2 x N x C_out x H x W x C_in x 3 x 3 for the forward convolution
+    assert total_flops(forward).sum() == pytest.approx(2 * 2 * 512 * 7 * 7 * 512 * 9, rel=1e-12)
+    assert set(launches.loc[launches["phase"] == "optimizer", "layer"]) == {"<optimizer>"}
+    known = launches["flops_fp32"].notna()
+    assert launches.loc[known, "time_s"].sum() / launches["time_s"].sum() > 0.99
+
+
+def test_compare_with_the_prediction_per_layer(cli, trace_run: tuple[Path, Path]) -> None:
+    store, _ = trace_run
+    result = cli("compare", "resnet18-predicted", "resnet18-fp32-cpu-trace", "--format", "json", "--store", store)
+    assert result.code == 0, result.err
