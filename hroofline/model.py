@@ -19,7 +19,8 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 
 # 2: tensor FLOPs per input precision (flops_tensor is their total), integer tensor ops, per-launch roofs.
 # 3: the layer (module path) of every launch and the input shapes of analytic and CPU ops.
-# 4: traces: the launching op, the activity's category (kernel, communication, memcpy, memset), the rank and
+# 4: traces: the launching op (and the ATen op its work was counted as, as predict names it), the activity's
+#    category (kernel, communication, memcpy, memset), the rank and
 #    the profiler step of every launch, and the bytes a communication kernel moves over the links.
 SCHEMA_VERSION = 4
 
@@ -42,6 +43,7 @@ IDENTITY_COLUMNS: dict[str, str] = {
     "stream": "string",
     "launches": "int64",
     "op": "string",
+    "work_op": "string",
     "category": "string",
     "rank": "Int64",
     "step": "Int64",

@@ -113,6 +113,7 @@ BYTE_COLUMNS = list(BYTE_QUANTITIES)
 
 
 MATCH_FAMILY, MATCH_CONTEXT, MATCH_LAYER = "family", "nvtx context and family", "layer"
+MATCH_OP = "launching op (a trace's kernels against a prediction's ops)"
 
 
 def _mostly_on_modules(run: Run) -> bool:
@@ -126,12 +127,27 @@ def _mostly_on_modules(run: Run) -> bool:
     return total > 0 and float(weights[on_modules].fillna(0).sum()) > 0.5 * total
 
 
+def _op_kind(run: Run) -> str:
+    """'ops' for a run whose launches are ATen ops (predicted, CPU-recorded), 'kernels with ops' for a trace
+    whose kernels mostly know their launching op, else 'kernels'."""
+    launches = run.launches
+    weights = launches["time_s"].fillna(0.0) if launches["time_s"].notna().any() else launches["launches"] * 1.0
+    total = float(weights.sum())
+    if total <= 0:
+        return "kernels"
+    if float(weights[launches["kernel"].astype(str).str.startswith("aten::")].sum()) > 0.5 * total:
+        return "ops"
+    return "kernels with ops" if float(weights[launches["op"].notna()].sum()) > 0.5 * total else "kernels"
+
+
 def match_key(base: Run, candidate: Run) -> str:
     """How two runs' kernels are matched: layer to layer when most of both runs' time is on layers (exact:
     the same module in both, whatever kernels it ran), else by kernel family, within the NVTX context when
     both have one."""
     if _mostly_on_modules(base) and _mostly_on_modules(candidate):
         return MATCH_LAYER
+    if {_op_kind(base), _op_kind(candidate)} == {"ops", "kernels with ops"}:
+        return MATCH_OP
     return MATCH_CONTEXT if _has_context(base) and _has_context(candidate) else MATCH_FAMILY
 
 
@@ -141,6 +157,9 @@ def family_sums(run: Run, match: str) -> pd.DataFrame:
     launches = run.launches
     if match == MATCH_LAYER:
         family = launches["layer"].astype("string").fillna(NO_LAYER).astype(str)
+    elif match == MATCH_OP:  # a trace's kernels as the op predict would name; a prediction's ops are their own
+        named = launches["work_op"].astype("string").fillna(launches["op"].astype("string"))
+        family = named.fillna(launches["kernel"].astype("string")).astype(str)
     else:
         family = launches["kernel"].astype(str).map(kernel_family)
     if match == MATCH_CONTEXT:

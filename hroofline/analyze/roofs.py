@@ -186,18 +186,27 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
-        notes.above_roof.extend(_above_roof_sentences(table, roofs))
+        analytic = any(source.kind == "kineto" for source in run.meta.sources)
+        notes.above_roof.extend(_above_roof_sentences(table, roofs, analytic))
     return table
 
 
-def _above_roof_sentences(table: pd.DataFrame, roofs: RunRoofs) -> list[str]:
+# Why an analytic run's kernel can beat the HBM roof without any error: its bytes are judged at HBM.
+_ANALYTIC_ABOVE = (
+    "its bytes are analytic and judged at HBM, so data the GPU kept in L2 from an earlier kernel makes it look "
+    "faster than HBM allows; or check the ceilings"
+)
+
+
+def _above_roof_sentences(table: pd.DataFrame, roofs: RunRoofs, analytic: bool = False) -> list[str]:
     sentences = []
     for row in table[table["above_roof"]].itertuples(index=False):
         launches = f"{row.above_launches} of its {row.count} launches" if row.count > 1 else "its launch"
         sentences.append(
             f"{short_kernel_name(str(row.kernel))} ({row.phase}) beats its {row.bound} roof ({roofs.label}): "
             f"{launches} took less than the roofs allow ({si(row.time_s, 's')} in all against "
-            f"{si(row.time_at_roof_s, 's')} at roof); check the ceilings or the metrics"
+            f"{si(row.time_at_roof_s, 's')} at roof); "
+            + (_ANALYTIC_ABOVE if analytic and row.bound == "HBM" else "check the ceilings or the metrics")
         )
     return sentences
 
@@ -247,6 +256,7 @@ class RooflinePoints:
     no_flops: int  # of those, the ones with no FLOPs at all
     group_by: str  # launch, name or layer: what one dot is
     peaks: dict[str, float] = field(default_factory=dict)  # the roofs drawn: one value per roof
+    analytic_work: bool = False  # FLOPs and bytes from the ops' shapes (a trace), not counters
 
     @property
     def per_launch(self) -> bool:
@@ -275,6 +285,7 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         no_flops=int((hidden["flops"].fillna(0) <= 0).sum()),
         group_by=query.group_by,
         peaks=roofs.representative(launches),
+        analytic_work=any(source.kind == "kineto" for source in run.meta.sources),
     )
 
 

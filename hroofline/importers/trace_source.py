@@ -6,8 +6,9 @@ Every kernel, memcpy and memset of the trace is a launch with the duration the t
   by the metric set's formulas (the same as for ncu);
 - else the analytic work of the op that launched it (:mod:`hroofline.importers.trace_work`: the recorded
   shapes replayed on the meta device, as ``predict`` counts), divided among the op's kernels in proportion to
-  their measured durations (every kernel of an op then runs at the op's FLOP/s); its bytes are the fewest the
-  op must move, counted at HBM only;
+  their measured durations (the op's FLOPs among its tensor-core kernels where it has some: a split-K GEMM's
+  reduction kernel does none of the multiply-adds); its bytes are the fewest the op must move, counted at HBM
+  only;
 - memsets write, and device-to-device copies read and write, the bytes the trace gives them; host copies
   move them once through HBM;
 - communication kernels have their bus bytes (:mod:`hroofline.importers.collectives`) and no FLOPs.
@@ -171,7 +172,8 @@ def _work(activities: list[GpuActivity], links: list[LaunchLink]) -> pd.DataFram
     from hroofline.importers.trace_work import OpWork, op_work  # imports torch: only traces need it
 
     count = len(activities)
-    columns = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
+    columns: dict[str, Any] = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
+    columns["work_op"] = np.full(count, None, dtype=object)
     kernels_of_op: dict[int, list[int]] = defaultdict(list)
     works: dict[int, OpWork] = {}
     for index, (activity, link) in enumerate(zip(activities, links, strict=True)):
@@ -187,18 +189,35 @@ def _work(activities: list[GpuActivity], links: list[LaunchLink]) -> pd.DataFram
             if counted is not None:
                 kernels_of_op[id(counted[0])].append(index)
                 works[id(counted[0])] = counted[1]
+    tensor = _tensor_core_kernels([a.name for a in activities])
     for key, indices in kernels_of_op.items():
         work = works[key]
-        durations = np.array([activities[i].duration_s for i in indices])
-        shares = durations / durations.sum() if durations.sum() > 0 else np.full(len(indices), 1 / len(indices))
-        for share, index in zip(shares, indices, strict=True):
+        # FLOPs go to the op's tensor-core kernels where it has some (a split-K GEMM's reduction kernel does
+        # none of the multiply-adds), else to all its kernels; FLOPs and bytes in proportion to durations.
+        computing = [i for i in indices if tensor[i]] or indices
+        flop_shares = dict(zip(computing, _duration_shares(activities, computing), strict=True))
+        for share, index in zip(_duration_shares(activities, indices), indices, strict=True):
             for column in FLOP_QUANTITIES:
                 columns[column][index] = 0.0
             for column, flops in work.flops.items():
-                columns[column][index] = flops * share
+                columns[column][index] = flops * flop_shares.get(index, 0.0)
             columns["bytes_hbm"][index] = work.bytes * share
+            columns["work_op"][index] = work.main_op
     frame = pd.DataFrame(columns)
-    return _route_tensor_work(frame, [a.name for a in activities])
+    return _route_tensor_work(frame, tensor, [a.name for a in activities])
+
+
+def _duration_shares(activities: list[GpuActivity], indices: list[int]) -> np.ndarray:
+    durations = np.array([activities[i].duration_s for i in indices])
+    return durations / durations.sum() if durations.sum() > 0 else np.full(len(indices), 1 / len(indices))
+
+
+def _tensor_core_kernels(kernels: list[str]) -> np.ndarray:
+    """Which kernels run on the tensor cores, by name (the metric set's list of name fragments)."""
+    from hroofline.metricset import load_metric_set
+
+    hints = load_metric_set().tensor_hints
+    return np.array([any(f in name.lower() for f in hints.float_names) for name in kernels], dtype=bool)
 
 
 def _copy_bytes(activity: GpuActivity) -> float:
@@ -209,14 +228,10 @@ def _copy_bytes(activity: GpuActivity) -> float:
     return float(size) * (2.0 if both_ends_on_device else 1.0)
 
 
-def _route_tensor_work(frame: pd.DataFrame, kernels: list[str]) -> pd.DataFrame:
-    """FLOPs of tensor-core kernels (by name, as the metric set lists them) onto the tensor columns of their
-    input precision: FP16 to ``flops_tensor_fp16`` (BF16 where the name says bf16), FP32 to TF32, FP64 to FP64."""
-    from hroofline.metricset import load_metric_set
-
-    hints = load_metric_set().tensor_hints
+def _route_tensor_work(frame: pd.DataFrame, tensor: np.ndarray, kernels: list[str]) -> pd.DataFrame:
+    """FLOPs of tensor-core kernels onto the tensor columns of their input precision: FP16 to
+    ``flops_tensor_fp16`` (BF16 where the name says bf16), FP32 to TF32, FP64 to FP64."""
     names = pd.Series(kernels).str.lower()
-    tensor = names.apply(lambda n: any(f in n for f in hints.float_names)).to_numpy()
     bf16 = names.str.contains("bf16").to_numpy()
     moves = (
         ("flops_fp16", "flops_tensor_fp16", tensor & ~bf16),

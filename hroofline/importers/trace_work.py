@@ -60,10 +60,12 @@ SCALAR_TYPES: dict[int, torch.dtype] = {
 
 @dataclass(frozen=True)
 class OpWork:
-    """FLOPs per precision column (``flops_fp32``, ...) and the fewest bytes of one op call."""
+    """FLOPs per precision column (``flops_fp32``, ...) and the fewest bytes of one op call, and the ATen op
+    that does most of it as ``predict`` names it (``aten::linear`` replays as ``aten::addmm``)."""
 
     flops: dict[str, float]
     bytes: float
+    main_op: str | None = None
 
 
 class _Unreplayable(Exception):
@@ -149,7 +151,8 @@ def _replay(
     for record in recorder.records:
         if record.flop_column and record.flops:
             flops[record.flop_column] = flops.get(record.flop_column, 0.0) + record.flops
-    return OpWork(flops=flops, bytes=float(sum(r.bytes for r in recorder.records)))
+    main = max(recorder.records, key=lambda r: (r.flops, r.bytes), default=None)
+    return OpWork(flops=flops, bytes=float(sum(r.bytes for r in recorder.records)), main_op=main.op if main else None)
 
 
 def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[Any], dict[str, Any], bool]:

@@ -192,6 +192,11 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -
         if points.not_drawn > points.no_flops:
             why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"
         lines.append(f"Not drawn: {points.not_drawn} {unit} ({why}), {si(points.not_drawn_time_s, 's')} in all.")
+    if points.analytic_work:
+        lines.append(
+            "Time measured (PyTorch profiler); FLOPs and bytes analytic: each op's recorded shapes, the fewest bytes "
+            "it must move (HBM only); ops without shapes or formula are not drawn."
+        )
     lines += points.notes.missing_roofs
     if points.notes.above_roof:
         lines.append(
