@@ -132,17 +132,21 @@ def run_profile(args: argparse.Namespace) -> int:
     gpu_only = [f"--{name.replace('_', '-')}" for name in GPU_ONLY_OPTIONS if getattr(args, name) not in (None, False)]
     if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
-    backend = _backend(args, on_cpu)
+    _check_backend(args, on_cpu)
+    ncu_only = [option for option in gpu_only if option != "--dry-run"]
+    if args.backend == "trace" and ncu_only:
+        raise UsageError(f"{', '.join(ncu_only)}: only for --backend ncu, not for --backend trace")
     if args.script is not None:
-        if backend == "trace":
+        if args.backend == "trace":
             raise UsageError(
                 "--backend trace: not with --script yet", "profile the script with --backend ncu or on --gpu cpu"
             )
         return _profile_script(args, on_cpu)
     config = workload_config(args, "cpu" if on_cpu else "cuda")
+    gpu = None if on_cpu else resolve_gpu(args.gpu)
+    backend = args.backend or ("recorder" if on_cpu else _default_gpu_backend(args))
     suffix = "-trace" if backend == "trace" else ""
     run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}{suffix}")
-    gpu = None if on_cpu else resolve_gpu(args.gpu)
     _refuse_existing(args, run)
     check_model(config.model)  # before minutes of measuring or profiling
     warmup = 2 if args.warmup is None else args.warmup
@@ -161,24 +165,25 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace, on_cpu: bool) -> str:
-    """The backend asked for, or the default: the recorder on the CPU; ncu on a GPU where ncu is installed and
-    may read the counters, else a trace (said on stderr)."""
+def _check_backend(args: argparse.Namespace, on_cpu: bool) -> None:
     if args.backend == "recorder" and not on_cpu:
         raise UsageError("--backend recorder: only with --gpu cpu", "on a GPU use --backend ncu or trace")
     if args.backend == "ncu" and on_cpu:
         raise UsageError(
             "--backend ncu: not with --gpu cpu (ncu profiles NVIDIA GPUs)", "use --backend trace or recorder"
         )
-    if args.backend:
-        return str(args.backend)
-    if on_cpu:
-        return "recorder"
-    from hroofline.collect.preflight import counters_denied, find_ncu
 
-    if args.dry_run:
+
+def _default_gpu_backend(args: argparse.Namespace) -> str:
+    """ncu where it is installed and may read the counters; else, on a machine with a GPU, a trace (said on
+    stderr); without a GPU, ncu, whose checks then say what is missing."""
+    from hroofline.collect.preflight import counters_denied, find_ncu, gpu_visible
+
+    if args.dry_run or args.ncu:
         return "ncu"
-    if find_ncu(args.ncu) is None:
+    if find_ncu(None) is None:
+        if not gpu_visible():
+            return "ncu"
         say("ncu is not on PATH: collecting a torch.profiler trace instead (--backend trace)")
         return "trace"
     if counters_denied():
