@@ -334,6 +334,8 @@ class GpuName:
     peaks: dict[str, float] = field(default_factory=dict)
     peak_source: str | None = None
     clocks: dict[str, float] = field(default_factory=dict)
+    link_bandwidth: float | None = None  # GPU-to-GPU link, per direction (byte/s): the communication roof
+    link_source: str | None = None
 
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
@@ -358,6 +360,8 @@ def load_gpu_names() -> dict[str, GpuName]:
             peaks={k: float(v) for k, v in peak.items()},
             peak_source=source,
             clocks=clocks,
+            link_bandwidth=float(value["link"]["bandwidth"]) if "link" in value else None,
+            link_source=value.get("link", {}).get("source"),
         )
     return gpus
 

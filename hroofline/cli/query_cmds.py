@@ -18,11 +18,13 @@ from hroofline.analyze.kernels import (
 )
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
-from hroofline.analyze.ranks import grouped_summary, rank_spread
+from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
+from hroofline.metricset import load_gpu_names
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
+from hroofline.render.numbers import si
 from hroofline.render.text import render_frame, summary_table, to_json
 
 
@@ -179,16 +181,28 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
             "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
         )
     spread = rank_spread(run) if by == "rank" else []
+    gpu = load_gpu_names().get(run.meta.gpu or "")
+    link = gpu.link_bandwidth if gpu else None
+    communication = communication_rows(run, link) if by == "rank" else []
     if output == "json":
-        write_out(
-            to_json(
-                {"run": run.name, "by": by, "rows": [asdict(r) for r in rows], "spread": [asdict(s) for s in spread]}
-            )
-        )
+        data = {
+            "run": run.name,
+            "by": by,
+            "rows": [asdict(r) for r in rows],
+            "spread": [asdict(s) for s in spread],
+            "communication": [asdict(c) for c in communication],
+        }
+        write_out(to_json(data))
         return 0
     table = pd.DataFrame([asdict(r) for r in rows]).rename(columns={"key": by})
     write_out(render_frame(table, "table"))
     if spread:
         write_out("\nslowest rank per phase (GPU time; extra = slowest - median of the ranks):\n")
         write_out(render_frame(pd.DataFrame([asdict(s) for s in spread]), "table"))
+    if communication:
+        roof = f"{gpu.name}'s link, {si(link, 'B/s')} per direction" if gpu and link else "no link roof known"
+        write_out(f"\ncommunication kernels (bus bandwidth = bus bytes / time, against {roof}):\n")
+        table = pd.DataFrame([asdict(c) for c in communication])
+        table["kernel"] = table["kernel"].map(short_kernel_name)
+        write_out(render_frame(table, "table"))
     return 0
