@@ -95,9 +95,11 @@ def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
         raise InputError(f"{path}: not valid JSON ({reason})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not valid JSON (not UTF-8 text)") from None
-    events = document.get("traceEvents") if isinstance(document, dict) else None
-    if not isinstance(events, list):
+    # Kineto writes an object with traceEvents; the Chrome trace format also allows a bare array of events.
+    events = document.get("traceEvents") if isinstance(document, dict) else document
+    if not isinstance(events, list) or not any(isinstance(e, dict) and "ph" in e for e in events[:1000]):
         raise InputError(f"{path}: JSON without a traceEvents list: not a PyTorch profiler (Kineto) trace")
+    document = document if isinstance(document, dict) else {}
     unit = 1e-9 if str(document.get("displayTimeUnit", "")).lower() == "ns" else 1e-6
     trace = TraceEvents(
         path=str(path),
@@ -121,14 +123,14 @@ def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
 def _devices(properties: Any) -> dict[int, dict[str, Any]]:
     if not isinstance(properties, list):
         return {}
-    return {int(p["id"]): p for p in properties if isinstance(p, dict) and "id" in p}
+    return {i: p for p in properties if isinstance(p, dict) and (i := _integer(p.get("id"))) is not None}
 
 
 def _read_distributed(info: Any, trace: TraceEvents, path: Path) -> None:
-    if isinstance(info, dict) and info.get("rank") is not None:
+    if isinstance(info, dict) and _integer(info.get("rank")) is not None:
         trace.distributed = info
-        trace.rank = int(info["rank"])
-        trace.world_size = int(info["world_size"]) if info.get("world_size") is not None else None
+        trace.rank = _integer(info["rank"])
+        trace.world_size = _integer(info.get("world_size"))
         return
     found = _RANK_IN_NAME.search(path.name)
     trace.rank = int(found.group(1)) if found else None
@@ -137,7 +139,8 @@ def _read_distributed(info: Any, trace: TraceEvents, path: Path) -> None:
 def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     category = str(event.get("cat", ""))
     lowered = category.lower()
-    args = event.get("args") or {}
+    args = event.get("args")
+    args = args if isinstance(args, dict) else {}
     unit = trace.seconds_per_unit
     try:
         start, duration = float(event["ts"]) * unit, float(event.get("dur", 0.0)) * unit
@@ -146,27 +149,25 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     if category in ("Kernel", "Operator", "Runtime", "Memcpy", "Memset"):
         trace.schema = "2021"
     if lowered in GPU_CATEGORIES:
-        correlation = args.get("correlation")
-        trace.gpu.append(
-            GpuActivity(
-                str(event.get("name", "")),
-                GPU_CATEGORIES[lowered],
-                start,
-                duration,
-                int(correlation) if correlation is not None else None,
-                args,
-            )
-        )
+        name, kind = str(event.get("name", "")), GPU_CATEGORIES[lowered]
+        trace.gpu.append(GpuActivity(name, kind, start, duration, _integer(args.get("correlation")), args))
     elif lowered == COUNTER_RANGE_CATEGORY:
         trace.counter_ranges.append(GpuActivity(str(event.get("name", "")), "kernel", start, duration, None, args))
     elif lowered in RUNTIME_CATEGORIES:
-        correlation = args.get("correlation")
+        correlation = _integer(args.get("correlation"))
         if correlation is not None:
-            trace.runtime[int(correlation)] = RuntimeCall(_thread(event), start)
+            trace.runtime[correlation] = RuntimeCall(_thread(event), start)
     elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
         name = str(event.get("name", ""))
         is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))
         trace.cpu.append(CpuEvent(name, _thread(event), start, start + duration, is_range, args))
+
+
+def _integer(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _thread(event: dict[str, Any]) -> tuple[str, str]:

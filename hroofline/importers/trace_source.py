@@ -105,7 +105,7 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
 
 
 def _first_device(activities: list[GpuActivity]) -> int | None:
-    device = next((a.args.get("device") for a in activities if a.args.get("device") is not None), None)
+    device = next((a.args.get("device") for a in activities if isinstance(a.args.get("device"), int)), None)
     return int(device) if device is not None else None
 
 
@@ -116,7 +116,7 @@ def _rank(trace: TraceEvents, options: TraceOptions) -> int:
 
 
 def _dims(value: Any) -> str | None:
-    if isinstance(value, list) and len(value) == 3:
+    if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value):
         return "(" + ", ".join(str(int(v)) for v in value) + ")"
     return None
 
