@@ -1,8 +1,9 @@
 """Traces: the GPU time per rank (or profiler step) and phase, and how far the slowest rank lags.
 
 Times are GPU activity time summed over launches (kernels, copies and sets; streams that overlap count
-twice), the same as every other phase total. The spread of a phase is the slowest rank's time minus the
-median of all ranks' times: the extra time the others wait for it at the next collective.
+twice), the same as every other phase total. The spread of a phase compares the ranks' time outside
+communication kernels (a fast rank waits for a slow one inside its collectives, so totals would even out):
+the slowest rank's minus the median of all ranks', the extra time the others wait for it.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def grouped_summary(run: Run, by: str) -> list[GroupRow]:
 
 
 def rank_spread(run: Run) -> list[PhaseSpread]:
-    """Per phase of a run with two or more ranks: the slowest rank and its time over the median."""
-    launches = run.launches[run.launches["rank"].notna()]
+    """Per phase of a run with two or more ranks: the slowest rank (by time outside communication) and its time
+    over the median."""
+    launches = run.launches[run.launches["rank"].notna() & (run.launches["category"] != "communication")]
     if launches["rank"].nunique() < 2:
         return []
     times = launches.groupby(["phase", "rank"], observed=True)["time_s"].sum().unstack("rank").fillna(0.0)

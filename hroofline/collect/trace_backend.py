@@ -3,8 +3,8 @@
 The step's phases and its layers are ``record_function`` ranges (``forward``, ``backward``, ``optimizer``;
 ``hroofline.layer:<module path>``, one at a time, also in autograd's threads), ops are recorded with their
 shapes (``record_shapes``), and each profiled step is a ``ProfilerStep#N``. On a GPU the trace's kernels are
-the launches; on the CPU (no kernels) the ops that call no other op are, each with the duration the
-profiler measured. Either way the work is the analytic work of the ops' recorded shapes, as for any imported
+the launches; on the CPU (no kernels) every op is, with its self time (its duration less its child ops').
+Either way the work is the analytic work of the ops' recorded shapes, as for any imported
 trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs.
 """
 

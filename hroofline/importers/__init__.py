@@ -55,7 +55,7 @@ class ImportOptions:
     merge: str = "launch"
     steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
     rank: int | None = None  # traces: the rank, where the trace does not say
-    cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): its innermost ops are the launches
+    cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
 
 
 @dataclass
@@ -257,23 +257,9 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
 def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
-    trace_options = TraceOptions(phase=options.phase, steps=options.steps, rank=options.rank, cpu_ops=options.cpu_ops)
+    trace_options = TraceOptions(options.phase, options.steps, options.rank, options.cpu_ops, options.gpu)
     result = trace_source(trace, source.digest, trace_options, metric_set)
-    cc = result.cc
-    if options.gpu is not None:
-        if cc is not None and cc != options.gpu.cc:
-            raise InputError(
-                f"{source.path}: --gpu {options.gpu.name} has compute capability {options.gpu.cc}, "
-                f"but the trace's device {result.device_name} has {cc}",
-                "leave out --gpu or name the GPU that was profiled",
-            )
-        cc = options.gpu.cc
-        result.launches["cc"] = cc
-    elif cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
-        result.info.notes.append(
-            f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
-        )
-    return ImportedSource(info=result.info, launches=result.launches, cc=cc, device_name=result.device_name)
+    return ImportedSource(info=result.info, launches=result.launches, cc=result.cc, device_name=result.device_name)
 
 
 def _layers(stacks: pd.Series) -> list[str | None]:

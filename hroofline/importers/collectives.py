@@ -14,7 +14,9 @@ counts them ("bus bytes", so that bus bytes / time compares with the link bandwi
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 _COMMUNICATION = re.compile(
@@ -29,6 +31,10 @@ ELEMENT_BYTES: dict[str, int] = {
     "float64": 8,
     "half": 2,
     "float16": 2,
+    "short": 2,
+    "int16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
     "bfloat16": 2,
     "int": 4,
     "int32": 4,
@@ -41,9 +47,12 @@ ELEMENT_BYTES: dict[str, int] = {
     "bool": 1,
 }
 # Bus-byte factor per collective, f(n) x message size (nccl-tests' busBw over algBw).
-_FACTORS: dict[str, Any] = {
+_FACTORS: dict[str, Callable[[int], float]] = {
     "allreduce": lambda n: 2 * (n - 1) / n,
     "all_reduce": lambda n: 2 * (n - 1) / n,
+    "allreduce_coalesced": lambda n: 2 * (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
     "_allgather_base": lambda n: (n - 1) / n,
@@ -83,6 +92,6 @@ def bus_bytes(args: dict[str, Any]) -> float | None:
         ranks = int(group) if group is not None else None
     except (TypeError, ValueError):
         return None
-    if factor is None or size is None or not elements or not ranks:
+    if factor is None or size is None or not math.isfinite(elements) or elements <= 0 or not ranks or ranks < 1:
         return None
     return float(factor(ranks) * elements * size)

@@ -2,14 +2,17 @@
 
 Two schemas are read: today's (categories ``kernel``, ``cpu_op``, ``cuda_runtime``, ``user_annotation``,
 ``gpu_memcpy``, ``gpu_memset``; ``Input Dims``) and the 2021 one (``Kernel``, ``Operator``, ``Runtime``,
-``Memcpy``, ``Memset``; ``Input dims``, ``external id``). Timestamps and durations are microseconds, as the
-Chrome trace format says, unless the trace sets ``displayTimeUnit`` to ``ns``. Everything here is in
-seconds; linking kernels to their CPU ops is :mod:`hroofline.importers.kineto_links`.
+``Memcpy``, ``Memset``; ``Input dims``, ``external id``). Timestamps and durations are microseconds in
+every schema, as the Chrome trace format says: whole in 2021, to the nanosecond (``12.345``) today.
+``displayTimeUnit`` (``ms``, or ``ns`` in Kineto builds with ``DISPLAY_TRACE_IN_NS``) only sets how a viewer
+shows them: Kineto's ``output_json.cpp`` writes microseconds whatever it says. Everything here is in seconds;
+linking kernels to their CPU ops is :mod:`hroofline.importers.kineto_links`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import re
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
 OP_CATEGORIES = frozenset({"cpu_op", "operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
 COUNTER_RANGE_CATEGORY = "cuda_profiler_range"  # CUPTI range profiling: one range per kernel, with counters
+MICROSECOND = 1e-6  # the unit of ts and dur, whatever displayTimeUnit says
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
@@ -100,7 +104,7 @@ def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
     if not isinstance(events, list) or not any(isinstance(e, dict) and "ph" in e for e in events[:1000]):
         raise InputError(f"{path}: JSON without a traceEvents list: not a PyTorch profiler (Kineto) trace")
     document = document if isinstance(document, dict) else {}
-    unit = 1e-9 if str(document.get("displayTimeUnit", "")).lower() == "ns" else 1e-6
+    unit = MICROSECOND
     trace = TraceEvents(
         path=str(path),
         schema="current",
@@ -146,6 +150,9 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
         start, duration = float(event["ts"]) * unit, float(event.get("dur", 0.0)) * unit
     except (KeyError, TypeError, ValueError):
         return
+    if not (math.isfinite(start) and math.isfinite(duration)):
+        return
+    duration = max(duration, 0.0)  # Kineto clamps a negative duration to 0 too
     if category in ("Kernel", "Operator", "Runtime", "Memcpy", "Memset"):
         trace.schema = "2021"
     if lowered in GPU_CATEGORIES:

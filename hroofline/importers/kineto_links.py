@@ -54,7 +54,11 @@ def range_phase(name: str) -> str | None:
     if whole and whole != "other":
         return whole
     words = [w for w in _RANGE_TOKENS.split(name) if w]
-    for word in (words[:1] + words[-1:]) if words else []:
+    if not words:
+        return None
+    # A last word 'step' names the optimizer only after 'Optimizer' ('Optimizer.step#SGD.step', caught by the
+    # first word): 'Trainer.step' is a whole training step.
+    for word in (words[0], *([words[-1]] if words[-1].lower() != "step" else [])):
         phase = canonical_phase(word)
         if phase and phase != "other":
             return phase
@@ -64,7 +68,7 @@ def range_phase(name: str) -> str | None:
 def module_path(hierarchy: str) -> str | None:
     """'TOP(ResNet)::layer1(Sequential)::0(BasicBlock)' -> 'layer1.0' (the names, outermost first, without the
     top module)."""
-    names = [name for name, _ in _MODULE.findall(hierarchy or "")]
+    names = [name for name, _ in _MODULE.findall(hierarchy if isinstance(hierarchy, str) else "")]
     if names and names[0].lower() == "top":
         names = names[1:]
     return ".".join(names) or None
@@ -76,13 +80,19 @@ class _Intervals:
     def __init__(self, items: list[tuple[float, float, str]]) -> None:
         self.items = sorted(items)
         self.starts = [start for start, _, _ in self.items]
+        # The latest end among the intervals up to each position: no earlier interval can still be open at t
+        # once it is below t, which ends the scan back.
+        self.reach: list[float] = []
+        for _, end, _ in self.items:
+            self.reach.append(max(end, self.reach[-1]) if self.reach else end)
 
     def at(self, time: float) -> str | None:
-        index = bisect.bisect_right(self.starts, time) - 1
-        for position in range(index, max(index - 64, -1), -1):
+        position = bisect.bisect_right(self.starts, time) - 1
+        while position >= 0 and self.reach[position] >= time:
             start, end, value = self.items[position]
             if start <= time <= end:
                 return value
+            position -= 1
         return None
 
 
@@ -106,7 +116,7 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
     by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
     for event in trace.cpu:
         by_thread[event.thread].append(event)
-    phases, steps, layers = _process_ranges(trace)
+    phases, steps, layers = process_ranges(trace)
     calls = [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for index, call in enumerate(calls):
@@ -126,7 +136,7 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
     return links
 
 
-def _process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Intervals]:
+def process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Intervals]:
     """The process-wide ranges looked up by time: phases, profiler steps and hroofline's layer ranges."""
     ranges = [e for e in trace.cpu if e.is_range]
     phases = _Intervals([(e.start_s, e.end_s, p) for e in ranges if (p := range_phase(e.name))])
@@ -168,45 +178,46 @@ def _has_inputs(op: CpuEvent) -> bool:
     return isinstance(dims, list) and (any(d for d in dims) or bool(op.args.get("Input type")))
 
 
-def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[LaunchLink]]:
-    """A CPU-only trace: the ops that call no other op (the ones that do the work), each linked like a kernel
-    to the ops and ranges around it (its own name included), at its midpoint."""
+def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[float], list[LaunchLink]]:
+    """A CPU-only trace: every op with its self time (its duration less its child ops'), so that the ops'
+    times add up to the step's without counting any twice, each linked like a kernel to the ops and ranges
+    around it (its own name included), at its midpoint."""
     by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
     for event in trace.cpu:
         by_thread[event.thread].append(event)
-    phases, steps, layers = _process_ranges(trace)
-    leaves: list[tuple[CpuEvent, list[CpuEvent]]] = []
+    phases, steps, layers = process_ranges(trace)
+    found: list[tuple[CpuEvent, float, list[CpuEvent]]] = []
     for events in by_thread.values():
-        leaves += _leaf_ops(events)
-    leaves.sort(key=lambda pair: pair[0].start_s)
-    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers) for op, chain in leaves]
-    return [op for op, _ in leaves], links
+        found += _ops_with_self_time(events)
+    found.sort(key=lambda entry: entry[0].start_s)
+    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers) for op, _, chain in found]
+    return [op for op, _, _ in found], [own for _, own, _ in found], links
 
 
 _NESTING_SLACK_S = 1e-9  # the profiler rounds to the nanosecond: a child may end 1 ns after its parent
 
 
-def _leaf_ops(events: list[CpuEvent]) -> list[tuple[CpuEvent, list[CpuEvent]]]:
-    """The ops of one thread that enclose no other op, each with its enclosing ops and ranges, outermost first.
+def _ops_with_self_time(events: list[CpuEvent]) -> list[tuple[CpuEvent, float, list[CpuEvent]]]:
+    """The ops of one thread, each with its self time and its enclosing ops and ranges, outermost first.
     Ops nest; ranges need not (a layer range opens inside one op and closes inside another), so ranges are
     looked up by time at each op's midpoint."""
     ops = sorted((e for e in events if not e.is_range), key=lambda e: (e.start_s, -e.end_s))
+    children_s: dict[int, float] = defaultdict(float)
     chains: list[tuple[CpuEvent, list[CpuEvent]]] = []
-    has_child: set[int] = set()
     stack: list[CpuEvent] = []
     for op in ops:
         while stack and not (stack[-1].start_s <= op.start_s and op.end_s <= stack[-1].end_s + _NESTING_SLACK_S):
             stack.pop()
         if stack:
-            has_child.add(id(stack[-1]))
+            children_s[id(stack[-1])] += op.end_s - op.start_s
         stack.append(op)
         chains.append((op, list(stack)))
-    leaves = [(op, chain) for op, chain in chains if id(op) not in has_child]
-    middles = [(op.start_s + op.end_s) / 2 for op, _ in leaves]
-    order = sorted(range(len(leaves)), key=middles.__getitem__)
+    middles = [(op.start_s + op.end_s) / 2 for op, _ in chains]
+    order = sorted(range(len(chains)), key=middles.__getitem__)
     open_ranges = _stacks([e for e in events if e.is_range], [middles[i] for i in order])
-    result: list[tuple[CpuEvent, list[CpuEvent]]] = [leaves[0]] * len(leaves) if leaves else []
+    result: list[tuple[CpuEvent, float, list[CpuEvent]]] = []
     for index, ranges in zip(order, open_ranges, strict=True):
-        op, chain = leaves[index]
-        result[index] = (op, sorted(ranges + chain, key=lambda e: (e.start_s, -e.end_s)))
+        op, chain = chains[index]
+        own = max(op.end_s - op.start_s - children_s[id(op)], 0.0)
+        result.append((op, own, sorted(ranges + chain, key=lambda e: (e.start_s, -e.end_s))))
     return result

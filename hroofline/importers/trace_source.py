@@ -19,27 +19,24 @@ source's notes give the share of kernel time with known work.
 
 from __future__ import annotations
 
-import hashlib
-import time as clock
-from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hroofline.errors import InputError
-from hroofline.importers.collectives import bus_bytes, collective_name, is_communication
+from hroofline.importers.collectives import is_communication
 from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description
-from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops
+from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
+from hroofline.importers.trace_split import activity_work
 from hroofline.layers import phase_label
-from hroofline.metricset import FLOP_QUANTITIES, MetricSet
+from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name
 from hroofline.model import SourceInfo, conform_launches
 from hroofline.roofline import KernelTime, derive_quantities
 
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
-CPU_TIME_METHOD = "measured: the op's duration in the PyTorch profiler trace (CPU ops that call no other op)"
+CPU_TIME_METHOD = "measured: the op's self time in the PyTorch profiler trace (its duration less its child ops')"
 COUNTER_TIME_METHOD = "not measured: CUPTI range profiling replays each kernel, its range time is not kernel time"
 ANALYTIC_NOTE = (
     "FLOPs and bytes are analytic: each op's recorded shapes replayed on the meta device with predict's formulas, "
@@ -57,7 +54,8 @@ class TraceOptions:
     phase: str | None = None
     steps: frozenset[int] | None = None
     rank: int | None = None
-    cpu_ops: bool = False  # a CPU-only trace: its innermost ops are the launches
+    cpu_ops: bool = False  # a CPU-only trace: every op is a launch, with its self time
+    gpu: GpuName | None = None  # the GPU that was profiled, where the user names it
 
 
 @dataclass
@@ -71,18 +69,40 @@ class TraceSource:
 
 
 def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
+    """The trace as a source, its device checked against ``options.gpu``."""
+    result = _launches_of(trace, digest, options, metric_set)
+    gpu = options.gpu
+    if gpu is not None:
+        if result.cc is not None and result.cc != gpu.cc:
+            raise InputError(
+                f"{trace.path}: --gpu {gpu.name} has compute capability {gpu.cc}, "
+                f"but the trace's device {result.device_name} has {result.cc}",
+                "leave out --gpu or name the GPU that was profiled",
+            )
+        result.cc = gpu.cc
+        result.launches["cc"] = gpu.cc
+    elif result.cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
+        result.info.notes.append(
+            f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
+        )
+    return result
+
+
+def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
     if not trace.gpu and trace.counter_ranges:
         return _counter_source(trace, digest, options, metric_set)
     if not trace.gpu and options.cpu_ops:
-        ops, links = link_cpu_ops(trace)
-        trace.gpu = [GpuActivity(op.name, "kernel", op.start_s, op.end_s - op.start_s, None, {}) for op in ops]
+        ops, own_seconds, links = link_cpu_ops(trace)
+        every = [
+            GpuActivity(o.name, "kernel", o.start_s, own, None, {}) for o, own in zip(ops, own_seconds, strict=True)
+        ]
     elif not trace.gpu:
         raise InputError(
             f"{trace.path}: a PyTorch profiler trace with no GPU kernels, copies or sets",
             "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; a CPU-only trace has no kernels",
         )
     else:
-        links = link_activities(trace, trace.gpu)
+        every, links = trace.gpu, link_activities(trace, trace.gpu)
     keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
     if not keep:
         found = sorted({link.step for link in links if link.step is not None})
@@ -90,10 +110,10 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
             f"{trace.path}: no kernels in the profiler steps asked for",
             f"the trace holds steps {', '.join(map(str, found))}" if found else "the trace marks no ProfilerStep",
         )
-    activities = [trace.gpu[i] for i in keep]
+    activities = [every[i] for i in keep]
     kept_links = [links[i] for i in keep]
     frame = _identity(trace, activities, kept_links, options)
-    work = _work(activities, kept_links)
+    work = activity_work(activities, kept_links, metric_set)
     frame = pd.concat([frame, work], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
@@ -148,7 +168,6 @@ def _identity(
             "launch_id": np.arange(len(activities), dtype=np.int64),
             "kernel": [a.name for a in activities],
             "phase": phases,
-            "nvtx": ["/".join(link.ranges) or None for link in links],
             "layer": layers,
             "shapes": [_shapes(link) for link in links],
             "grid": [_dims(a.args.get("grid")) for a in activities],
@@ -167,85 +186,6 @@ def _identity(
     )
 
 
-def _work(activities: list[GpuActivity], links: list[LaunchLink]) -> pd.DataFrame:
-    """Per activity: FLOPs per precision, fewest HBM bytes and link bytes (null where unknown)."""
-    from hroofline.importers.trace_work import OpWork, op_work  # imports torch: only traces need it
-
-    count = len(activities)
-    columns: dict[str, Any] = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
-    columns["work_op"] = np.full(count, None, dtype=object)
-    kernels_of_op: dict[int, list[int]] = defaultdict(list)
-    works: dict[int, OpWork] = {}
-    for index, (activity, link) in enumerate(zip(activities, links, strict=True)):
-        if activity.category in ("memcpy", "memset"):
-            columns["bytes_hbm"][index] = _copy_bytes(activity)
-            columns["flops_fp32"][index] = 0.0
-        elif is_communication(activity.name):
-            args = activity.args if collective_name(activity.args) else (link.op.args if link.op else {})
-            link_bytes = bus_bytes(args)
-            columns["bytes_link"][index] = link_bytes if link_bytes is not None else np.nan
-        else:
-            counted = next(((op, work) for op in link.candidates if (work := op_work(op.name, op.args))), None)
-            if counted is not None:
-                kernels_of_op[id(counted[0])].append(index)
-                works[id(counted[0])] = counted[1]
-    tensor = _tensor_core_kernels([a.name for a in activities])
-    for key, indices in kernels_of_op.items():
-        work = works[key]
-        # FLOPs go to the op's tensor-core kernels where it has some (a split-K GEMM's reduction kernel does
-        # none of the multiply-adds), else to all its kernels; FLOPs and bytes in proportion to durations.
-        computing = [i for i in indices if tensor[i]] or indices
-        flop_shares = dict(zip(computing, _duration_shares(activities, computing), strict=True))
-        for share, index in zip(_duration_shares(activities, indices), indices, strict=True):
-            for column in FLOP_QUANTITIES:
-                columns[column][index] = 0.0
-            for column, flops in work.flops.items():
-                columns[column][index] = flops * flop_shares.get(index, 0.0)
-            columns["bytes_hbm"][index] = work.bytes * share
-            columns["work_op"][index] = work.main_op
-    frame = pd.DataFrame(columns)
-    return _route_tensor_work(frame, tensor, [a.name for a in activities])
-
-
-def _duration_shares(activities: list[GpuActivity], indices: list[int]) -> np.ndarray:
-    durations = np.array([activities[i].duration_s for i in indices])
-    return durations / durations.sum() if durations.sum() > 0 else np.full(len(indices), 1 / len(indices))
-
-
-def _tensor_core_kernels(kernels: list[str]) -> np.ndarray:
-    """Which kernels run on the tensor cores, by name (the metric set's list of name fragments)."""
-    from hroofline.metricset import load_metric_set
-
-    hints = load_metric_set().tensor_hints
-    return np.array([any(f in name.lower() for f in hints.float_names) for name in kernels], dtype=bool)
-
-
-def _copy_bytes(activity: GpuActivity) -> float:
-    size = activity.args.get("bytes")
-    if size is None:
-        return np.nan
-    both_ends_on_device = "dtod" in activity.name.lower().replace(" ", "")
-    return float(size) * (2.0 if both_ends_on_device else 1.0)
-
-
-def _route_tensor_work(frame: pd.DataFrame, tensor: np.ndarray, kernels: list[str]) -> pd.DataFrame:
-    """FLOPs of tensor-core kernels onto the tensor columns of their input precision: FP16 to
-    ``flops_tensor_fp16`` (BF16 where the name says bf16), FP32 to TF32, FP64 to FP64."""
-    names = pd.Series(kernels).str.lower()
-    bf16 = names.str.contains("bf16").to_numpy()
-    moves = (
-        ("flops_fp16", "flops_tensor_fp16", tensor & ~bf16),
-        ("flops_fp16", "flops_tensor_bf16", tensor & bf16),
-        ("flops_fp32", "flops_tensor_tf32", tensor),
-        ("flops_fp64", "flops_tensor_fp64", tensor),
-    )
-    for source, target, mask in moves:
-        moving = mask & (frame[source].fillna(0.0).to_numpy() > 0)
-        frame.loc[moving, target] = frame.loc[moving, source]
-        frame.loc[moving, source] = 0.0
-    return frame
-
-
 def _info(
     trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions, metric_set: MetricSet
 ) -> SourceInfo:
@@ -258,7 +198,8 @@ def _info(
         notes = [
             ANALYTIC_NOTE.replace("counted at HBM only (L1 and L2", "counted at L1 only (L2 and DRAM"),
             f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of op time has known work "
-            f"({int(known.sum())} of {int(kernels.sum())} innermost ops); the rest is shown as work unknown",
+            f"({int(known.sum())} of {int(kernels.sum())} ops, each timed by its self time); the rest (autograd's own "
+            "bookkeeping, ops without shapes or formula) is shown as work unknown",
         ]
     else:
         notes = [
@@ -278,7 +219,6 @@ def _info(
     steps = sorted(int(s) for s in frame["step"].dropna().unique())
     settings = {
         "schema": trace.schema,
-        "time_unit": "ns" if trace.seconds_per_unit == 1e-9 else "us",
         "rank": str(_rank(trace, options)),
         "world_size": str(trace.world_size) if trace.world_size else "",
         "steps": ", ".join(map(str, steps)),
@@ -318,15 +258,17 @@ def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metr
     arch = metric_set.arch_of(cc)
     no_time = pd.Series(np.nan, index=metrics.index)
     derived = derive_quantities(metrics, metric_set, arch, KernelTime(no_time, no_time.astype(object), no_time))
-    links = link_activities(trace, ranges)
-    phases = [_range_phase_by_time(trace, r.start_s) or options.phase or "other" for r in ranges]
+    if options.steps is not None:
+        raise InputError(f"{trace.path}: --steps: a CUPTI range-profiling trace marks no ProfilerStep")
+    # Replay is synchronous: the phase range that launched a kernel is still open when its range starts.
+    phases_at, _, _ = process_ranges(trace)
+    phases = [phases_at.at(r.start_s) or options.phase or "other" for r in ranges]
     frame = pd.DataFrame(
         {
             "source": 0,
             "launch_id": np.arange(len(ranges), dtype=np.int64),
             "kernel": [r.name for r in ranges],
             "phase": phases,
-            "nvtx": ["/".join(link.ranges) or None for link in links],
             "cc": cc,
             "launches": 1,
             "category": "kernel",
@@ -351,20 +293,3 @@ def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metr
         phase=options.phase,
     )
     return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
-
-
-def _range_phase_by_time(trace: TraceEvents, start: float) -> str | None:
-    """The phase of a counter range: the innermost phase range open on the CPU when it started (replay is
-    synchronous, so the launching range is still open)."""
-    from hroofline.importers.kineto_links import range_phase
-
-    best: tuple[float, str] | None = None
-    for event in trace.cpu:
-        phase = range_phase(event.name) if event.is_range else None
-        if phase and event.start_s <= start <= event.end_s and (best is None or event.start_s > best[0]):
-            best = (event.start_s, phase)
-    return best[1] if best else None
-
-
-def trace_digest(raw: bytes, path: Path) -> str:
-    return hashlib.sha256(raw).hexdigest() if raw else hashlib.sha256(f"{path}{clock.time_ns()}".encode()).hexdigest()

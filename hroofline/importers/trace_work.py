@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +41,7 @@ DTYPES: dict[str, torch.dtype] = {
     "c10::complex<float>": torch.complex64,
     "c10::complex<double>": torch.complex128,
 }
+FLOAT_TYPE_NAMES = frozenset(name for name, dtype in DTYPES.items() if dtype.is_floating_point)
 # What a tensor without a recorded type is taken to be (the 2021 schema records shapes only).
 ASSUMED_DTYPE = torch.float32
 # c10::ScalarType codes, as Concrete Inputs write a dtype argument.
@@ -66,6 +67,7 @@ class OpWork:
     flops: dict[str, float]
     bytes: float
     main_op: str | None = None
+    bf16: bool = False  # bfloat16 inputs (their FLOPs share the flops_fp16 column with float16's)
 
 
 class _Unreplayable(Exception):
@@ -116,11 +118,11 @@ def _op_work(key: str) -> OpWork | None:
     for overload in sorted(overloads, key=lambda o: len(o._schema.arguments) != len(recorded)):
         try:
             positional, keywords, guessed = _arguments(overload._schema, recorded)
-        except _Unreplayable:
+        except Exception:  # _Unreplayable, or recorded values PyTorch refuses (negative or huge sizes)
             continue
         work = _replay(overload, positional, keywords, guessed, output_dims)
         if work is not None:
-            return work
+            return replace(work, bf16="c10::BFloat16" in types)
     return None
 
 
