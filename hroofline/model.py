@@ -93,6 +93,11 @@ class SourceInfo:
     roofs: dict[str, str] = field(default_factory=dict)  # roof key -> how the report gave it
 
     @property
+    def analytic_work(self) -> bool:
+        """A trace's FLOPs and bytes come from its ops' shapes (all of them, or all but ncu's top kernels)."""
+        return self.kind in ("kineto", "kineto+ncu")
+
+    @property
     def counts_fp16_instructions(self) -> bool:
         """ncu's FP16 counters (and CUPTI's, in a trace) count a packed half2 instruction once; analytic sources
         count arithmetic."""

@@ -235,25 +235,28 @@ def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
     """Per phase present (in canonical order) and 'total': time, FLOPs (tensor FLOPs per input
     precision, integer tensor operations), bytes, launches."""
     launches = run.launches
+    trace = bool(launches["category"].notna().any())  # what share of the time has known work
+    communicates = bool((launches["category"] == "communication").any())
     result: dict[str, dict[str, float | int | None]] = {}
     for phase in PHASES:
         rows = launches[launches["phase"] == phase]
         if len(rows):
-            result[phase] = _totals(rows)
-    result["total"] = _totals(launches)
+            result[phase] = _totals(rows, trace, communicates)
+    result["total"] = _totals(launches, trace, communicates)
     return result
 
 
-def _totals(rows: pd.DataFrame) -> dict[str, float | int | None]:
+def _totals(rows: pd.DataFrame, trace: bool = False, communicates: bool = False) -> dict[str, float | int | None]:
     sums = rows[list(SUMMED)].sum(min_count=1)
     flops = total_flops(sums.to_frame().T).iloc[0]
     values: dict[str, float | int | None] = {"time_s": _value(sums["time_s"]), "flops": _value(flops)}
     for column in ("flops_tensor", *DETAIL_COLUMNS, *BYTE_QUANTITIES):
         values[column] = _value(sums[column])
     values["kernels"] = int(rows["launches"].sum())
-    if rows["category"].notna().any():  # a trace: what share of the time has known work, and communication
-        communication = rows["category"] == "communication"
+    if trace:
         values["work_known"] = work_known_share(rows)
+    if communicates:
+        communication = rows["category"] == "communication"
         values["communication_s"] = float(rows.loc[communication, "time_s"].sum())
         values["bytes_link"] = _value(rows.loc[communication, "bytes_link"].sum(min_count=1))
     return values

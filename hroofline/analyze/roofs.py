@@ -186,7 +186,7 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
-        analytic = any(source.kind == "kineto" for source in run.meta.sources)
+        analytic = any(source.analytic_work for source in run.meta.sources)
         notes.above_roof.extend(_above_roof_sentences(table, roofs, analytic))
     return table
 
@@ -285,7 +285,7 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         no_flops=int((hidden["flops"].fillna(0) <= 0).sum()),
         group_by=query.group_by,
         peaks=roofs.representative(launches),
-        analytic_work=any(source.kind == "kineto" for source in run.meta.sources),
+        analytic_work=any(source.analytic_work for source in run.meta.sources),
     )
 
 

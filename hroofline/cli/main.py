@@ -12,7 +12,16 @@ import sys
 from collections.abc import Sequence
 
 from hroofline import __version__
-from hroofline.cli import catalog_cmds, chart_cmds, compare_cmd, import_cmd, predict_cmd, profile_cmds, query_cmds
+from hroofline.cli import (
+    catalog_cmds,
+    ceilings_cmd,
+    chart_cmds,
+    compare_cmd,
+    import_cmd,
+    predict_cmd,
+    profile_cmds,
+    query_cmds,
+)
 from hroofline.errors import HrooflineError
 
 DESCRIPTION = """\
@@ -54,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmds.register(commands)
     chart_cmds.register(commands)
     profile_cmds.register(commands)
+    ceilings_cmd.register(commands)
     predict_cmd.register(commands)
     compare_cmd.register(commands)
     catalog_cmds.register(commands)

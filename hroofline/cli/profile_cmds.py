@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hroofline.analyze.kernels import phase_summary
-from hroofline.ceilings import CPU, LEVEL_LABELS, ROOF_LABELS, Ceilings, ceilings_for_run, load_ceilings_file, run_roofs
+from hroofline.ceilings import CPU, Ceilings
 from hroofline.cli.common import (
     add_store_option,
     add_workload_options,
@@ -18,12 +17,13 @@ from hroofline.cli.common import (
     workload_config,
     write_out,
 )
+from hroofline.cli.profile_common import cpu_ceilings, report_phases
+from hroofline.cli.profile_trace import profile_trace_run, top_kernels_pass
 from hroofline.collect.models import check_model
-from hroofline.collect.workload import WorkloadConfig, canonical_precision
-from hroofline.errors import ProfilingError, UsageError
+from hroofline.collect.ncu_top import KernelSelection, join_counters, kernel_filter_arguments, parse_kernels_option
+from hroofline.collect.workload import canonical_precision
+from hroofline.errors import UsageError
 from hroofline.metricset import GpuName, load_metric_set, resolve_gpu
-from hroofline.model import Run, RunMeta
-from hroofline.render.numbers import si
 from hroofline.store import RunDefaults, check_run_name
 
 if TYPE_CHECKING:
@@ -91,6 +91,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     gpu_options.add_argument(
         "--out-dir", metavar="DIR", help="where ncu's reports and logs go (hroofline-profiles/RUN)"
     )
+    gpu_options.add_argument(
+        "--kernels",
+        metavar="top:N",
+        help="ncu on the N kernel names with the most time only: a torch.profiler trace pass measures every "
+        "kernel first, then ncu profiles just those names' launches; their counters replace the analytic work "
+        "of the same launches in the trace's run",
+    )
     gpu_options.add_argument("--dry-run", action="store_true", help="print the ncu command line(s) and stop")
     cpu_options = profile.add_argument_group("CPU options")
     cpu_options.add_argument(
@@ -99,30 +106,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_store_option(profile)
     profile.set_defaults(run_command=run_profile)
 
-    ceilings = commands.add_parser(
-        "ceilings",
-        help="measure this machine's roofs, or show the roofs a run or GPU uses",
-        description="With --measure: matmul FLOP/s per precision and read bandwidth for working sets sized to "
-        "each cache level and to main memory, on the CPU or a CUDA GPU; --out writes them as a ceilings file "
-        "for --ceilings. Without: the roofs of a catalog GPU, bundled set or file (--show), or of a run.",
-        epilog="examples:\n  hroofline ceilings --measure --out my-machine.toml\n"
-        "  hroofline ceilings --show v100-yang-ert\n  hroofline ceilings --run resnet18-fp32-cpu",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    what = ceilings.add_mutually_exclusive_group(required=True)
-    what.add_argument("--measure", action="store_true", help="measure this machine")
-    what.add_argument("--show", metavar="GPU|SET|FILE", help="show a catalog GPU's, bundled or file ceilings")
-    what.add_argument("--run", metavar="RUN", help="show the ceilings a run is drawn against")
-    ceilings.add_argument("--device", default="cpu", help="with --measure: cpu (default) or cuda")
-    ceilings.add_argument("--quick", action="store_true", help="with --measure: fewer repeats")
-    ceilings.add_argument("--out", metavar="FILE", help="with --measure: write a ceilings file (TOML)")
-    add_store_option(ceilings)
-    ceilings.set_defaults(run_command=run_ceilings)
-
 
 BACKENDS = ("ncu", "trace", "recorder")
 HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
-GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "dry_run")
+GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "kernels", "dry_run")
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -136,6 +123,11 @@ def run_profile(args: argparse.Namespace) -> int:
     ncu_only = [option for option in gpu_only if option != "--dry-run"]
     if args.backend == "trace" and ncu_only:
         raise UsageError(f"{', '.join(ncu_only)}: only for --backend ncu, not for --backend trace")
+    if args.kernels:
+        parse_kernels_option(args.kernels)
+        if args.dry_run or args.script is not None:
+            what = "--dry-run" if args.dry_run else "--script"
+            raise UsageError(f"--kernels: not with {what} (its trace pass chooses the kernels, on the model)")
     if args.script is not None:
         if args.backend == "trace":
             raise UsageError(
@@ -151,17 +143,24 @@ def run_profile(args: argparse.Namespace) -> int:
     check_model(config.model)  # before minutes of measuring or profiling
     warmup = 2 if args.warmup is None else args.warmup
     if backend == "trace":
-        _profile_trace(args, config, gpu, run, warmup)
+        profile_trace_run(args, config, gpu, run, warmup)
     elif on_cpu:
         from hroofline.collect.cpu_backend import profile_cpu
 
-        ceilings = _cpu_ceilings(args)
+        ceilings = cpu_ceilings(args)
         _store_cpu(args, run, profile_cpu(config, warmup, args.steps, say), config.precision, ceilings)
     else:
         from hroofline.collect.ncu_command import workload_command
 
         settings = _ncu_settings(args, warmup)
-        _profile_gpu(args, gpu, workload_command(config, settings, not args.no_layers), settings, run, config.arch)
+        top = None
+        if args.kernels:
+            assert gpu is not None
+            _preflight(args, gpu)  # before the trace pass: ncu must be there to use what it finds
+            top = top_kernels_pass(args, config, gpu, run, warmup)
+            settings = replace(settings, kernel_filter=tuple(kernel_filter_arguments(top[1])))
+        command = workload_command(config, settings, not args.no_layers)
+        _profile_gpu(args, gpu, command, settings, run, config.arch, top)
     return 0
 
 
@@ -190,29 +189,6 @@ def _default_gpu_backend(args: argparse.Namespace) -> str:
         say("the GPU's performance counters are for administrators only: collecting a torch.profiler trace instead")
         return "trace"
     return "ncu"
-
-
-def _profile_trace(
-    args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
-) -> None:
-    from hroofline.collect.trace_backend import profile_trace
-
-    if gpu is not None:
-        from hroofline.collect.preflight import gpu_visible
-
-        if not gpu_visible():
-            raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
-    trace_file = Path(args.out_dir or Path("hroofline-profiles") / run) / "trace.json"
-    source = profile_trace(config, warmup, args.steps, trace_file, say)
-    for note in source.info.notes:
-        say(f"  note: {note}")
-    say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
-    store = open_store(args)
-    defaults = RunDefaults(gpu.name if gpu else CPU, config.precision, None)
-    if gpu is None:
-        defaults = RunDefaults(CPU, config.precision, _cpu_ceilings(args).to_json())
-    result = store.replace_run(run, [source], defaults)
-    _report_phases(result.run, store.root)
 
 
 def _refuse_existing(args: argparse.Namespace, run: str) -> None:
@@ -244,7 +220,7 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
     if on_cpu:
         from hroofline.collect.cpu_backend import profile_script_cpu
 
-        ceilings = _cpu_ceilings(args)
+        ceilings = cpu_ceilings(args)
         _store_cpu(args, run, profile_script_cpu(script, script_args, warmup, args.steps, say), None, ceilings)
     else:
         from hroofline.collect.ncu_command import script_command
@@ -255,21 +231,12 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
     return 0
 
 
-def _cpu_ceilings(args: argparse.Namespace) -> Ceilings:
-    from hroofline.collect.measure import measure
-
-    if args.ceilings:
-        return load_ceilings_file(Path(args.ceilings))
-    say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
-    return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
-
-
 def _store_cpu(
     args: argparse.Namespace, run: str, source: ImportedSource, precision: str | None, ceilings: Ceilings
 ) -> None:
     store = open_store(args)
     result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
-    _report_phases(result.run, store.root)
+    report_phases(result.run, store.root)
 
 
 def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
@@ -280,8 +247,23 @@ def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
     )
 
 
+def _preflight(args: argparse.Namespace, gpu: GpuName) -> None:
+    from hroofline.collect.preflight import preflight
+
+    arch = load_metric_set().arch_of(gpu.cc)
+    if arch is None:
+        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
+    preflight(args.ncu, arch, gpu.name)
+
+
 def _profile_gpu(
-    args: argparse.Namespace, gpu: GpuName | None, workload: list[str], settings: NcuSettings, run: str, what: str
+    args: argparse.Namespace,
+    gpu: GpuName | None,
+    workload: list[str],
+    settings: NcuSettings,
+    run: str,
+    what: str,
+    top: tuple[ImportedSource, KernelSelection] | None = None,
 ) -> None:
     from hroofline.collect.ncu_backend import profile_with_ncu
     from hroofline.collect.ncu_command import ncu_passes
@@ -302,6 +284,8 @@ def _profile_gpu(
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
+    if top is not None:
+        source = join_counters(top[0], source, top[1])
     for note in source.info.notes:
         say(f"  note: {note}")
     for warning in source.info.warnings:
@@ -309,75 +293,8 @@ def _profile_gpu(
     store = open_store(args)
     precision = None if args.script is not None else canonical_precision(args.precision or "fp32")
     result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
-    _report_phases(result.run, store.root)
-
-
-def _report_phases(run: Run, root: Path) -> None:
-    phases = {p: v for p, v in phase_summary(run).items() if p != "total"}
-    parts = [f"{phase} {values['kernels']} ({si(values['time_s'], 's')})" for phase, values in phases.items()]
-    say(f"run {run.name!r} in {root}: " + ", ".join(parts))
-    empty = [phase for phase in ("forward", "backward", "optimizer") if phase not in phases]
-    if empty:
-        say(f"hroofline: warning: no kernels in phase(s) {', '.join(empty)}: the NVTX phases did not reach them")
-    name = run.name
-    say(f"next: hroofline summary {name}; hroofline top {name}; hroofline chart {name} --out {name}.html")
+    report_phases(result.run, store.root)
 
 
 def _quoted(part: str) -> str:
     return part if part and all(c.isalnum() or c in "-_./=,@:+" for c in part) else repr(part)
-
-
-def run_ceilings(args: argparse.Namespace) -> int:
-    if args.measure:
-        return _measure(args)
-    if args.run:
-        run = open_store(args).load(args.run)
-        roofs = run_roofs(run)
-        write_out(f"{roofs.label}\nsource: {roofs.source}\n")
-        for note in roofs.notes:
-            write_out(f"note: {note}\n")
-        write_out("roofs (time-weighted median over the run's launches):\n")
-        for key, value in roofs.representative(run.launches).items():
-            origin = "the report" if roofs.origins.get(key) == "report" else roofs.origins.get(key, "")
-            halved = " (half the packed rate: ncu counts a packed half2 instruction once)"
-            extra = halved if key == "fp16" and roofs.fp16_halved else ""
-            write_out(f"  {key:<18} {_roof_value(key, value):>14}  {ROOF_LABELS[key]}, from {origin}{extra}\n")
-        return 0
-    ceilings = ceilings_for_run(RunMeta(name="-"), args.show)
-    write_out(f"{ceilings.label}\nsource: {ceilings.source}\n")
-    for key, value in ceilings.peaks.items():
-        clock = ceilings.clock_of(key)
-        at = f"  at {clock / 1e9:.4g} GHz" if clock else ""
-        write_out(f"  {key:<18} {_roof_value(key, value):>14}{at}\n")
-    return 0
-
-
-def _roof_value(key: str, value: float) -> str:
-    unit = "B/s" if key in LEVEL_LABELS else "op/s" if key.startswith("tensor_int") else "FLOP/s"
-    return si(value, unit, 4)
-
-
-def _measure(args: argparse.Namespace) -> int:
-    from hroofline.collect.measure import measure
-    from hroofline.render.output import write_atomically
-
-    device = args.device.lower()
-    if device not in ("cpu", "cuda"):
-        raise UsageError(f"--device {args.device!r}: use cpu or cuda")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ProfilingError("no CUDA GPU visible to PyTorch", "measure the CPU with --device cpu")
-    show = (lambda text: say(f"  {text}")) if sys.stderr.isatty() else None
-    result = measure(device, quick=args.quick, progress=show)
-    write_out(f"{result.device_name} ({result.device})\nmatmul peaks:\n")
-    for precision, rate in result.matmul.items():
-        write_out(f"  {precision:<6} {si(rate, 'FLOP/s')}\n")
-    write_out("read bandwidth by working set:\n")
-    for point in result.bandwidth:
-        write_out(f"  {point.working_set / 2**10:>10,.0f} KiB  {point.level:<5} {si(point.bytes_per_s, 'B/s')}\n")
-    if args.out:
-        write_atomically(Path(args.out), result.toml().encode())
-        say(f"wrote {args.out}: use it with --ceilings {args.out}")
-    return 0

@@ -78,7 +78,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "summary",
         help="time, FLOPs and bytes per phase and in total",
         description="Per phase and in total: time (s), FLOPs, tensor FLOPs (all, and per input precision), "
-        "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches. The table leaves "
+        "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches; for a PyTorch "
+        "profiler trace also work_known (the share of compute-kernel time whose work is known) and, where it has "
+        "communication kernels, communication_s and bytes_link (their time and bus bytes). The table leaves "
         "out per-precision columns that are zero or not measured everywhere; JSON has them all (null: not "
         "measured).",
     )

@@ -43,15 +43,19 @@ class NcuSettings:
     passes: str = "one"
     warmup: int = 2
     steps: int = 1
+    kernel_filter: tuple[str, ...] = ()  # ncu options choosing kernels by name (``--kernels top:N``)
 
     def recorded(self) -> dict[str, str]:
-        return {
+        recorded = {
             "clock_control": self.clock_control,
             "cache_control": self.cache_control,
             "passes": self.passes,
             "warmup_steps": str(self.warmup),
             "profiled_steps": str(self.steps),
         }
+        if self.kernel_filter:
+            recorded["kernel_filter"] = " ".join(self.kernel_filter)
+        return recorded
 
 
 def workload_command(config: WorkloadConfig, settings: NcuSettings, layers: bool = True) -> list[str]:
@@ -139,6 +143,7 @@ def ncu_passes(
         settings.clock_control,
         "--cache-control",
         settings.cache_control,
+        *settings.kernel_filter,
     ]
     if settings.passes == "one":
         report = out_dir / "profile.ncu-rep"

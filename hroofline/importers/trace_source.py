@@ -29,7 +29,6 @@ from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
 from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
-from hroofline.importers.trace_split import activity_work
 from hroofline.layers import phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name
 from hroofline.model import SourceInfo, conform_launches
@@ -113,6 +112,8 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     activities = [every[i] for i in keep]
     kept_links = [links[i] for i in keep]
     frame = _identity(trace, activities, kept_links, options)
+    from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
+
     work = activity_work(activities, kept_links, metric_set)
     frame = pd.concat([frame, work], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1

@@ -1,0 +1,32 @@
+"""What the profiling commands share: this CPU's ceilings, and the one-line account of a finished run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hroofline.analyze.kernels import phase_summary
+from hroofline.ceilings import Ceilings, load_ceilings_file
+from hroofline.cli.common import say
+from hroofline.model import Run
+from hroofline.render.numbers import si
+
+
+def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
+    from hroofline.collect.measure import measure
+
+    if args.ceilings:
+        return load_ceilings_file(Path(args.ceilings))
+    say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
+    return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
+
+
+def report_phases(run: Run, root: Path) -> None:
+    phases = {p: v for p, v in phase_summary(run).items() if p != "total"}
+    parts = [f"{phase} {values['kernels']} ({si(values['time_s'], 's')})" for phase, values in phases.items()]
+    say(f"run {run.name!r} in {root}: " + ", ".join(parts))
+    empty = [phase for phase in ("forward", "backward", "optimizer") if phase not in phases]
+    if empty:
+        say(f"hroofline: warning: no kernels in phase(s) {', '.join(empty)}: the NVTX phases did not reach them")
+    name = run.name
+    say(f"next: hroofline summary {name}; hroofline top {name}; hroofline chart {name} --out {name}.html")
