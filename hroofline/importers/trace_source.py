@@ -118,10 +118,10 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     frame = pd.concat([frame, work], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
-        info = _info(trace, digest, frame, options, metric_set)
+        info = _info(trace, digest, frame, options)
         return TraceSource(info=info, launches=conform_launches(frame), cc=None, device_name=None)
     name, cc = device_description(trace, _first_device(activities))
-    info = _info(trace, digest, frame, options, metric_set)
+    info = _info(trace, digest, frame, options)
     return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
 
 
@@ -187,9 +187,7 @@ def _identity(
     )
 
 
-def _info(
-    trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions, metric_set: MetricSet
-) -> SourceInfo:
+def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions) -> SourceInfo:
     kernels = frame["category"] == "kernel"
     compute_time = float(frame.loc[kernels, "time_s"].sum())
     known = kernels & frame["flops_fp32"].notna()
@@ -199,8 +197,8 @@ def _info(
         notes = [
             ANALYTIC_NOTE.replace("counted at HBM only (L1 and L2", "counted at L1 only (L2 and DRAM"),
             f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of op time has known work "
-            f"({int(known.sum())} of {int(kernels.sum())} ops, each timed by its self time); the rest (autograd's own "
-            "bookkeeping, ops without shapes or formula) is shown as work unknown",
+            f"({int(known.sum())} of {int(kernels.sum())} ops, each timed by its self time); the rest (autograd's "
+            "own bookkeeping, ops without shapes or formula) is shown as work unknown",
         ]
     else:
         notes = [
@@ -224,11 +222,11 @@ def _info(
         "world_size": str(trace.world_size) if trace.world_size else "",
         "steps": ", ".join(map(str, steps)),
     }
-    name, _ = device_description(trace, None)
     warnings = []
-    if not linked.any():
+    if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
-    _ = metric_set, name
+    if options.rank is None and trace.rank is None and not options.cpu_ops:
+        notes.append("rank 0 assumed: the trace has no distributedInfo and its file name no rank (--rank N sets it)")
     formulas = {k.replace("bytes_hbm", "bytes_l1") if options.cpu_ops else k: v for k, v in FORMULAS.items()}
     return SourceInfo(
         path=trace.path,
