@@ -107,7 +107,6 @@ bench: $(STAMP)
 	$(BIN)/python bench/import_speed.py
 	$(BIN)/python bench/chart_scale.py
 	$(BIN)/python bench/cpu_overhead.py
-	$(BIN)/python bench/trace_overhead.py
 	$(BIN)/python bench/predict_speed.py
 
 clean:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
 _COMMUNICATION = re.compile(
@@ -46,29 +45,34 @@ ELEMENT_BYTES: dict[str, int] = {
     "uint8": 1,
     "bool": 1,
 }
-# Bus-byte factor per collective, f(n) x message size (nccl-tests' busBw over algBw).
-_FACTORS: dict[str, Callable[[int], float]] = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "allreduce_coalesced": lambda n: 2 * (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-    "scatter": lambda n: (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "_allgather_base": lambda n: (n - 1) / n,
-    "allgather_into_tensor_coalesced": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "_reduce_scatter_base": lambda n: (n - 1) / n,
-    "reduce_scatter_tensor_coalesced": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "all_to_allv": lambda n: (n - 1) / n,
-    "alltoall_base": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send": lambda n: 1.0,
-    "recv": lambda n: 1.0,
-}
+# Bus-byte factor per collective, f(n) x message size (nccl-tests' busBw over algBw), by the collective's names.
+_ALL_REDUCE = frozenset({"allreduce", "all_reduce", "allreduce_coalesced"})
+_PART_OF_N = frozenset(
+    {
+        "allgather",
+        "all_gather",
+        "_allgather_base",
+        "allgather_into_tensor_coalesced",
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "reduce_scatter_tensor_coalesced",
+        "all_to_all",
+        "alltoall",
+        "all_to_allv",
+        "alltoall_base",
+        "gather",
+        "scatter",
+    }
+)
+_WHOLE = frozenset({"broadcast", "reduce", "send", "recv"})
+
+
+def _factor(name: str, ranks: int) -> float | None:
+    if name in _ALL_REDUCE:
+        return 2 * (ranks - 1) / ranks
+    if name in _PART_OF_N:
+        return (ranks - 1) / ranks
+    return 1.0 if name in _WHOLE else None
 
 
 def is_communication(kernel: str) -> bool:
@@ -84,7 +88,6 @@ def bus_bytes(args: dict[str, Any]) -> float | None:
     """The bytes one rank moves over its links for the collective described by ``args``, or None where the
     trace does not say enough (no collective name, sizes or element type)."""
     name = (collective_name(args) or "").lower()
-    factor = _FACTORS.get(name)
     size = ELEMENT_BYTES.get(str(args.get("dtype", "")).lower())
     group = args.get("Group size")
     try:
@@ -92,6 +95,7 @@ def bus_bytes(args: dict[str, Any]) -> float | None:
         ranks = int(group) if group is not None else None
     except (TypeError, ValueError):
         return None
-    if factor is None or size is None or not math.isfinite(elements) or elements <= 0 or not ranks or ranks < 1:
+    if size is None or not math.isfinite(elements) or elements <= 0 or not ranks or ranks < 1:
         return None
-    return float(factor(ranks) * elements * size)
+    factor = _factor(name, ranks)
+    return float(factor * elements * size) if factor is not None else None
