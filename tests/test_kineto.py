@@ -91,6 +91,20 @@ def test_every_gpu_activity_with_its_measured_duration(trace_store: Path, key: s
     assert run.meta.sources[0].kind == "kineto"
 
 
+def test_launch_ids_are_launch_order(trace_store: Path) -> None:
+    """The JSON lists activities per stream; launch_id follows the runtime calls that launched them. In the
+    DDP trace every activity has its call, so the whole sequence is known independently."""
+    document = read_events("ddp")
+    calls = {e["args"]["correlation"]: e["ts"] for e in document["traceEvents"] if e.get("cat") == "cuda_runtime"}
+    activities = gpu_events(document)
+    assert all(e["args"]["correlation"] in calls for e in activities)
+    in_json_order = [e["name"] for e in activities]
+    in_launch_order = [e["name"] for e in sorted(activities, key=lambda e: calls[e["args"]["correlation"]])]
+    assert in_json_order != in_launch_order  # the JSON's order is not launch order
+    launches = load("ddp", trace_store).launches.sort_values("launch_id")
+    assert list(launches["kernel"]) == in_launch_order
+
+
 @pytest.mark.parametrize(("key", "rank"), [("ddp", 0), ("recsys", 3), ("volta", 0)])
 def test_ranks(trace_store: Path, key: str, rank: int) -> None:
     assert set(load(key, trace_store).launches["rank"]) == {rank}

@@ -147,7 +147,8 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     args = args if isinstance(args, dict) else {}
     unit = trace.seconds_per_unit
     try:
-        start, duration = float(event["ts"]) * unit, float(event.get("dur", 0.0)) * unit
+        stamp, length = float(event["ts"]), float(event.get("dur", 0.0))
+        start, duration = stamp * unit, length * unit
     except (KeyError, TypeError, ValueError):
         return
     if not (math.isfinite(start) and math.isfinite(duration)):
@@ -167,7 +168,10 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
         name = str(event.get("name", ""))
         is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))
-        trace.cpu.append(CpuEvent(name, _thread(event), start, start + duration, is_range, args))
+        # the end from the trace's own units: epoch-microsecond stamps have too few digits left for ts + dur
+        # in seconds to keep a child inside its parent
+        end = (stamp + max(length, 0.0)) * unit
+        trace.cpu.append(CpuEvent(name, _thread(event), start, end, is_range, args))
 
 
 def _integer(value: Any) -> int | None:

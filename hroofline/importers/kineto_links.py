@@ -194,9 +194,6 @@ def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[float], list[
     return [op for op, _, _ in found], [own for _, own, _ in found], links
 
 
-_NESTING_SLACK_S = 1e-9  # the profiler rounds to the nanosecond: a child may end 1 ns after its parent
-
-
 def _ops_with_self_time(events: list[CpuEvent]) -> list[tuple[CpuEvent, float, list[CpuEvent]]]:
     """The ops of one thread, each with its self time and its enclosing ops and ranges, outermost first.
     Ops nest; ranges need not (a layer range opens inside one op and closes inside another), so ranges are
@@ -206,10 +203,12 @@ def _ops_with_self_time(events: list[CpuEvent]) -> list[tuple[CpuEvent, float, l
     chains: list[tuple[CpuEvent, list[CpuEvent]]] = []
     stack: list[CpuEvent] = []
     for op in ops:
-        while stack and not (stack[-1].start_s <= op.start_s and op.end_s <= stack[-1].end_s + _NESTING_SLACK_S):
+        # an op that starts inside another is its child, even if it ends a little after it (rounding): only
+        # the part inside the parent is taken from the parent's own time
+        while stack and not (stack[-1].start_s <= op.start_s < stack[-1].end_s or op.start_s == stack[-1].start_s):
             stack.pop()
         if stack:
-            children_s[id(stack[-1])] += op.end_s - op.start_s
+            children_s[id(stack[-1])] += max(min(op.end_s, stack[-1].end_s) - op.start_s, 0.0)
         stack.append(op)
         chains.append((op, list(stack)))
     middles = [(op.start_s + op.end_s) / 2 for op, _ in chains]

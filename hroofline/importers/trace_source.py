@@ -103,6 +103,9 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     else:
         every, links = trace.gpu, link_activities(trace, trace.gpu)
     keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
+    # launch_id is launch order (the JSON lists activities per stream, not in the order they were launched):
+    # a kernel's runtime call, a CPU op's start
+    keep.sort(key=lambda i: (every[i].start_s if options.cpu_ops else _launched_at(links[i], every[i]), i))
     if not keep:
         found = sorted({link.step for link in links if link.step is not None})
         raise InputError(
@@ -123,6 +126,10 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     name, cc = device_description(trace, _first_device(activities))
     info = _info(trace, digest, frame, options)
     return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
+
+
+def _launched_at(link: LaunchLink, activity: GpuActivity) -> float:
+    return link.launch_s if link.launch_s is not None else activity.start_s
 
 
 def _first_device(activities: list[GpuActivity]) -> int | None:
