@@ -213,7 +213,11 @@ def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
     assert backward["slowest_rank"] == max(times, key=times.get)
     assert backward["extra_s"] == pytest.approx(max(times.values()) - sum(times.values()) / 2, rel=1e-12)
     allreduce = next(c for c in data["communication"] if "AllReduce" in c["kernel"] and c["phase"] == "backward")
-    rows = run.launches[(run.launches["kernel"] == allreduce["kernel"]) & (run.launches["phase"] == "backward")]
+    rows = run.launches[
+        (run.launches["kernel"] == allreduce["kernel"])
+        & (run.launches["phase"] == "backward")
+        & (run.launches["rank"] == allreduce["rank"])
+    ]
     assert allreduce["launches"] == len(rows)
     timed = rows[rows["bytes_link"].notna()]
     assert allreduce["bus_bandwidth"] == pytest.approx(timed["bytes_link"].sum() / timed["time_s"].sum(), rel=1e-12)

@@ -16,10 +16,12 @@ from hroofline.collect.ncu_command import NcuSettings, ncu_passes
 from hroofline.collect.ncu_top import (
     MEASURED_COLUMNS,
     KernelSelection,
+    function_name,
     join_counters,
     kernel_filter_arguments,
     top_kernel_names,
 )
+from hroofline.errors import ProfilingError
 from hroofline.importers import ImportOptions, import_source
 from hroofline.metricset import load_metric_set
 from tests.conftest import SHARED, need
@@ -34,27 +36,52 @@ def recsys():
 
 
 def test_top_names_are_the_longest_compute_kernels(recsys) -> None:
+    launches = recsys.launches
+    in_phases = launches[launches["phase"].isin(["forward", "backward", "optimizer"])]
     events = json.loads(gzip.decompress((SHARED / "fixtures" / "kineto" / RECSYS).read_bytes()))["traceEvents"]
-    totals: dict[str, float] = {}
-    for event in events:
-        if event.get("cat") == "kernel" and not event["name"].startswith("nccl"):
-            totals[event["name"]] = totals.get(event["name"], 0.0) + event["dur"]
-    expected = sorted(totals, key=totals.get, reverse=True)[:3]
-    selection = top_kernel_names(recsys.launches, 3)
+    nccl = {e["name"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")}
+    totals = in_phases[~in_phases["kernel"].isin(nccl)].groupby("kernel")["time_s"].sum()
+    expected = list(totals.sort_values(ascending=False).index[:3])
+    selection = top_kernel_names(launches, 3)
     assert list(selection.names) == expected
-    counts = sum(1 for e in events if e.get("cat") == "kernel" and e["name"] in expected)
-    assert selection.launches == counts
-    assert selection.share == pytest.approx(sum(totals[n] for n in expected) / sum(totals.values()), rel=1e-9)
+    functions = set(map(function_name, expected))
+    assert set(selection.functions) == functions
+    compute = in_phases[~in_phases["kernel"].isin(nccl)]
+    assert selection.launches == int(compute["kernel"].map(function_name).isin(functions).sum())
 
 
-def test_the_filter_matches_exactly_the_chosen_names(recsys) -> None:
+def test_kineto_and_ncu_spell_the_same_function_alike(ncu_dir: Path) -> None:
+    """GCC's demangler (Kineto) writes <4, ...>, ncu's own <(int)4, ...>; (anonymous namespace) is <unnamed>
+    in ncu: the function names, and so the filter and the join, agree."""
+    ncu_names = set(
+        import_source(ncu_dir / "t4_resnet18_trainstep_nvtx_details.csv", ImportOptions(), load_metric_set()).launches[
+            "kernel"
+        ]
+    )
+    events = json.loads(gzip.decompress((SHARED / "fixtures" / "kineto" / RECSYS).read_bytes()))["traceEvents"]
+    kineto_names = {e["name"] for e in events if e.get("cat") == "kernel"}
+    shared = {function_name(n) for n in ncu_names} & {function_name(n) for n in kineto_names}
+    assert "at::native::vectorized_elementwise_kernel" in shared
+    assert not ({n for n in ncu_names if "vectorized_elementwise" in n} & kineto_names)  # the full names differ
+    selection = KernelSelection(("x",), ("at::native::vectorized_elementwise_kernel",), 1, 0.0)
+    pattern = re.compile(kernel_filter_arguments(selection)[3].removeprefix("regex:"))
+    assert pattern.search("vectorized_elementwise_kernel") and pattern.search(
+        "at::native::vectorized_elementwise_kernel"
+    )
+    assert not pattern.search("unrolled_elementwise_kernel")
+    assert function_name("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int)") == (
+        function_name("void at::native::<unnamed>::max_pool_forward_nchw<float, float>(int)")
+    )
+
+
+def test_the_filter_matches_exactly_the_chosen_functions(recsys) -> None:
     selection = top_kernel_names(recsys.launches, 5)
     arguments = kernel_filter_arguments(selection)
-    assert arguments[:2] == ["--kernel-name-base", "demangled"]
+    assert arguments[:2] == ["--kernel-name-base", "function"]
     assert arguments[4:] == ["--launch-count", str(selection.launches)]
     pattern = re.compile(arguments[3].removeprefix("regex:"))
-    names = set(recsys.launches["kernel"])
-    assert {name for name in names if pattern.search(name)} == set(selection.names)
+    functions = {function_name(name) for name in recsys.launches["kernel"]}
+    assert {f for f in functions if pattern.search(f)} == set(selection.functions)
     settings = replace(NcuSettings(), kernel_filter=tuple(arguments))
     metric_set = load_metric_set()
     (one,) = ncu_passes("ncu", metric_set, "ampere", ["python", "-m", "x"], settings, Path("out"))
@@ -83,28 +110,33 @@ def test_kernels_only_where_ncu_runs(cli, extra: list[str], message: str) -> Non
 
 
 def test_counters_join_launch_by_launch(ncu_dir: Path) -> None:
-    """ncu's counters land on the trace's launches of the same names, the k-th on the k-th; a name whose
-    launch counts differ gets ncu's mean per launch and a warning. The 'trace' here is the same real launches
-    with their work unknown, as a trace pass of them would have it."""
+    """ncu's counters land on the trace's launches of the same functions in the step's phases, the k-th on the
+    k-th; a function whose launches do not pair gets ncu's mean per launch and a warning; FP16 FLOPs, peaks and
+    times stay the trace's. The 'trace' here is the same real launches with their work unknown, as a trace
+    pass of them would have it."""
     measured = import_source(ncu_dir / "a100_vgg11_train_ncu_console.txt", ImportOptions(), load_metric_set())
-    launches = measured.launches.assign(category="kernel")
-    for column in MEASURED_COLUMNS:
+    launches = measured.launches.assign(category="kernel", phase="forward")
+    for column in (*MEASURED_COLUMNS, "flops_fp16"):
         launches[column] = np.nan
     first, second = launches["kernel"].value_counts().index[:2]
-    chosen = launches["kernel"].isin([first, second])
-    selection = KernelSelection(names=(first, second), launches=int(chosen.sum()), share=0.0)
+    functions = (function_name(first), function_name(second))
+    assert functions[0] != functions[1]
+    selection = KernelSelection(names=(first, second), functions=functions, launches=0, share=0.0)
     dropped = launches.index[launches["kernel"] == second][-1]
     trace = replace(measured, launches=launches.drop(index=dropped).reset_index(drop=True))
     joined = join_counters(trace, measured, selection)
-    mine = joined.launches[joined.launches["kernel"] == first]
-    theirs = measured.launches[measured.launches["kernel"] == first]
+    of = joined.launches["kernel"].map(function_name)
+    in_report = measured.launches["kernel"].map(function_name)
+    mine, theirs = joined.launches[of == functions[0]], measured.launches[in_report == functions[0]]
     assert len(theirs) >= 2 and theirs[["flops_fp32", "bytes_hbm"]].notna().all().all()
     for column in MEASURED_COLUMNS:
         np.testing.assert_array_equal(mine[column].to_numpy(dtype=float), theirs[column].to_numpy(dtype=float))
-    means = joined.launches.loc[joined.launches["kernel"] == second, "bytes_hbm"]
-    expected = measured.launches.loc[measured.launches["kernel"] == second, "bytes_hbm"].mean()
+    assert mine["flops_fp16"].isna().all()  # ncu's packed-half2 counts are not taken
+    means = joined.launches.loc[of == functions[1], "bytes_hbm"]
+    expected = measured.launches.loc[in_report == functions[1], "bytes_hbm"].mean()
     assert means.to_numpy() == pytest.approx(np.full(len(means), expected))
-    assert any("gets ncu's mean per launch" in w for w in joined.info.warnings)
-    others = joined.launches[~joined.launches["kernel"].isin(selection.names)]
-    assert others["bytes_hbm"].isna().all()
+    assert any("mean per launch" in w for w in joined.info.warnings)
     assert joined.info.kind == "kineto+ncu"
+    nothing = KernelSelection(names=("x",), functions=("no_such_kernel",), launches=0, share=0.0)
+    with pytest.raises(ProfilingError, match="none of the chosen"):
+        join_counters(trace, measured, nothing)

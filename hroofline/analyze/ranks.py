@@ -75,8 +75,9 @@ def rank_spread(run: Run) -> list[PhaseSpread]:
 
 @dataclass(frozen=True)
 class CommunicationRow:
-    """One communication kernel name in one phase: its bus bandwidth against the link roof."""
+    """One communication kernel name of one rank in one phase: its bus bandwidth against the link roof."""
 
+    rank: int | None
     phase: str
     kernel: str
     launches: int
@@ -88,17 +89,19 @@ class CommunicationRow:
 
 
 def communication_rows(run: Run, link_bandwidth: float | None) -> list[CommunicationRow]:
-    """Per phase and communication kernel name: time, bus bytes and bus bandwidth (nccl-tests' busbw),
+    """Per rank, phase and communication kernel name: time, bus bytes and bus bandwidth (nccl-tests' busbw),
     against the GPU's link bandwidth where the catalog gives one."""
     launches = run.launches[run.launches["category"] == "communication"]
     rows = []
-    for (phase, kernel), group in launches.groupby(["phase", "kernel"], sort=True, observed=True):
+    keys = ["rank", "phase", "kernel"]
+    for (rank, phase, kernel), group in launches.groupby(keys, sort=True, observed=True, dropna=False):
         with_bytes = group[group["bytes_link"].notna()]
         moved = float(with_bytes["bytes_link"].sum()) if len(with_bytes) else None
         seconds = float(with_bytes["time_s"].sum()) if len(with_bytes) else 0.0
         rate = moved / seconds if moved is not None and seconds > 0 else None
         rows.append(
             CommunicationRow(
+                rank=None if pd.isna(rank) else int(rank),
                 phase=str(phase),
                 kernel=str(kernel),
                 launches=int(group["launches"].sum()),

@@ -120,9 +120,8 @@ def run_profile(args: argparse.Namespace) -> int:
     if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
     _check_backend(args, on_cpu)
-    ncu_only = [option for option in gpu_only if option != "--dry-run"]
-    if args.backend == "trace" and ncu_only:
-        raise UsageError(f"{', '.join(ncu_only)}: only for --backend ncu, not for --backend trace")
+    if args.backend == "trace" and gpu_only:
+        raise UsageError(f"{', '.join(gpu_only)}: only for --backend ncu, not for --backend trace")
     if args.kernels:
         parse_kernels_option(args.kernels)
         if args.dry_run or args.script is not None:
@@ -178,8 +177,8 @@ def _default_gpu_backend(args: argparse.Namespace) -> str:
     stderr); without a GPU, ncu, whose checks then say what is missing."""
     from hroofline.collect.preflight import counters_denied, find_ncu, gpu_visible
 
-    if args.dry_run or args.ncu:
-        return "ncu"
+    if args.dry_run or args.ncu or args.kernels:
+        return "ncu"  # asked for ncu's options: ncu it is, or its checks say why not
     if find_ncu(None) is None:
         if not gpu_visible():
             return "ncu"
@@ -284,9 +283,11 @@ def _profile_gpu(
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)
+    shown = 0
     if top is not None:
         source = join_counters(top[0], source, top[1])
-    for note in source.info.notes:
+        shown = len(top[0].info.notes)  # said after the trace pass
+    for note in source.info.notes[shown:]:
         say(f"  note: {note}")
     for warning in source.info.warnings:
         say(f"hroofline: warning: {warning}")

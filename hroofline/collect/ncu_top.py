@@ -1,10 +1,11 @@
 """``profile --backend ncu --kernels top:N``: ncu only where it pays.
 
 A trace pass (:mod:`hroofline.collect.trace_backend`) measures every kernel of the profiled steps in
-milliseconds; the N kernel names that take the most time are then profiled with ncu, and only they
-(``--kernel-name-base demangled --kernel-name regex:^(name|name)$``, ``--launch-count`` = their launches in
-the trace's steps). ncu's counters replace the analytic work of those launches in the trace's run, launch by
-launch in order within each name; every other kernel keeps its measured time and analytic work.
+milliseconds; the N kernel names that take the most time are then profiled with ncu, and only their
+functions (``--kernel-name-base function --kernel-name regex:(^|::)(f|g)$``, ``--launch-count`` = those
+functions' launches in the trace's phases). ncu's counters replace the analytic work of those launches in
+the trace's run, launch by launch in launch order within each function; every other kernel keeps its
+measured time and analytic work.
 """
 
 from __future__ import annotations
@@ -15,24 +16,31 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from hroofline.errors import UsageError
+from hroofline.collect.workload import STEP_PHASES
+from hroofline.errors import ProfilingError, UsageError
 from hroofline.importers import ImportedSource
 from hroofline.metricset import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES
-from hroofline.model import PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model import RAW_METRIC_PREFIX, conform_launches
 
 _TOP = re.compile(r"^top:(\d+)$")
-# What ncu's counters give a launch, in place of the analytic work.
-MEASURED_COLUMNS: tuple[str, ...] = (*FLOP_QUANTITIES, *OP_QUANTITIES, *BYTE_QUANTITIES)
+# What ncu's counters give a launch, in place of the analytic work. FP16 FLOPs stay analytic: ncu counts a
+# packed half2 instruction once, which the run's FP16 roof (not halved for a trace) would misjudge.
+MEASURED_COLUMNS: tuple[str, ...] = tuple(
+    c for c in (*FLOP_QUANTITIES, *OP_QUANTITIES, *BYTE_QUANTITIES) if c != "flops_fp16"
+)
 _REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
+_RETURN_TYPE = re.compile(r"^void\s+")
 
 
 @dataclass(frozen=True)
 class KernelSelection:
-    """The kernel names ncu profiles, and how many launches of them the profiled steps hold."""
+    """The kernel names ncu profiles (the trace's names), the functions ncu is told to match, and how many
+    launches of those functions the profiled phases hold."""
 
     names: tuple[str, ...]
+    functions: tuple[str, ...]
     launches: int
-    share: float  # of the trace's kernel time
+    share: float  # of the trace's kernel time in the profiled phases
 
 
 def parse_kernels_option(text: str) -> int:
@@ -43,15 +51,28 @@ def parse_kernels_option(text: str) -> int:
     return int(found.group(1))
 
 
+def function_name(kernel: str) -> str:
+    """A kernel's function, qualified, without return type, template arguments or parameters: the part of
+    its name that Kineto (GCC's demangler: ``<4, ...>``) and ncu (its own: ``<(int)4, ...>``) write alike."""
+    name = _RETURN_TYPE.sub("", kernel.strip()).replace("(anonymous namespace)", "anonymous")
+    name = name.replace("<unnamed>", "anonymous")  # ncu's spelling of the same namespace
+    cut = min((i for i in (name.find("<"), name.find("(")) if i > 0), default=len(name))
+    return name[:cut].strip()
+
+
 def top_kernel_names(launches: pd.DataFrame, count: int) -> KernelSelection:
-    """The ``count`` compute-kernel names with the most measured time."""
-    kernels = launches[launches["category"] == "kernel"]
+    """The ``count`` compute-kernel names with the most measured time in the step's phases (what ncu's NVTX
+    filter lets through)."""
+    kernels = launches[(launches["category"] == "kernel") & launches["phase"].isin(STEP_PHASES)]
     times = kernels.groupby("kernel", observed=True)["time_s"].sum().sort_values(ascending=False, kind="stable")
     names = tuple(str(name) for name in times.index[:count])
+    if not names:
+        raise ProfilingError("the trace pass found no compute kernel in the step's phases: nothing for ncu to profile")
+    functions = tuple(dict.fromkeys(function_name(name) for name in names))
     total = float(times.sum())
-    chosen = kernels["kernel"].isin(names)
+    matching = kernels["kernel"].astype(str).map(function_name).isin(functions)
     share = float(times.iloc[:count].sum()) / total if total > 0 else 0.0
-    return KernelSelection(names=names, launches=int(kernels.loc[chosen, "launches"].sum()), share=share)
+    return KernelSelection(names, functions, launches=int(kernels.loc[matching, "launches"].sum()), share=share)
 
 
 def literal_pattern(text: str) -> str:
@@ -61,60 +82,82 @@ def literal_pattern(text: str) -> str:
 
 
 def kernel_filter_arguments(selection: KernelSelection) -> list[str]:
-    alternatives = "|".join(literal_pattern(name) for name in selection.names)
+    """ncu matches the function names (``--kernel-name-base function``: no templates or parameters, which
+    ncu and Kineto spell differently), by their last component, qualified or not."""
+    last = dict.fromkeys(function.split("::")[-1] for function in selection.functions)
+    alternatives = "|".join(literal_pattern(name) for name in last)
     return [
         "--kernel-name-base",
-        "demangled",
+        "function",
         "--kernel-name",
-        f"regex:^({alternatives})$",
+        f"regex:(^|::)({alternatives})$",
         "--launch-count",
         str(selection.launches),
     ]
 
 
 def join_counters(trace: ImportedSource, measured: ImportedSource, selection: KernelSelection) -> ImportedSource:
-    """The trace's launches with ncu's counters on the launches of the selected names: the k-th launch of a
-    name in ncu's report is the k-th of that name in the trace. A name whose launch counts differ gets ncu's
-    mean per launch on each of its trace launches, said in a warning."""
+    """The trace's launches with ncu's counters on the launches of the selected functions in the step's
+    phases: the k-th launch of a function in ncu's report is the k-th in the trace (launch order), checked by
+    grid and block where both have them. A function whose launches do not pair so gets ncu's mean per launch
+    on each, said in a warning. The trace's times and roofs stay: ncu ran at locked clocks and cold caches."""
     frame = trace.launches.copy()
-    counters = measured.launches
-    extra = [c for c in counters.columns if c.startswith((PEAK_PREFIX, RAW_METRIC_PREFIX))]
-    notes, warnings = [], []
+    counters = measured.launches.sort_values("launch_id", kind="stable")
+    raw = [c for c in counters.columns if c.startswith(RAW_METRIC_PREFIX)]
+    in_phases = frame["phase"].isin(STEP_PHASES) & (frame["category"] == "kernel")
+    mine_functions = frame["kernel"].astype(str).map(function_name)
+    their_functions = counters["kernel"].astype(str).map(function_name)
+    warnings: list[str] = []
     joined = 0
-    for name in selection.names:
-        mine = frame.index[frame["kernel"] == name]
-        theirs = counters[counters["kernel"] == name]
+    for function in selection.functions:
+        mine = frame[in_phases & (mine_functions == function)].sort_values("launch_id", kind="stable").index
+        theirs = counters[their_functions == function]
         if theirs.empty:
-            warnings.append(f"ncu profiled no launch of {name!r}: its work stays analytic")
+            warnings.append(f"ncu profiled no launch of {function}: its work stays analytic")
             continue
-        columns = [c for c in (*MEASURED_COLUMNS, *extra) if c in theirs.columns]
-        if len(theirs) == len(mine):
-            values = theirs[columns].to_numpy(dtype=float)
-        else:
-            warnings.append(
-                f"{name!r}: the trace holds {len(mine)} launches, ncu profiled {len(theirs)}: each trace launch "
-                "gets ncu's mean per launch"
-            )
-            values = np.tile(theirs[columns].mean().to_numpy(dtype=float), (len(mine), 1))
+        columns = [c for c in (*MEASURED_COLUMNS, *raw) if c in theirs.columns]
         for column in columns:
             if column not in frame.columns:
                 frame[column] = np.nan
-        frame.loc[mine, columns] = values
+        if _pairs(frame.loc[mine], theirs):
+            frame.loc[mine, columns] = theirs[columns].to_numpy(dtype=float)
+        else:
+            warnings.append(
+                f"{function}: the trace holds {len(mine)} launches in the profiled phases, ncu profiled {len(theirs)}"
+                " (or their grids differ): each trace launch gets ncu's mean per launch"
+            )
+            frame.loc[mine, columns] = np.tile(theirs[columns].mean().to_numpy(dtype=float), (len(mine), 1))
         frame.loc[mine, "work_op"] = pd.NA
         joined += len(mine)
-    share = f"{100 * selection.share:.1f}%"
-    notes.append(
-        f"{joined} launches of the top {len(selection.names)} kernel names ({share} of kernel time) carry counters "
-        "measured by ncu (FLOPs, bytes at L1, L2 and HBM); the others keep their analytic work. Times are the "
-        "trace's (no replay)"
+    if not joined:
+        raise ProfilingError(
+            "ncu measured none of the chosen kernels' launches", "see the ncu log under the run's --out-dir"
+        )
+    note = (
+        f"{joined} launches of {len(selection.functions)} kernel functions (the top {len(selection.names)} kernel "
+        f"names, {100 * selection.share:.1f}% of kernel time) carry counters measured by ncu (FLOPs but FP16, "
+        "bytes at L1, L2 and HBM; ncu's cache flushes make its HBM bytes an upper bound); the others keep their "
+        "analytic work; times are the trace's"
     )
     info = replace(
         trace.info,
         kind="kineto+ncu",
         formulas_used={**trace.info.formulas_used, **measured.info.formulas_used},
-        notes=[*trace.info.notes, *notes],
+        notes=[*trace.info.notes, note],
         warnings=[*trace.info.warnings, *measured.info.warnings, *warnings],
         ncu_version=measured.info.ncu_version,
         settings={**trace.info.settings, **{f"ncu_{k}": v for k, v in measured.info.settings.items()}},
     )
     return replace(trace, info=info, launches=conform_launches(frame), cc=trace.cc or measured.cc)
+
+
+def _pairs(mine: pd.DataFrame, theirs: pd.DataFrame) -> bool:
+    """The same number of launches, with the same grid and block where both say."""
+    if len(mine) != len(theirs):
+        return False
+    for column in ("grid", "block"):
+        a, b = mine[column].astype("string").to_numpy(), theirs[column].astype("string").to_numpy()
+        known = ~(pd.isna(a) | pd.isna(b))
+        if (a[known] != b[known]).any():
+            return False
+    return True
