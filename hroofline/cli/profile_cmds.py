@@ -36,6 +36,9 @@ examples:
   hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older)
   hroofline profile --arch vit_b_16 --gpu h100-sxm --passes groups    one ncu run per metric group
   hroofline profile --arch resnet50 --gpu a100 --dry-run              print the ncu command only
+  hroofline profile --arch resnet18 --gpu cpu --backend trace --batch-size 2   torch.profiler: times measured,
+                                                                       work from the ops' shapes
+  hroofline profile --arch resnet50 --gpu a100 --kernels top:5        a trace, then ncu on the 5 longest kernels
   hroofline profile --arch deeplabv3_resnet50 --input-shape 3,512,512 --gpu cpu --batch-size 2
   hroofline profile --model mypkg.models:build --gpu cpu               your own model (FACTORY() -> nn.Module)
   hroofline profile --gpu cpu --script train.py --epochs 1             your own script, marked with
