@@ -108,6 +108,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/chart_scale.py
 	$(BIN)/python bench/cpu_overhead.py
 	$(BIN)/python bench/predict_speed.py
+	$(BIN)/python bench/estimate_error.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(DEMO_REPORT)

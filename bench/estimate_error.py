@@ -1,0 +1,119 @@
+"""Benchmark: how far predicted step times are from published measurements, bound and estimate.
+
+For every row of ../shared/reference/published-step-times.csv (NVIDIA DeepLearningExamples: ResNet-50 and
+EfficientNet-B0 on V100, A100 and T4, training steps and forward passes, batch 1 to 256) it traces the model
+on the meta device as ``predict`` does, takes each op's time at roof on the row's GPU, and compares with the
+measured time:
+
+- the roofline bound alone;
+- the estimate (host floor + per-class efficiency) fitted on all rows (in-sample);
+- the estimate fitted with one source left out, judged on that source (held out: the honest error).
+
+Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each; the goal is a held-out
+median <= 1.2 and 90th percentile <= 1.6. ``--write`` stores the all-rows fit and the held-out error in
+metrics/estimate.toml, where ``predict`` reads them.
+
+Run as ``make bench`` or ``.venv/bin/python bench/estimate_error.py [--write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hroofline.analyze.calibrate import Sample, bound_error_factors, error_factors, fit, percentiles
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, op_classes
+from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+from hroofline.collect.meta_trace import trace_step
+from hroofline.collect.workload import WorkloadConfig
+from hroofline.metricset import metrics_dir, resolve_gpu
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED = REPO.parent / "shared" / "reference" / "published-step-times.csv"
+GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
+
+
+def samples(rows: pd.DataFrame) -> list[Sample]:
+    """One sample per row; each distinct (model, batch, precision, phases) traced once."""
+    traces: dict[tuple[str, int, str, str], pd.DataFrame] = {}
+    found = []
+    for row in rows.itertuples(index=False):
+        phases = "train" if row.phases == "train" else "forward"
+        key = (row.model, int(row.batch), row.precision, phases)
+        if key not in traces:
+            config = WorkloadConfig(row.model, int(row.batch), row.precision, "sgd", "meta")
+            traces[key] = trace_step(config, phases)
+        peaks = prediction_peaks(resolve_gpu(row.gpu), row.precision)
+        ops = predict_times(to_tensor_cores(traces[key], peaks), peaks)
+        if phases == "train":
+            ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
+        found.append(Sample(f"{row.source}:{row.model}", ops["time_s"].to_numpy(), op_classes(ops), row.measured_s))
+    return found
+
+
+def held_out(all_samples: list[Sample]) -> np.ndarray:
+    """Each source's error factors under a fit to the other sources."""
+    factors = []
+    for group in sorted({s.key for s in all_samples}):
+        train = [s for s in all_samples if s.key != group]
+        test = [s for s in all_samples if s.key == group]
+        factors.append(error_factors(test, fit(train)))
+    return np.concatenate(factors)
+
+
+def _line(label: str, factors: np.ndarray) -> str:
+    median, p90 = percentiles(factors)
+    return f"{label:<46} median x{median:.2f}   p90 x{p90:.2f}   ({len(factors)} rows)"
+
+
+def write_model(model: EstimateModel, factors: np.ndarray, rows: int) -> None:
+    median, p90 = percentiles(factors)
+    efficiency = "\n".join(f"{name} = {model.efficiency[name]:.2f}" for name in OP_CLASSES)
+    (metrics_dir() / "estimate.toml").write_text(
+        "# The step-time estimate's parameters (hroofline/analyze/estimate.py), fitted by bench/estimate_error.py\n"
+        f"# --write on the {rows} rows of ../shared/reference/published-step-times.csv (NVIDIA DeepLearningExamples,\n"
+        "# pytorch-21.03: ResNet-50 and EfficientNet-B0 on V100, A100, T4). Efficiencies are per op class: tensor\n"
+        "# (matmul/conv on tensor cores), matmul_fp32 (matmul/conv on FP32 units), other (memory-bound rest).\n"
+        'source = "fitted to ../shared/reference/published-step-times.csv by bench/estimate_error.py"\n\n'
+        f"[fit]\nhost_floor_s = {model.host_floor_s:.2e}\n\n[fit.efficiency]\n{efficiency}\n\n"
+        "# The error factor max(estimate/measured, measured/estimate) on each source when fitted to the others.\n"
+        f"[held_out_error]\nmedian = {median:.3f}\np90 = {p90:.3f}\n"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="store the fit in metrics/estimate.toml")
+    args = parser.parse_args(argv)
+    if not PUBLISHED.exists():
+        print(f"skipped: {PUBLISHED} not found (../shared beside the checkout)")
+        return 0
+    started = time.perf_counter()
+    rows = pd.read_csv(PUBLISHED)
+    found = samples(rows)
+    traced = time.perf_counter() - started
+    model = fit(found)
+    out_of_sample = held_out(found)
+    print(f"{len(found)} published measurements, traced and predicted in {traced:.1f} s")
+    print(_line("roofline bound (no fit)", bound_error_factors(found)))
+    print(_line("estimate, fitted on all rows (in-sample)", error_factors(found, model)))
+    print(_line("estimate, each source left out of the fit", out_of_sample))
+    efficiency = ", ".join(f"{name} {model.efficiency[name]:.2f}" for name in OP_CLASSES)
+    print(f"fit on all rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
+    if args.write:
+        write_model(model, out_of_sample, len(found))
+        print(f"wrote {metrics_dir() / 'estimate.toml'}")
+    median, p90 = percentiles(out_of_sample)
+    verdict = "PASS" if median <= GOAL_MEDIAN and p90 <= GOAL_P90 else "BELOW GOAL"
+    print(f"{verdict}: held-out median x{median:.2f} (goal {GOAL_MEDIAN}), p90 x{p90:.2f} (goal {GOAL_P90})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

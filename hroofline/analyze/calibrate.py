@@ -1,0 +1,90 @@
+"""Fitting the step-time estimate (:mod:`hroofline.analyze.estimate`) to measured step times.
+
+Each sample is one measured step: its ops' times at roof and classes, and the time it took. The fit picks
+the host floor and the three class efficiencies that minimise the mean squared log error of the estimated
+step times, by exhaustive search over a coarse grid and then a fine one around its best point (no optimiser
+library, no local minimum): the error factor of a sample is max(estimate / measured, measured / estimate), so a
+log error treats too fast and too slow alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times
+
+COARSE_FLOORS_S = np.arange(0.0, 100.01e-6, 2.5e-6)
+COARSE_EFFICIENCIES = np.round(np.arange(0.05, 1.0001, 0.05), 2)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured step (or forward pass) and the predicted ops it is estimated from."""
+
+    key: str  # what it is, for leaving groups out: "source:model"
+    roof_s: np.ndarray
+    classes: np.ndarray
+    measured_s: float
+
+
+def estimated_step(sample: Sample, model: EstimateModel) -> float:
+    return float(estimate_times(sample.roof_s, sample.classes, model).sum())
+
+
+def error_factors(samples: Sequence[Sample], model: EstimateModel) -> np.ndarray:
+    estimates = np.array([estimated_step(s, model) for s in samples])
+    measured = np.array([s.measured_s for s in samples])
+    return np.maximum(estimates / measured, measured / estimates)
+
+
+def bound_error_factors(samples: Sequence[Sample]) -> np.ndarray:
+    """The error of the roofline bound itself (no floor, every class at its roof)."""
+    return error_factors(samples, EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0)))
+
+
+def fit(samples: Sequence[Sample]) -> EstimateModel:
+    """The floor and efficiencies that fit ``samples`` best: every combination on a coarse grid (floor every
+    2.5 us, efficiencies every 0.05), then every one on a fine grid around the best (0.5 us, 0.01)."""
+    if not samples:
+        raise ValueError("no samples to fit")
+    floor, efficiency = _best(samples, COARSE_FLOORS_S, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
+    floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None)
+    fine = [np.round(np.clip(np.arange(e - 0.05, e + 0.0501, 0.01), 0.01, 1.0), 2) for e in efficiency]
+    floor, efficiency = _best(samples, np.unique(floors), [np.unique(f) for f in fine])
+    return EstimateModel(float(floor), dict(zip(OP_CLASSES, map(float, efficiency), strict=True)))
+
+
+def _best(samples: Sequence[Sample], floors: np.ndarray, grids: list[np.ndarray]) -> tuple[float, tuple[float, ...]]:
+    """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
+    once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency)."""
+    sorted_by_class = [[np.sort(s.roof_s[s.classes == k]) for k in range(len(OP_CLASSES))] for s in samples]
+    best: tuple[float, float, tuple[float, ...]] | None = None
+    for floor in floors:
+        loss = np.zeros([len(g) for g in grids])
+        for sample, per_class in zip(samples, sorted_by_class, strict=True):
+            terms = [_class_term(times, floor, grid) for times, grid in zip(per_class, grids, strict=True)]
+            estimate = terms[0][:, None, None] + terms[1][None, :, None] + terms[2][None, None, :]
+            loss += np.log(estimate / sample.measured_s) ** 2
+        index = np.unravel_index(int(np.argmin(loss)), loss.shape)
+        value = float(loss[index])
+        if best is None or value < best[0]:
+            best = (value, float(floor), tuple(float(g[i]) for g, i in zip(grids, index, strict=True)))
+    assert best is not None
+    return best[1], best[2]
+
+
+def _class_term(times: np.ndarray, floor: float, efficiencies: np.ndarray) -> np.ndarray:
+    """Sum over a class's ops of max(floor, t / e), for every e: the ops at or below floor x e take the floor."""
+    if not len(times):
+        return np.zeros(len(efficiencies))
+    below = np.searchsorted(times, floor * efficiencies, side="right")
+    above_sum = times.sum() - np.concatenate([[0.0], np.cumsum(times)])[below]
+    return floor * below + above_sum / efficiencies
+
+
+def percentiles(factors: np.ndarray) -> tuple[float, float]:
+    """(median, 90th percentile) of error factors."""
+    return float(np.median(factors)), float(np.percentile(factors, 90))

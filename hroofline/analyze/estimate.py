@@ -1,0 +1,65 @@
+"""A step-time estimate beside the roofline bound: what a predicted step should take, with its error.
+
+The bound is each op's time at roof (:mod:`hroofline.analyze.predict`). Real steps are slower: eager PyTorch
+spends tens of microseconds per op on the host, and kernels reach only part of their roof, a part that
+depends on the kind of work. The estimate of one op is
+
+    max(host floor, time at roof / efficiency of its class)
+
+with three classes: matrix products and convolutions on the tensor cores, the same on the FP32 units, and
+everything else (memory-bound element-wise work, reductions, normalisation). The floor and the three
+efficiencies are fitted to measured step times (:mod:`hroofline.analyze.calibrate`), and live with the error
+they showed on measurements left out of the fit in ``metrics/estimate.toml``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import pandas as pd
+
+from hroofline.analyze.predict import MATMUL_OPS
+from hroofline.metricset import TENSOR_FLOP_QUANTITIES, metrics_dir
+
+OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")
+
+
+@dataclass(frozen=True)
+class EstimateModel:
+    """The fitted parameters of the estimate, and the error they showed on data left out of the fit."""
+
+    host_floor_s: float
+    efficiency: dict[str, float]  # per op class, in (0, 1]
+    median_error: float | None = None  # error factor max(est/meas, meas/est), held-out rows
+    p90_error: float | None = None
+    source: str = ""
+
+
+def op_classes(launches: pd.DataFrame) -> np.ndarray:
+    """Per op, the index of its class in :data:`OP_CLASSES`."""
+    tensor_columns = [c for c in TENSOR_FLOP_QUANTITIES if c in launches]
+    on_tensor_cores = launches[tensor_columns].fillna(0.0).sum(axis=1).to_numpy() > 0
+    matmul = launches["kernel"].isin(MATMUL_OPS).to_numpy()
+    return np.where(on_tensor_cores, 0, np.where(matmul, 1, 2))
+
+
+def estimate_times(roof_s: np.ndarray, classes: np.ndarray, model: EstimateModel) -> np.ndarray:
+    """Each op's estimated time from its time at roof and its class."""
+    efficiency = np.array([model.efficiency[c] for c in OP_CLASSES])
+    return np.maximum(model.host_floor_s, roof_s / efficiency[classes])
+
+
+@cache
+def load_estimate_model() -> EstimateModel:
+    data = tomllib.loads((metrics_dir() / "estimate.toml").read_text())
+    fit, error = data["fit"], data.get("held_out_error", {})
+    return EstimateModel(
+        host_floor_s=float(fit["host_floor_s"]),
+        efficiency={c: float(fit["efficiency"][c]) for c in OP_CLASSES},
+        median_error=error.get("median"),
+        p90_error=error.get("p90"),
+        source=str(data.get("source", "")),
+    )

@@ -1,0 +1,57 @@
+"""The step-time estimate and its calibration (the fit itself is run on published data by
+bench/estimate_error.py; here: the formula, and that the fitter finds parameters it is given)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hroofline.analyze.calibrate import Sample, error_factors, fit, percentiles
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times, load_estimate_model, op_classes
+from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+from hroofline.collect.meta_trace import trace_step
+from hroofline.collect.workload import WorkloadConfig
+from hroofline.metricset import resolve_gpu
+
+
+def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.ndarray, np.ndarray]:
+    config = WorkloadConfig("resnet18", batch, precision, "sgd", "meta")
+    peaks = prediction_peaks(resolve_gpu(gpu), precision)
+    ops = predict_times(to_tensor_cores(trace_step(config, "forward"), peaks), peaks)
+    return ops["time_s"].to_numpy(), op_classes(ops)
+
+
+def test_classes_and_formula() -> None:
+    roof, classes = predicted_ops(4, "amp")
+    assert set(np.unique(classes)) == {0, 2}  # AMP: convolutions on the tensor cores, the rest memory-bound
+    model = EstimateModel(30e-6, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25})
+    expected = [max(30e-6, t / (0.5 if c == 0 else 0.25)) for t, c in zip(roof, classes, strict=True)]
+    assert estimate_times(roof, classes, model) == pytest.approx(expected, rel=1e-12)
+    _, fp32 = predicted_ops(4, "fp32")
+    assert set(np.unique(fp32)) == {1, 2}  # V100 FP32: no TF32, convolutions on the FP32 units
+
+
+def test_fit_finds_the_parameters_that_made_the_times() -> None:
+    """Step times made by a known model from real predicted ops (resnet18 forward, batch 1 to 256, FP32 and
+    AMP): the fit gives them back to the grid's resolution and the error factors are 1."""
+    truth = EstimateModel(25e-6, {"tensor": 0.6, "matmul_fp32": 0.8, "other": 0.4})
+    samples = []
+    for batch in (1, 16, 128, 256):
+        for precision in ("fp32", "amp"):
+            roof, classes = predicted_ops(batch, precision)
+            measured = float(estimate_times(roof, classes, truth).sum())
+            samples.append(Sample(f"{precision}:{batch}", roof, classes, measured))
+    found = fit(samples)
+    assert found.host_floor_s == pytest.approx(truth.host_floor_s, abs=1e-6)
+    for name in OP_CLASSES:
+        assert found.efficiency[name] == pytest.approx(truth.efficiency[name], abs=0.02)
+    median, p90 = percentiles(error_factors(samples, found))
+    assert median < 1.01 and p90 < 1.02
+
+
+def test_the_bundled_fit_says_its_held_out_error() -> None:
+    model = load_estimate_model()
+    assert 0 < model.host_floor_s < 100e-6
+    assert all(0 < model.efficiency[name] <= 1 for name in OP_CLASSES)
+    assert model.median_error is not None and model.p90_error is not None
+    assert 1 <= model.median_error <= model.p90_error
