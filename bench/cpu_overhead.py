@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from hroofline.collect.cpu_ops import OpRecorder
 from hroofline.collect.module_tracking import LayerTracker
-from hroofline.collect.trace_backend import RecordFunctionRanges, import_collected_trace
+from hroofline.collect.trace_backend import RecordFunctionRanges, import_collected_trace, native_stderr_quiet
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
 
 MAX_RATIO = 1.5
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         step.run()
         plain.append(time.perf_counter() - start)
-        with tracker, profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        with native_stderr_quiet(), tracker, profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
             start = time.perf_counter()
             step.run()
             traced.append(time.perf_counter() - start)

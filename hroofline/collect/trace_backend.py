@@ -86,7 +86,7 @@ def profile_trace(
         )
     trace_file.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with tracker, _native_stderr_quiet():
+    with tracker, native_stderr_quiet():
         profiler.start()
         for _ in range(steps):
             step.run()
@@ -104,7 +104,7 @@ def profile_trace(
 
 
 @contextlib.contextmanager
-def _native_stderr_quiet() -> Iterator[None]:
+def native_stderr_quiet() -> Iterator[None]:
     """Kineto prints start/stop markers (``USDT: ... profiler_start``) from C++ onto file descriptor 2; they
     are dropped, anything else it prints there is passed on."""
     sys.stderr.flush()
