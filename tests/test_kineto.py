@@ -343,3 +343,12 @@ def test_communication_names_and_bus_bytes() -> None:
 def test_module_path() -> None:
     assert module_path("TOP(ResNet)::layer1(Sequential)::0(BasicBlock)::conv1(Conv2d)") == "layer1.0.conv1"
     assert module_path("") is None
+
+
+def test_traces_are_never_joined_as_passes(cli) -> None:
+    """--merge name joins ncu passes per kernel name; traces (whole measurements, one per rank) stay apart."""
+    result = cli("import", trace_path("ddp"), trace_path("recsys"), "--run", "merged", "--merge", "name")
+    assert result.code == 0, result.err
+    run = load("merged", cli.store)
+    assert len(run.meta.sources) == 2
+    assert len(run.launches) == len(gpu_events(read_events("ddp"))) + len(gpu_events(read_events("recsys")))

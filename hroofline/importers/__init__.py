@@ -147,8 +147,11 @@ def import_sources(sources: list[ReadSource], options: ImportOptions, metric_set
 def group_passes(sources: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> list[ReadSource]:
     """Joins the sources that are passes over the same launches: the same kernel names in the same order,
     each measuring something the others did not. ``--merge name`` joins them all per kernel name."""
-    if options.merge == "name" and len(sources) > 1:
-        return [_joined(sources, options, metric_set)]
+    if options.merge == "name" and len(sources) > 1:  # traces are never passes: they stay as they are
+        traces = [s for s in sources if isinstance(s.profile, TraceEvents)]
+        passes = [s for s in sources if not isinstance(s.profile, TraceEvents)]
+        joined = [_joined(passes, options, metric_set)] if len(passes) > 1 else passes
+        return joined + traces
     groups: list[list[ReadSource]] = []
     for source in sources:
         home = next((g for g in groups if _is_another_pass(g, source, metric_set)), None)
