@@ -195,7 +195,7 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -
     if points.analytic_work:
         lines.append(
             "Time measured (PyTorch profiler); FLOPs and bytes analytic: each op's recorded shapes, the fewest bytes "
-            "it must move (HBM only); ops without shapes or formula are not drawn."
+            "it must move (at one level: HBM on a GPU, L1 on a CPU); ops without shapes or formula are not drawn."
         )
     lines += points.notes.missing_roofs
     if points.notes.above_roof:
