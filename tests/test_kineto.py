@@ -352,3 +352,11 @@ def test_traces_are_never_joined_as_passes(cli) -> None:
     run = load("merged", cli.store)
     assert len(run.meta.sources) == 2
     assert len(run.launches) == len(gpu_events(read_events("ddp"))) + len(gpu_events(read_events("recsys")))
+
+
+def test_charts_say_the_work_is_analytic(trace_store: Path) -> None:
+    spec = load("recsys", trace_store).chart(phase="backward", ceilings="a100").to_dict()
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert "Time measured (PyTorch profiler); FLOPs and bytes analytic" in subtitle
+    alexnet = load("alexnet", trace_store)
+    assert not any(source.analytic_work for source in alexnet.meta.sources)  # CUPTI counters: measured FLOPs
