@@ -50,21 +50,24 @@ def fit(samples: Sequence[Sample]) -> EstimateModel:
     2.5 us, efficiencies every 0.05), then every one on a fine grid around the best (0.5 us, 0.01)."""
     if not samples:
         raise ValueError("no samples to fit")
-    floor, efficiency = _best(samples, COARSE_FLOORS_S, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
+    by_class = [[np.sort(s.roof_s[s.classes == k]) for k in range(len(OP_CLASSES))] for s in samples]
+    floor, efficiency = _best(samples, by_class, COARSE_FLOORS_S, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
     floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None)
     fine = [np.round(np.clip(np.arange(e - 0.05, e + 0.0501, 0.01), 0.01, 1.0), 2) for e in efficiency]
-    floor, efficiency = _best(samples, np.unique(floors), [np.unique(f) for f in fine])
+    floor, efficiency = _best(samples, by_class, np.unique(floors), [np.unique(f) for f in fine])
     return EstimateModel(float(floor), dict(zip(OP_CLASSES, map(float, efficiency), strict=True)))
 
 
-def _best(samples: Sequence[Sample], floors: np.ndarray, grids: list[np.ndarray]) -> tuple[float, tuple[float, ...]]:
+def _best(
+    samples: Sequence[Sample], by_class: list[list[np.ndarray]], floors: np.ndarray, grids: list[np.ndarray]
+) -> tuple[float, tuple[float, ...]]:
     """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
-    once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency)."""
-    sorted_by_class = [[np.sort(s.roof_s[s.classes == k]) for k in range(len(OP_CLASSES))] for s in samples]
+    once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency).
+    ``by_class`` holds each sample's times at roof per class, sorted."""
     best: tuple[float, float, tuple[float, ...]] | None = None
     for floor in floors:
         loss = np.zeros([len(g) for g in grids])
-        for sample, per_class in zip(samples, sorted_by_class, strict=True):
+        for sample, per_class in zip(samples, by_class, strict=True):
             terms = [_class_term(times, floor, grid) for times, grid in zip(per_class, grids, strict=True)]
             estimate = terms[0][:, None, None] + terms[1][None, :, None] + terms[2][None, None, :]
             loss += np.log(estimate / sample.measured_s) ** 2

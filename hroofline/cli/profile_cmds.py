@@ -18,7 +18,7 @@ from hroofline.cli.common import (
     write_out,
 )
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
-from hroofline.cli.profile_trace import profile_trace_run, top_kernels_pass
+from hroofline.cli.profile_trace import profile_out_dir, profile_trace_run, top_kernels_pass
 from hroofline.collect.models import check_model
 from hroofline.collect.ncu_top import KernelSelection, join_counters, kernel_filter_arguments, parse_kernels_option
 from hroofline.collect.workload import canonical_precision
@@ -28,6 +28,7 @@ from hroofline.store import RunDefaults, check_run_name
 
 if TYPE_CHECKING:
     from hroofline.collect.ncu_command import NcuSettings
+    from hroofline.collect.preflight import NcuTool
     from hroofline.importers import ImportedSource
 
 PROFILE_EPILOG = """\
@@ -155,14 +156,14 @@ def run_profile(args: argparse.Namespace) -> int:
         from hroofline.collect.ncu_command import workload_command
 
         settings = _ncu_settings(args, warmup)
-        top = None
+        top, tool = None, None
         if args.kernels:
             assert gpu is not None
-            _preflight(args, gpu)  # before the trace pass: ncu must be there to use what it finds
+            tool = _preflight(args, gpu)  # before the trace pass: ncu must be there to use what it finds
             top = top_kernels_pass(args, config, gpu, run, warmup)
             settings = replace(settings, kernel_filter=tuple(kernel_filter_arguments(top[1])))
         command = workload_command(config, settings, not args.no_layers)
-        _profile_gpu(args, gpu, command, settings, run, config.arch, top)
+        _profile_gpu(args, gpu, command, settings, run, config.arch, top, tool)
     return 0
 
 
@@ -249,13 +250,19 @@ def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
     )
 
 
-def _preflight(args: argparse.Namespace, gpu: GpuName) -> None:
+def _ncu_arch(gpu: GpuName) -> str:
+    """The GPU's architecture, which the metric set has an ncu metric list for."""
+    metric_set = load_metric_set()
+    arch = metric_set.arch_of(gpu.cc)
+    if arch is None or arch not in metric_set.collect:
+        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
+    return arch
+
+
+def _preflight(args: argparse.Namespace, gpu: GpuName) -> NcuTool:
     from hroofline.collect.preflight import preflight
 
-    arch = load_metric_set().arch_of(gpu.cc)
-    if arch is None:
-        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
-    preflight(args.ncu, arch, gpu.name)
+    return preflight(args.ncu, _ncu_arch(gpu), gpu.name)
 
 
 def _profile_gpu(
@@ -266,23 +273,22 @@ def _profile_gpu(
     run: str,
     what: str,
     top: tuple[ImportedSource, KernelSelection] | None = None,
+    tool: NcuTool | None = None,
 ) -> None:
     from hroofline.collect.ncu_backend import profile_with_ncu
     from hroofline.collect.ncu_command import ncu_passes
-    from hroofline.collect.preflight import find_ncu, preflight
+    from hroofline.collect.preflight import find_ncu
 
     assert gpu is not None  # resolved by the caller for every GPU profile
     metric_set = load_metric_set()
-    arch = metric_set.arch_of(gpu.cc)
-    if arch is None or arch not in metric_set.collect:
-        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
-    out_dir = Path(args.out_dir or Path("hroofline-profiles") / run)
+    arch = _ncu_arch(gpu)
+    out_dir = profile_out_dir(args, run)
     if args.dry_run:
         ncu = find_ncu(args.ncu) or args.ncu or "ncu"
         for ncu_pass in ncu_passes(ncu, metric_set, arch, workload, settings, out_dir):
             write_out(" ".join(_quoted(part) for part in ncu_pass.command) + "\n")
         return
-    tool = preflight(args.ncu, arch, gpu.name)
+    tool = tool or _preflight(args, gpu)  # the --kernels pass checked it before its trace pass
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     source = profile_with_ncu(passes, settings, metric_set, gpu, say)

@@ -16,7 +16,8 @@ from hroofline.metricset import GpuName
 from hroofline.store import RunDefaults
 
 
-def out_dir(args: argparse.Namespace, run: str) -> Path:
+def profile_out_dir(args: argparse.Namespace, run: str) -> Path:
+    """Where a profile's trace, reports and logs go: --out-dir, else hroofline-profiles/RUN."""
     return Path(args.out_dir or Path("hroofline-profiles") / run)
 
 
@@ -42,7 +43,7 @@ def _trace_pass(
 
         if not gpu_visible():
             raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
-    trace_file = out_dir(args, run) / "trace.json"
+    trace_file = profile_out_dir(args, run) / "trace.json"
     source = profile_trace(config, warmup, args.steps, trace_file, say)
     for note in source.info.notes:
         say(f"  note: {note}")

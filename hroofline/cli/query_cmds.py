@@ -19,9 +19,9 @@ from hroofline.analyze.kernels import (
 from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
+from hroofline.ceilings import run_gpu
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.metricset import load_gpu_names
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.numbers import si
@@ -183,7 +183,7 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
             "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
         )
     spread = rank_spread(run) if by == "rank" else []
-    gpu = load_gpu_names().get(run.meta.gpu or "")
+    gpu = run_gpu(run.meta)
     link = gpu.link_bandwidth if gpu else None
     communication = communication_rows(run, link) if by == "rank" else []
     if output == "json":

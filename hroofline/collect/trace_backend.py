@@ -22,21 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from hroofline.collect.module_tracking import LayerTracker
-from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
+from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import ProfilingError
 from hroofline.importers import ImportedSource
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
 
 
 class RecordFunctionRanges:
-    """Phases as nested ``record_function`` ranges; the current layer as one range at a time."""
+    """Phases as nested ``record_function`` ranges; the current layer as one range at a time (``layer``)."""
 
     def __init__(self) -> None:
         from torch.autograd.profiler import record_function
 
         self._record_function = record_function
         self._phases: dict[str, Any] = {}
-        self._layer: tuple[str, Any] | None = None
+        self.layer = LayerRange(
+            lambda layer: record_function(LAYER_RANGE_PREFIX + layer).__enter__(),
+            lambda opened: opened.__exit__(None, None, None),
+        )
 
     def phase(self, name: str, entering: bool) -> None:
         self.layer(None)
@@ -44,15 +47,6 @@ class RecordFunctionRanges:
             self._phases[name] = self._record_function(name).__enter__()
         elif name in self._phases:
             self._phases.pop(name).__exit__(None, None, None)
-
-    def layer(self, layer: str | None) -> None:
-        if self._layer is not None and self._layer[0] == layer:
-            return
-        if self._layer is not None:
-            self._layer[1].__exit__(None, None, None)
-            self._layer = None
-        if layer is not None:
-            self._layer = (layer, self._record_function(LAYER_RANGE_PREFIX + layer).__enter__())
 
 
 def profile_trace(

@@ -127,25 +127,33 @@ class NvtxListener:
             self._nvtx.end_range(self._open.pop(phase))
 
 
-class NvtxLayerRanges:
-    """A process-wide NVTX start/end range named after the innermost open module (its layer path), in the
-    ``hroofline`` domain: ncu records it per kernel, in backward too (start/end ranges are not per thread).
-    One range at a time, so a kernel's layer never depends on the order ncu lists open ranges in."""
+class LayerRange:
+    """One range at a time, named after the innermost open module (its layer path): a layer listener of
+    :class:`LayerTracker`. ``start(layer)`` opens a range and returns its handle, ``end(handle)`` closes it."""
 
-    def __init__(self) -> None:
-        import nvtx
-
-        self._nvtx = nvtx
+    def __init__(self, start: Callable[[str], Any], end: Callable[[Any], None]) -> None:
+        self._start, self._end = start, end
         self._open: tuple[str, Any] | None = None
 
     def __call__(self, layer: str | None) -> None:
         if self._open is not None and self._open[0] == layer:
             return
         if self._open is not None:
-            self._nvtx.end_range(self._open[1])
+            self._end(self._open[1])
             self._open = None
         if layer is not None:
-            self._open = (layer, self._nvtx.start_range(message=layer, domain=NVTX_DOMAIN))
+            self._open = (layer, self._start(layer))
+
+
+class NvtxLayerRanges(LayerRange):
+    """The layer as a process-wide NVTX start/end range in the ``hroofline`` domain: ncu records it per kernel,
+    in backward too (start/end ranges are not per thread). One range at a time, so a kernel's layer never
+    depends on the order ncu lists open ranges in."""
+
+    def __init__(self) -> None:
+        import nvtx
+
+        super().__init__(lambda layer: nvtx.start_range(message=layer, domain=NVTX_DOMAIN), nvtx.end_range)
 
 
 class TrainingStep:

@@ -39,6 +39,7 @@ from hroofline.importers.raw import (
     read_file_bytes,
     sha256_of_file,
 )
+from hroofline.importers.source import ImportedSource
 from hroofline.importers.trace_source import TraceOptions, trace_source
 from hroofline.layers import layer_from_ranges, phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
@@ -56,14 +57,6 @@ class ImportOptions:
     steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
     rank: int | None = None  # traces: the rank, where the trace does not say
     cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
-
-
-@dataclass
-class ImportedSource:
-    info: SourceInfo
-    launches: pd.DataFrame
-    cc: str | None
-    device_name: str | None
 
 
 @dataclass(frozen=True)
@@ -261,8 +254,7 @@ def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
     trace_options = TraceOptions(options.phase, options.steps, options.rank, options.cpu_ops, options.gpu)
-    result = trace_source(trace, source.digest, trace_options, metric_set)
-    return ImportedSource(info=result.info, launches=result.launches, cc=result.cc, device_name=result.device_name)
+    return trace_source(trace, source.digest, trace_options, metric_set)
 
 
 def _layers(stacks: pd.Series) -> list[str | None]:

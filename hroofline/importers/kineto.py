@@ -197,6 +197,12 @@ def is_user_range_name(name: str) -> bool:
     return "::" not in name and name not in _OPS_WITHOUT_NAMESPACE and not _AUTOGRAD_NODE.search(name)
 
 
+def input_dims(args: dict[str, Any]) -> list[Any] | None:
+    """An op's recorded input shapes (``record_shapes``): ``Input Dims`` today, ``Input dims`` in 2021."""
+    dims = args.get("Input Dims", args.get("Input dims"))
+    return dims if isinstance(dims, list) else None
+
+
 def device_description(trace: TraceEvents, device: int | None) -> tuple[str | None, str | None]:
     """(name, compute capability) of a GPU of the trace's ``deviceProperties``."""
     properties = trace.devices.get(device if device is not None else -1) or next(iter(trace.devices.values()), None)

@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents
+from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents, input_dims
 from hroofline.phases import canonical_phase
 
 LAYER_RANGE_PREFIX = "hroofline.layer:"
@@ -113,9 +113,7 @@ def _stacks(events: list[CpuEvent], times: list[float]) -> list[list[CpuEvent]]:
 
 def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[LaunchLink]:
     """One link per activity, in order."""
-    by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
-    for event in trace.cpu:
-        by_thread[event.thread].append(event)
+    by_thread = _events_by_thread(trace)
     phases, steps, layers = process_ranges(trace)
     calls = [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
@@ -134,6 +132,13 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
             continue
         links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers))
     return links
+
+
+def _events_by_thread(trace: TraceEvents) -> dict[tuple[str, str], list[CpuEvent]]:
+    by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
+    for event in trace.cpu:
+        by_thread[event.thread].append(event)
+    return by_thread
 
 
 def process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Intervals]:
@@ -174,17 +179,15 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
 
 def _has_inputs(op: CpuEvent) -> bool:
     """Whether the trace recorded the op's inputs (``record_shapes``): shapes, or types of 0-d tensors."""
-    dims = op.args.get("Input Dims", op.args.get("Input dims"))
-    return isinstance(dims, list) and (any(d for d in dims) or bool(op.args.get("Input type")))
+    dims = input_dims(op.args)
+    return dims is not None and (any(d for d in dims) or bool(op.args.get("Input type")))
 
 
 def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[float], list[LaunchLink]]:
     """A CPU-only trace: every op with its self time (its duration less its child ops'), so that the ops'
     times add up to the step's without counting any twice, each linked like a kernel to the ops and ranges
     around it (its own name included), at its midpoint."""
-    by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
-    for event in trace.cpu:
-        by_thread[event.thread].append(event)
+    by_thread = _events_by_thread(trace)
     phases, steps, layers = process_ranges(trace)
     found: list[tuple[CpuEvent, float, list[CpuEvent]]] = []
     for events in by_thread.values():

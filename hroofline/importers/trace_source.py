@@ -27,8 +27,9 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
-from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description
+from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, input_dims
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
+from hroofline.importers.source import ImportedSource
 from hroofline.layers import phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name
 from hroofline.model import SourceInfo, conform_launches
@@ -57,17 +58,7 @@ class TraceOptions:
     gpu: GpuName | None = None  # the GPU that was profiled, where the user names it
 
 
-@dataclass
-class TraceSource:
-    """What the import stage hands the store: the same fields as an ncu source."""
-
-    info: SourceInfo
-    launches: pd.DataFrame
-    cc: str | None
-    device_name: str | None
-
-
-def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
+def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
     """The trace as a source, its device checked against ``options.gpu``."""
     result = _launches_of(trace, digest, options, metric_set)
     gpu = options.gpu
@@ -87,7 +78,7 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     return result
 
 
-def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
+def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
     if not trace.gpu and trace.counter_ranges:
         return _counter_source(trace, digest, options, metric_set)
     if not trace.gpu and options.cpu_ops:
@@ -114,18 +105,15 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
         )
     activities = [every[i] for i in keep]
     kept_links = [links[i] for i in keep]
-    frame = _identity(trace, activities, kept_links, options)
+    name, cc = (None, None) if options.cpu_ops else device_description(trace, _first_device(activities))
+    frame = _identity(trace, activities, kept_links, options, cc)
     from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
 
-    work = activity_work(activities, kept_links, metric_set)
-    frame = pd.concat([frame, work], axis=1)
+    frame = pd.concat([frame, activity_work(activities, kept_links, metric_set)], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
-        info = _info(trace, digest, frame, options)
-        return TraceSource(info=info, launches=conform_launches(frame), cc=None, device_name=None)
-    name, cc = device_description(trace, _first_device(activities))
     info = _info(trace, digest, frame, options)
-    return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
+    return ImportedSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
 
 
 def _launched_at(link: LaunchLink, activity: GpuActivity) -> float:
@@ -153,15 +141,19 @@ def _shapes(link: LaunchLink) -> str | None:
     op = link.candidates[0] if link.candidates else link.op
     if op is None:
         return None
-    dims = op.args.get("Input Dims", op.args.get("Input dims"))
-    if not isinstance(dims, list):
+    dims = input_dims(op.args)
+    if dims is None:
         return None
     parts = ["x".join(map(str, d)) or "()" for d in dims if isinstance(d, list) and d and isinstance(d[0], int)]
     return ", ".join(parts) or None
 
 
 def _identity(
-    trace: TraceEvents, activities: list[GpuActivity], links: list[LaunchLink], options: TraceOptions
+    trace: TraceEvents,
+    activities: list[GpuActivity],
+    links: list[LaunchLink],
+    options: TraceOptions,
+    cc: str | None,
 ) -> pd.DataFrame:
     categories = [
         "communication" if a.category == "kernel" and is_communication(a.name) else a.category for a in activities
@@ -181,7 +173,7 @@ def _identity(
             "grid": [_dims(a.args.get("grid")) for a in activities],
             "block": [_dims(a.args.get("block")) for a in activities],
             "device": [str(a.args["device"]) if a.args.get("device") is not None else None for a in activities],
-            "cc": device_description(trace, _first_device(activities))[1],
+            "cc": cc,
             "stream": [str(a.args["stream"]) if a.args.get("stream") is not None else None for a in activities],
             "launches": 1,
             "op": [link.op.name if link.op else None for link in links],
@@ -253,8 +245,10 @@ def _share(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole > 0 else "n/a"
 
 
-def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> TraceSource:
+def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
     """CUPTI range profiling: one launch per range, FLOPs from its counters by the metric set's formulas, no time."""
+    if options.steps is not None:
+        raise InputError(f"{trace.path}: --steps: a CUPTI range-profiling trace marks no ProfilerStep")
     ranges = trace.counter_ranges
     metric_names = sorted({k for r in ranges for k, v in r.args.items() if isinstance(v, (int, float))})
     metrics = pd.DataFrame(
@@ -264,8 +258,6 @@ def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metr
     arch = metric_set.arch_of(cc)
     no_time = pd.Series(np.nan, index=metrics.index)
     derived = derive_quantities(metrics, metric_set, arch, KernelTime(no_time, no_time.astype(object), no_time))
-    if options.steps is not None:
-        raise InputError(f"{trace.path}: --steps: a CUPTI range-profiling trace marks no ProfilerStep")
     # Replay is synchronous: the phase range that launched a kernel is still open when its range starts.
     phases_at, _, _ = process_ranges(trace)
     phases = [phases_at.at(r.start_s) or options.phase or "other" for r in ranges]
@@ -298,4 +290,4 @@ def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metr
         ],
         phase=options.phase,
     )
-    return TraceSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
+    return ImportedSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)

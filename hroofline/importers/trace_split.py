@@ -73,8 +73,9 @@ def choose_counted_ops(links: list[LaunchLink]) -> list[tuple[CpuEvent, OpWork] 
     autocast ``aten::linear``'s cast kernels count as the casts, not as the linear its inner bfloat16
     ``aten::linear`` already counts). Passing over an op can only pass over more, so this ends."""
     passed_over: set[int] = set()
+    works: dict[int, OpWork | None] = {}  # per op event: each op is replayed once, however many launches ask
+    chosen = [_counted_op(link, passed_over, works) for link in links]
     while True:
-        chosen = [counted_op(link, passed_over) for link in links]
         counted = {id(pair[0]) for pair in chosen if pair is not None}
         enclosing = set()
         for link, pair in zip(links, chosen, strict=True):
@@ -84,15 +85,25 @@ def choose_counted_ops(links: list[LaunchLink]) -> list[tuple[CpuEvent, OpWork] 
         if not enclosing - passed_over:
             return chosen
         passed_over |= enclosing
+        # only the launches whose op is now passed over choose again: passing over only takes candidates away
+        chosen = [
+            _counted_op(link, passed_over, works) if pair is not None and id(pair[0]) in passed_over else pair
+            for link, pair in zip(links, chosen, strict=True)
+        ]
 
 
-def counted_op(link: LaunchLink, passed_over: Set[int] = frozenset()) -> tuple[CpuEvent, OpWork] | None:
-    """The op whose work a launch's work is, with that work; None where no op's work can be known."""
+def _counted_op(
+    link: LaunchLink, passed_over: Set[int], works: dict[int, OpWork | None]
+) -> tuple[CpuEvent, OpWork] | None:
+    """The op whose work a launch's work is, with that work; None where no op's work can be known. ``works``
+    keeps each op's work once found."""
     candidates = link.candidates
     for position, op in enumerate(candidates):
         if id(op) in passed_over or _recast_inside(op, candidates[position + 1 :]):
             continue
-        work = op_work(op.name, op.args)
+        if id(op) not in works:
+            works[id(op)] = op_work(op.name, op.args)
+        work = works[id(op)]
         if work is not None:
             return op, work
     return None

@@ -21,6 +21,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from hroofline.collect.cpu_ops import OpRecorder
+from hroofline.importers.kineto import input_dims
 
 # The dtype names the profiler writes (c10's type names), current and 2021.
 DTYPES: dict[str, torch.dtype] = {
@@ -87,7 +88,7 @@ def op_work(name: str, args: dict[str, Any]) -> OpWork | None:
     key = json.dumps(
         [
             name,
-            args.get("Input Dims", args.get("Input dims")),
+            input_dims(args),
             args.get("Input type"),
             args.get("Concrete Inputs"),
             args.get("Input Strides"),

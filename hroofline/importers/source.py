@@ -1,0 +1,17 @@
+"""What the import stage hands the store: one source's launches and what is known of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hroofline.model import SourceInfo
+
+
+@dataclass
+class ImportedSource:
+    info: SourceInfo
+    launches: pd.DataFrame
+    cc: str | None
+    device_name: str | None
