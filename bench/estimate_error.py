@@ -53,7 +53,8 @@ def samples(rows: pd.DataFrame) -> list[Sample]:
         ops = predict_times(to_tensor_cores(traces[key], peaks), peaks)
         if phases == "train":
             ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
-        found.append(Sample(f"{row.source}:{row.model}", ops["time_s"].to_numpy(), op_classes(ops), row.measured_s))
+        bounds = ops["time_bound_s"].to_numpy()
+        found.append(Sample(f"{row.source}:{row.model}", bounds, op_classes(ops), row.measured_s))
     return found
 
 

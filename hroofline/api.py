@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class PredictOptions:
     batch_size: int = 32
     phases: str = "train"
     optimizer: str = "sgd"
+    estimate_model: Any = None  # an analyze.estimate.EstimateModel; None: the bundled fit (metrics/estimate.toml)
 
 
 def predict(
@@ -109,6 +110,22 @@ class Prediction:
     precision: str
     name: str
     peaks: Any  # hroofline.analyze.predict.Peaks: what the prediction used, with its notes
+    estimate_model: Any  # hroofline.analyze.estimate.EstimateModel: the estimate's parameters and error
+    fit: Any  # hroofline.analyze.memory_fit.MemoryFit, or None where the catalog lacks the GPU's memory
+    batch_size: int
+
+    def step_time(self) -> Any:
+        """The step's bound, estimate with its error band, and throughput (an analyze.estimate.StepTime)."""
+        from hroofline.analyze.estimate import step_time
+        from hroofline.collect.models import DEFAULT_SEQ_LEN, parse_model
+
+        settings = self.source.info.settings
+        spec = parse_model(settings["arch"])
+        if spec.takes_tokens:
+            items, unit = self.batch_size * int(settings.get("seq_len", DEFAULT_SEQ_LEN)), "tokens"
+        else:
+            items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
+        return step_time(self.source.launches, self.estimate_model, items, unit)
 
     def as_run(self) -> Run:
         """The prediction as a run that is in no store."""
@@ -129,10 +146,12 @@ def predict_run(
     name: str,
     progress: Callable[[str], None] | None = None,
 ) -> Prediction:
-    """Checks the request, traces the step on the meta device (saying so to ``progress``) and predicts each
-    op's time at the GPU's datasheet roofs."""
+    """Checks the request, traces the step on the meta device (saying so to ``progress``), bounds each op's
+    time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory."""
+    from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate
+    from hroofline.analyze.memory_fit import memory_fit
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
-    from hroofline.collect.meta_trace import trace_identity, trace_step
+    from hroofline.collect.meta_trace import trace_identity, trace_step_memory
     from hroofline.collect.models import check_model
     from hroofline.collect.workload import WorkloadConfig
     from hroofline.importers import ImportedSource
@@ -148,7 +167,17 @@ def predict_run(
     if progress is not None:
         what = f"{options.phases}, batch {config.batch_size}, {config.precision}"
         progress(f"tracing {config.arch} ({what}) on the meta device")
-    launches = predict_times(to_tensor_cores(trace_step(config, options.phases), peaks), peaks)
+    trace = trace_step_memory(config, options.phases)
+    estimate_model = options.estimate_model or load_estimate_model()
+    launches = with_estimate(predict_times(to_tensor_cores(trace.launches, peaks), peaks), estimate_model)
+    fit = None
+    if gpu.memory_bytes is not None and trace.memory:
+
+        def peak_at(batch: int) -> float:
+            traced = trace_step_memory(replace(config, batch_size=batch), options.phases)
+            return max(m.peak_bytes for m in traced.memory)
+
+        fit = memory_fit(gpu.name, gpu.memory_bytes, trace.memory, config.batch_size, peak_at)
     info = SourceInfo(
         path=f"analytic:{config.arch}",
         kind="analytic",
@@ -157,13 +186,16 @@ def predict_run(
         formulas_used={
             "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",
             "bytes_hbm": "fewest bytes an op must move: each distinct input read once, each output written once",
-            "time_s": "time at roof: max(longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth)",
+            "time_bound_s": "time at roof: max(longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth)",
+            "time_s": estimate_method(estimate_model),
+            "memory": "tensor storages alive through the traced step (hroofline/collect/memory_tracking.py)",
         },
         settings={
             "gpu": gpu.name,
             "precision": config.precision,
             "batch_size": str(config.batch_size),
             "model": config.model.label,
+            "arch": config.arch,
             **({"input_shape": ",".join(map(str, config.input_shape))} if config.input_shape else {}),
             **({"seq_len": str(config.seq_len)} if config.seq_len else {}),
             "phases": options.phases,
@@ -172,6 +204,7 @@ def predict_run(
             "peak_source": gpu.peak_source or "metrics/gpus.toml",
         },
         notes=list(peaks.notes),
+        memory=trace.memory,
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
-    return Prediction(source, gpu.name, config.precision, name, peaks)
+    return Prediction(source, gpu.name, config.precision, name, peaks, estimate_model, fit, config.batch_size)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
 
 from hroofline.errors import UsageError
+
+GIB = 2**30  # bytes in a GiB: device memory is sold in binary units
 
 # FLOPs on the CUDA cores, per precision.
 CORE_FLOP_QUANTITIES: tuple[str, ...] = ("flops_fp64", "flops_fp32", "flops_fp16")
@@ -336,6 +338,8 @@ class GpuName:
     clocks: dict[str, float] = field(default_factory=dict)
     link_bandwidth: float | None = None  # GPU-to-GPU link, per direction (byte/s): the communication roof
     link_source: str | None = None
+    memory_bytes: float | None = None  # device memory as sold (metrics/gpus.toml memory_gib)
+    memory_by_alias: dict[str, float] = field(default_factory=dict)  # larger variants named by an alias
 
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
@@ -362,6 +366,8 @@ def load_gpu_names() -> dict[str, GpuName]:
             clocks=clocks,
             link_bandwidth=float(value["link"]["bandwidth"]) if "link" in value else None,
             link_source=value.get("link", {}).get("source"),
+            memory_bytes=float(value["memory_gib"]) * GIB if "memory_gib" in value else None,
+            memory_by_alias={k: float(v) * GIB for k, v in value.get("memory_gib_by_alias", {}).items()},
         )
     return gpus
 
@@ -375,7 +381,8 @@ def resolve_gpu(name: str) -> GpuName:
     wanted = _canon(name)
     for gpu in load_gpu_names().values():
         if wanted == gpu.name or wanted in (_canon(a) for a in gpu.aliases):
-            return gpu
+            variant = gpu.memory_by_alias.get(wanted)
+            return replace(gpu, memory_bytes=variant) if variant else gpu
     known = ", ".join(sorted(load_gpu_names()))
     raise UsageError(f"unknown GPU {name!r}", f"known GPUs: {known}")
 

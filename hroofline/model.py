@@ -22,7 +22,9 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 # 4: traces: the launching op (and the ATen op its work was counted as, as predict names it), the activity's
 #    category (kernel, communication, memcpy, memset), the rank and
 #    the profiler step of every launch, and the bytes a communication kernel moves over the links.
-SCHEMA_VERSION = 4
+# 5: predicted runs: ``time_bound_s`` (the roofline bound) beside ``time_s`` (the estimate); per-phase memory
+#    in each source's metadata.
+SCHEMA_VERSION = 5
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -52,6 +54,7 @@ TIME_COLUMNS: dict[str, str] = {
     "time_s": "float64",
     "time_method": "string",
     "clock_hz": "float64",
+    "time_bound_s": "float64",  # predicted runs: the roofline bound, where time_s is the estimate
 }
 QUANTITY_COLUMNS: dict[str, str] = {q: "float64" for q in QUANTITIES}
 # All tensor FLOPs, whatever the input precision: the sum of the per-precision columns.
@@ -73,6 +76,39 @@ LAUNCH_COLUMNS: dict[str, str] = {
 RAW_METRIC_PREFIX = "metric:"
 
 
+# What a phase's memory is made of (hroofline/collect/memory_tracking.py says how each is told apart).
+MEMORY_CATEGORIES: tuple[str, ...] = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "inputs",
+    "activations",
+    "temporaries",
+)
+
+
+@dataclass(frozen=True)
+class PhaseMemory:
+    """One phase's memory, bytes: allocated at its start, its peak and at its end; by category where known."""
+
+    phase: str
+    start_bytes: float
+    peak_bytes: float
+    end_bytes: float
+    method: str
+    peak_by_category: dict[str, float] = field(default_factory=dict)
+    end_by_category: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def retained_bytes(self) -> float:
+        """What the phase leaves allocated: at its end minus at its start."""
+        return self.end_bytes - self.start_bytes
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PhaseMemory:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
 @dataclass
 class SourceInfo:
     """One imported source: a file, or a folder of one-metric-per-run logs."""
@@ -91,6 +127,7 @@ class SourceInfo:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the user must know about the numbers
     roofs: dict[str, str] = field(default_factory=dict)  # roof key -> how the report gave it
+    memory: list[PhaseMemory] = field(default_factory=list)  # per phase, predicted or measured
 
     @property
     def analytic_work(self) -> bool:
@@ -131,7 +168,10 @@ class RunMeta:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "sources"}
-        sources = [SourceInfo(**s) for s in data.get("sources", [])]
+        sources = [
+            SourceInfo(**{**s, "memory": [PhaseMemory.from_json(m) for m in s.get("memory", [])]})
+            for s in data.get("sources", [])
+        ]
         return cls(**fields, sources=sources)
 
 

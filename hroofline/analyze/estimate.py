@@ -52,6 +52,22 @@ def estimate_times(roof_s: np.ndarray, classes: np.ndarray, model: EstimateModel
     return np.maximum(model.host_floor_s, roof_s / efficiency[classes])
 
 
+def estimate_method(model: EstimateModel) -> str:
+    efficiency = ", ".join(f"{name} {model.efficiency[name]:.2f}" for name in OP_CLASSES)
+    return (
+        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us, time at roof / efficiency of the op's class: "
+        f"{efficiency}), {model.source}"
+    )
+
+
+def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:
+    """Predicted ops with ``time_s`` the estimate; ``time_bound_s`` keeps the roofline bound."""
+    out = launches.copy()
+    out["time_s"] = estimate_times(out["time_bound_s"].to_numpy(), op_classes(out), model)
+    out["time_method"] = estimate_method(model)
+    return out
+
+
 @cache
 def load_estimate_model() -> EstimateModel:
     data = tomllib.loads((metrics_dir() / "estimate.toml").read_text())
@@ -62,4 +78,37 @@ def load_estimate_model() -> EstimateModel:
         median_error=error.get("median"),
         p90_error=error.get("p90"),
         source=str(data.get("source", "")),
+    )
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A predicted step (or forward pass): bound and estimate, the estimate's error band, and throughput."""
+
+    bound_s: float
+    estimate_s: float
+    error_factor: float | None  # 90% of held-out steps were within this factor of the estimate
+    items: float  # samples (or tokens) per step
+    unit: str  # "images", "tokens" or "samples"
+
+    @property
+    def low_s(self) -> float | None:
+        return self.estimate_s / self.error_factor if self.error_factor else None
+
+    @property
+    def high_s(self) -> float | None:
+        return self.estimate_s * self.error_factor if self.error_factor else None
+
+    def throughput(self, seconds: float | None) -> float | None:
+        """Items per second at ``seconds`` per step."""
+        return self.items / seconds if seconds else None
+
+
+def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: str) -> StepTime:
+    return StepTime(
+        bound_s=float(launches["time_bound_s"].sum()),
+        estimate_s=float(launches["time_s"].sum()),
+        error_factor=model.p90_error,
+        items=items,
+        unit=unit,
     )

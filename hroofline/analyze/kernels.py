@@ -22,7 +22,7 @@ from hroofline.metricset import (
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
 )
-from hroofline.model import PHASES, Run
+from hroofline.model import PHASES, PhaseMemory, Run
 from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -46,6 +46,7 @@ DETAIL_COLUMNS: tuple[str, ...] = (*TENSOR_FLOP_QUANTITIES, *OP_QUANTITIES)
 SUMMED: tuple[str, ...] = ("time_s", *QUANTITIES, "flops_tensor")
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "time_s",
+    "time_bound_s",
     "flops",
     "flops_tensor",
     *DETAIL_COLUMNS,
@@ -56,6 +57,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "work_known",
     "communication_s",
     "bytes_link",
+    "memory_peak_bytes",
+    "memory_retained_bytes",
 )
 GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
 # Per launch, where it ran: shown after the quantities.
@@ -237,19 +240,37 @@ def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
     launches = run.launches
     trace = bool(launches["category"].notna().any())  # what share of the time has known work
     communicates = bool((launches["category"] == "communication").any())
+    memory = phase_memory(run)
     result: dict[str, dict[str, float | int | None]] = {}
     for phase in PHASES:
         rows = launches[launches["phase"] == phase]
         if len(rows):
             result[phase] = _totals(rows, trace, communicates)
+            if phase in memory:
+                result[phase]["memory_peak_bytes"] = memory[phase].peak_bytes
+                result[phase]["memory_retained_bytes"] = memory[phase].retained_bytes
     result["total"] = _totals(launches, trace, communicates)
+    if memory:
+        result["total"]["memory_peak_bytes"] = max(m.peak_bytes for m in memory.values())
+        result["total"]["memory_retained_bytes"] = sum(m.retained_bytes for m in memory.values())
     return result
+
+
+def phase_memory(run: Run) -> dict[str, PhaseMemory]:
+    """Each phase's memory, from the first source that recorded it (predicted or measured)."""
+    found: dict[str, PhaseMemory] = {}
+    for source in run.meta.sources:
+        for memory in source.memory:
+            found.setdefault(memory.phase, memory)
+    return found
 
 
 def _totals(rows: pd.DataFrame, trace: bool = False, communicates: bool = False) -> dict[str, float | int | None]:
     sums = rows[list(SUMMED)].sum(min_count=1)
     flops = total_flops(sums.to_frame().T).iloc[0]
     values: dict[str, float | int | None] = {"time_s": _value(sums["time_s"]), "flops": _value(flops)}
+    if rows["time_bound_s"].notna().any():  # a prediction: time_s is its estimate, this its roofline bound
+        values["time_bound_s"] = float(rows["time_bound_s"].sum())
     for column in ("flops_tensor", *DETAIL_COLUMNS, *BYTE_QUANTITIES):
         values[column] = _value(sums[column])
     values["kernels"] = int(rows["launches"].sum())

@@ -145,7 +145,8 @@ def to_tensor_cores(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
 
 
 def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
-    """``time_s`` of every op: its time at roof with the datasheet peaks; ``bytes_hbm`` holds its fewest bytes."""
+    """``time_bound_s`` (and, until an estimate replaces it, ``time_s``) of every op: its time at roof with the
+    datasheet peaks; ``bytes_hbm`` holds its fewest bytes."""
     out = launches.copy()
     for column in ("bytes_l1", "bytes_l2", *OP_QUANTITIES):
         if column not in out:
@@ -155,9 +156,18 @@ def predict_times(launches: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
     roofs = pd.DataFrame({key: float(ceilings.peak(key) or "nan") for key in ROOF_KEYS}, index=out.index)
     roofs[["l1", "l2"]] = float("nan")  # the fewest bytes are counted at HBM only
     times = roof_times(out, roofs, load_metric_set().pipes_of(peaks.gpu.cc))
-    out["time_s"] = times.time_at_roof.fillna(0.0)
+    out["time_bound_s"] = times.time_at_roof.fillna(0.0)
+    out["time_s"] = out["time_bound_s"]
     out["time_method"] = TIME_METHOD
     return out
+
+
+def tensor_share(launches: pd.DataFrame, peaks: Peaks) -> float:
+    """The share of the FLOPs the precision mode put on its tensor roof."""
+    if peaks.route is None:
+        return 0.0
+    total = launches[list(FLOP_QUANTITIES)].sum().sum()
+    return float(launches["flops_" + peaks.route.roof].sum() / total) if total else 0.0
 
 
 @dataclass(frozen=True)

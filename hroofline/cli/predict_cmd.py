@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from hroofline.analyze.predict import (
-    CONVOLUTION_OPS,
-    FlopSplit,
-    Peaks,
-    flop_split,
-)
-from hroofline.ceilings import ROOF_LABELS
+from hroofline.analyze.kernels import phase_summary
+from hroofline.analyze.predict import flop_split, tensor_share
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
 from hroofline.errors import UsageError
-from hroofline.metricset import FLOP_QUANTITIES, resolve_gpu
-from hroofline.render.numbers import si
+from hroofline.metricset import resolve_gpu
+from hroofline.render.prediction import PredictionView, prediction_text
 from hroofline.store import RunDefaults, check_run_name
+
+if TYPE_CHECKING:
+    from hroofline.api import Prediction
 
 EPILOG = """\
 examples:
@@ -65,40 +62,23 @@ def run_predict(args: argparse.Namespace) -> int:
     store.replace_run(run, [prediction.source], RunDefaults(gpu.name, config.precision, None))
     for note in prediction.peaks.notes:
         say(f"hroofline: note: {note}")
-    launches = prediction.source.launches
-    _print_prediction(run, launches, flop_split(launches), prediction.peaks)
+    write_out(prediction_text(prediction_view(prediction)))
     return 0
 
 
-def _print_prediction(run: str, launches: pd.DataFrame, split: FlopSplit, peaks: Peaks) -> None:
-    write_out(f"{run}: predicted\n")
-    for phase, rows in launches.groupby("phase", sort=False, observed=True):
-        flops = rows[list(FLOP_QUANTITIES)].sum().sum()
-        write_out(
-            f"  {phase:<10} {si(rows['time_s'].sum(), 's'):>10}  {si(flops, 'FLOP'):>12}  "
-            f"{si(rows['bytes_hbm'].sum(), 'B'):>10}  {len(rows)} ops\n"
-        )
-    write_out(_tensor_line(launches, peaks) + "\n")
-    total = split.matmul + split.other
-    if total > 0:
-        top = ", ".join(
-            f"{op.removeprefix('aten::')} {si(value, 'FLOP')}" for op, value in list(split.other_by_op.items())[:4]
-        )
-        write_out(
-            f"forward: {si(split.matmul, 'FLOP', 4)} in convolutions and matrix products (what model summaries count), "
-            f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}\n"
-        )
-
-
-def _tensor_line(launches: pd.DataFrame, peaks: Peaks) -> str:
-    """Which ops the prediction put on which tensor roof, and their share of the FLOPs."""
-    route = peaks.route
-    if route is None:
-        return "tensor cores: none (every op on the FP32 / FP16 / FP64 units)"
-    tensor = launches["flops_" + route.roof].sum()
-    share = 100 * tensor / launches[list(FLOP_QUANTITIES)].sum().sum()
-    what = "convolutions" if route.ops == CONVOLUTION_OPS else "convolutions and matrix products"
-    return (
-        f"tensor cores: {what} on the {ROOF_LABELS[route.roof]} roof ({si(peaks.values[route.roof], 'FLOP/s')}), "
-        f"{share:.1f}% of the FLOPs"
+def prediction_view(prediction: Prediction) -> PredictionView:
+    launches = prediction.source.launches
+    settings = prediction.source.info.settings
+    what = f"{settings['model']}, batch {prediction.batch_size}, {prediction.precision} on {prediction.gpu}"
+    if settings.get("phases") == "forward":
+        what += ", forward pass"
+    return PredictionView(
+        run=prediction.name,
+        what=what,
+        summary=phase_summary(prediction.as_run()),
+        step=prediction.step_time(),
+        fit=prediction.fit,
+        peaks=prediction.peaks,
+        tensor_share=tensor_share(launches, prediction.peaks),
+        split=flop_split(launches),
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
+from hroofline.collect.memory_tracking import LIVENESS_METHOD, StorageLiveness, first_step_memory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
@@ -44,12 +45,17 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
         step.run()
     progress(f"{config.arch}: {steps} profiled step(s)")
     scale = step.loss_scale()
-    with tracker, recorder:
+    liveness = StorageLiveness(step.held_tensors(), step.gradients)
+    step.marks.listeners.append(liveness.listen)
+    with tracker, recorder, liveness:  # liveness innermost, so its bookkeeping is outside the ops' timings
         for _ in range(steps):
             step.run()
     warn_if_skipped(step, scale)
     settings = {key: str(value) for key, value in asdict(config).items()}
-    return _cpu_source(recorder, f"cpu:{config.arch}", settings, warmup, steps)
+    source = _cpu_source(recorder, f"cpu:{config.arch}", settings, warmup, steps)
+    source.info.memory = first_step_memory(liveness.phases)
+    source.info.formulas_used["memory"] = "the first profiled step's tensor storages: " + LIVENESS_METHOD
+    return source
 
 
 def profile_script_cpu(

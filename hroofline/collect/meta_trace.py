@@ -6,36 +6,56 @@ nothing, its FLOPs and bytes are exact. Used by ``hroofline predict``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
 from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
+from hroofline.collect.memory_tracking import PhaseMemory, StorageLiveness
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
 
 PHASE_CHOICES = ("forward", "train")
 
 
+@dataclass(frozen=True)
+class StepTrace:
+    """A traced step: one row per op (FLOPs per precision, fewest bytes as ``bytes_hbm``) and its memory."""
+
+    launches: pd.DataFrame
+    memory: list[PhaseMemory]
+
+
 def trace_step(config: WorkloadConfig, phases: str = "train") -> pd.DataFrame:
-    """The ops of one forward pass, or of one steady-state training step (after an untraced one, so that
-    optimizer state such as momentum exists), with FLOPs per precision and fewest bytes (``bytes_hbm``)."""
+    """The ops of one forward pass, or of one steady-state training step (the optimizer's state, such as
+    momentum, made beforehand), with FLOPs per precision and fewest bytes (``bytes_hbm``)."""
+    return trace_step_memory(config, phases).launches
+
+
+def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrace:
+    """:func:`trace_step` with each phase's memory: a forward pass is traced in training mode with
+    gradients on (what it holds for backward is what a training step holds), unless ``phases`` is
+    "forward", which is inference (no gradients)."""
     import torch
 
     tracker = LayerTracker()
     recorder = OpRecorder(tracker)
     step = TrainingStep(replace(config, device="meta"), PhaseMarks([recorder.listen, tracker.phase_changed]), tracker)
-    if phases == "forward":
-        with tracker, recorder, torch.no_grad():
+    if phases != "forward":
+        step.prime_optimizer()
+    liveness = StorageLiveness(step.held_tensors(), step.gradients)
+    step.marks.listeners.append(liveness.listen)
+    no_grad = torch.no_grad() if phases == "forward" else contextlib.nullcontext()
+    with tracker, recorder, liveness, no_grad:
+        if phases == "forward":
             step.forward()
-    else:
-        step.run()
-        with tracker, recorder:
+        else:
             step.run()
     launches = records_to_launches(recorder.records)
     launches = launches.rename(columns={"bytes_l1": "bytes_hbm"})
-    return launches.drop(columns=["time_s", "time_method"])
+    return StepTrace(launches.drop(columns=["time_s", "time_method"]), liveness.phases)
 
 
 def trace_identity(config: WorkloadConfig, gpu: str, phases: str) -> str:

@@ -24,6 +24,7 @@ from hroofline.collect.models import ModelSpec, build_model, check_model, parse_
 from hroofline.errors import UsageError
 
 if TYPE_CHECKING:
+    from hroofline.collect.memory_tracking import StepTensors
     from hroofline.collect.module_tracking import LayerTracker
 
 NVTX_DOMAIN = "hroofline"
@@ -190,10 +191,13 @@ class TrainingStep:
             # float32 batch norm, so that is what a traced amp step runs (its per-op weight casts aside).
             self._to_half(torch.float16 if config.precision == "amp" else torch.bfloat16)
         trained = self.master_params or list(model.parameters())
+        # A traced step stands for a CUDA one: PyTorch's optimizers default to their foreach (multi-tensor)
+        # implementation on CUDA, a few ops per step instead of a few per parameter.
+        foreach = True if device.type == "meta" else None
         if config.optimizer == "adam":
-            self.optimizer = torch.optim.Adam(trained, lr=1e-3)
+            self.optimizer = torch.optim.Adam(trained, lr=1e-3, foreach=foreach)
         else:
-            self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9)
+            self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9, foreach=foreach)
         scaled = config.precision == "amp" and device.type != "meta"
         # A modest first scale: at PyTorch's 65536 the first steps often overflow and skip the optimizer,
         # and a profiled step that skipped it would show no optimizer phase.
@@ -270,6 +274,29 @@ class TrainingStep:
             with torch.no_grad():
                 for master, param in pairs:
                     param.copy_(master)
+
+    def prime_optimizer(self) -> None:
+        """The optimizer's state (momentum, Adam's moments) as a first step leaves it, without running the model:
+        one step on zero gradients."""
+        for param in [*self.model.parameters(), *self.master_params]:
+            param.grad = self.torch.zeros_like(param)
+        self._optimizer_step()
+
+    def held_tensors(self) -> StepTensors:
+        """The tensors the step holds between steps: weights, gradients, optimizer state, the batch."""
+        from hroofline.collect.memory_tracking import StepTensors
+
+        state = [
+            value
+            for per_param in self.optimizer.state.values()
+            for value in per_param.values()
+            if isinstance(value, self.torch.Tensor)
+        ]
+        weights = [*self.model.parameters(), *self.model.buffers(), *self.master_params]
+        return StepTensors(weights, list(self.gradients()), state, [self.images])
+
+    def gradients(self) -> list[Any]:
+        return [p.grad for p in [*self.model.parameters(), *self.master_params] if p.grad is not None]
 
     def loss_scale(self) -> float | None:
         """The AMP loss scale (None without a scaler); it drops when a step overflowed and was skipped."""

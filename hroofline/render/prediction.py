@@ -1,0 +1,112 @@
+"""What ``hroofline predict`` prints: per phase the roofline bound, the estimate and memory; the step's time
+with its error band and throughput; whether it fits the GPU; which ops went to the tensor cores."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hroofline.analyze.estimate import StepTime
+from hroofline.analyze.memory_fit import MemoryFit
+from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
+from hroofline.ceilings import ROOF_LABELS
+from hroofline.metricset import GIB
+from hroofline.render.numbers import si
+from hroofline.render.text import text_table
+
+Summary = Mapping[str, Mapping[str, float | int | None]]
+
+
+@dataclass(frozen=True)
+class PredictionView:
+    """Everything the text shows, computed beforehand."""
+
+    run: str
+    what: str  # "resnet18, batch 256, fp32 on t4"
+    summary: Summary  # analyze.kernels.phase_summary of the run
+    step: StepTime
+    fit: MemoryFit | None
+    peaks: Peaks
+    tensor_share: float  # share of the FLOPs on the tensor roof
+    split: FlopSplit
+
+
+def prediction_text(view: PredictionView) -> str:
+    lines = [f"{view.run}: {view.what}, predicted (bound: time at roof; estimate: fitted to measured steps)"]
+    lines.append(_phase_table(view.summary))
+    lines.append(_step_line(view.step))
+    if view.fit is not None:
+        lines.append(_fit_line(view.fit))
+    lines.append(_tensor_line(view.peaks, view.tensor_share))
+    split = view.split
+    total = split.matmul + split.other
+    if total > 0:
+        top = ", ".join(
+            f"{op.removeprefix('aten::')} {si(value, 'FLOP')}" for op, value in list(split.other_by_op.items())[:4]
+        )
+        lines.append(
+            f"forward: {si(split.matmul, 'FLOP', 4)} in convolutions and matrix products (what model summaries count), "
+            f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _phase_table(summary: Summary) -> str:
+    rows = [["phase", "bound", "estimate", "FLOPs", "bytes", "ops", "peak memory", "retained"]]
+    for phase, values in summary.items():
+        retained = values.get("memory_retained_bytes")
+        rows.append(
+            [
+                "step" if phase == "total" else phase,
+                si(_number(values.get("time_bound_s")), "s"),
+                si(_number(values.get("time_s")), "s"),
+                si(_number(values.get("flops")), "FLOP"),
+                si(_number(values.get("bytes_hbm")), "B"),
+                str(values.get("kernels", "-")),
+                si(_number(values.get("memory_peak_bytes")), "B"),
+                ("+" if retained is not None and retained > 0 else "") + si(_number(retained), "B"),
+            ]
+        )
+    return text_table(rows).rstrip("\n")
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _step_line(step: StepTime) -> str:
+    unit = step.unit + "/s"
+    estimate = f"step: estimate {si(step.estimate_s, 's')}, {si(step.throughput(step.estimate_s), unit)}"
+    if step.error_factor:
+        slow, fast = si(step.throughput(step.high_s), unit), si(step.throughput(step.low_s), unit)
+        estimate += (
+            f" (90% of held-out measured steps within x{step.error_factor:.2f}: {si(step.low_s, 's')} to "
+            f"{si(step.high_s, 's')}, {slow} to {fast})"
+        )
+    return f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {si(step.throughput(step.bound_s), unit)}"
+
+
+def _fit_line(fit: MemoryFit) -> str:
+    sold = f"{si(fit.capacity_bytes, 'B')} = {fit.capacity_bytes / GIB:g} GiB"
+    gpu = f"{fit.gpu} ({sold}, {si(fit.usable_bytes, 'B')} usable)"
+    peak = f"peak {si(fit.peak_bytes, 'B')} in {fit.peak_phase}"
+    how = "traced" if fit.largest_batch_traced else "scaling activations and temporaries with the batch"
+    largest = (
+        f"largest batch that fits: {fit.largest_batch} ({how})"
+        if fit.largest_batch >= 1
+        else "not even a batch of 1 fits"
+    )
+    verdict = "fits" if fit.fits else "DOES NOT FIT"
+    return f"memory: {peak}: {verdict} a {gpu}; {largest}"
+
+
+def _tensor_line(peaks: Peaks, share: float) -> str:
+    """Which ops the prediction put on which tensor roof, and their share of the FLOPs."""
+    route = peaks.route
+    if route is None:
+        return "tensor cores: none (every op on the FP32 / FP16 / FP64 units)"
+    what = "convolutions" if route.ops == CONVOLUTION_OPS else "convolutions and matrix products"
+    return (
+        f"tensor cores: {what} on the {ROOF_LABELS[route.roof]} roof ({si(peaks.values[route.roof], 'FLOP/s')}), "
+        f"{100 * share:.1f}% of the FLOPs"
+    )
