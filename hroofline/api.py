@@ -145,9 +145,11 @@ def predict_run(
     seq_len: int | None,
     name: str,
     progress: Callable[[str], None] | None = None,
+    traces: dict[Any, Any] | None = None,
 ) -> Prediction:
     """Checks the request, traces the step on the meta device (saying so to ``progress``), bounds each op's
-    time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory."""
+    time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
+    ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
     from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate
     from hroofline.analyze.memory_fit import memory_fit
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
@@ -164,18 +166,25 @@ def predict_run(
     gpu = resolve_gpu(options.gpu)
     check_model(config.model)
     peaks = prediction_peaks(gpu, config.precision)
-    if progress is not None:
-        what = f"{options.phases}, batch {config.batch_size}, {config.precision}"
-        progress(f"tracing {config.arch} ({what}) on the meta device")
-    trace = trace_step_memory(config, options.phases)
+    traces = {} if traces is None else traces
+
+    def traced(config: WorkloadConfig) -> Any:
+        key = (config, options.phases)
+        if key not in traces:
+            if progress is not None:
+                what = f"{options.phases}, batch {config.batch_size}, {config.precision}"
+                progress(f"tracing {config.arch} ({what}) on the meta device")
+            traces[key] = trace_step_memory(config, options.phases)
+        return traces[key]
+
+    trace = traced(config)
     estimate_model = options.estimate_model or load_estimate_model()
     launches = with_estimate(predict_times(to_tensor_cores(trace.launches, peaks), peaks), estimate_model)
     fit = None
     if gpu.memory_bytes is not None and trace.memory:
 
         def peak_at(batch: int) -> float:
-            traced = trace_step_memory(replace(config, batch_size=batch), options.phases)
-            return max(m.peak_bytes for m in traced.memory)
+            return max(m.peak_bytes for m in traced(replace(config, batch_size=batch)).memory)
 
         fit = memory_fit(gpu.name, gpu.memory_bytes, trace.memory, config.batch_size, peak_at)
     info = SourceInfo(

@@ -263,3 +263,33 @@ def matched_points(base: Run, candidate: Run, level: str, count: int) -> pd.Data
     merged = merged[placeable]
     weight = merged["time_s_base"] + merged["time_s_candidate"]
     return merged.loc[weight.sort_values(ascending=False).index].head(count).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class ComparisonRoofs:
+    """The roofs a comparison chart draws: the base run's, and the candidate's too when it ran on another GPU
+    (one value per roof: the time-weighted median over each run's launches)."""
+
+    peaks: dict[str, float]
+    label: str
+    candidate_peaks: dict[str, float] | None = None
+    candidate_label: str | None = None
+    gpus: tuple[str, str] | None = None  # (base GPU, candidate GPU) when they differ
+
+
+def comparison_roofs(base: Run, candidate: Run, ceilings: str | None = None) -> ComparisonRoofs:
+    from hroofline.ceilings import run_roofs
+
+    roofs = run_roofs(base, ceilings)
+    peaks = roofs.representative(base.launches)
+    base_gpu, candidate_gpu = (run.meta.gpu or run.meta.device_name for run in (base, candidate))
+    if ceilings is not None or base_gpu == candidate_gpu:
+        return ComparisonRoofs(peaks, roofs.label)
+    other = run_roofs(candidate)
+    return ComparisonRoofs(
+        peaks,
+        roofs.label,
+        other.representative(candidate.launches),
+        other.label,
+        (base_gpu or "base GPU", candidate_gpu or "candidate GPU"),
+    )

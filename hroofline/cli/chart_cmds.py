@@ -17,6 +17,8 @@ from hroofline.analyze.roofs import (
     roofline_points,
     top_kernels,
 )
+from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
+from hroofline.analyze.step_points import overview_table, step_points
 from hroofline.ceilings import LEVEL_LABELS, RunRoofs, bundled_ceiling_files, run_roofs
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import HrooflineError, UsageError
@@ -24,7 +26,7 @@ from hroofline.metricset import LEVELS
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
-from hroofline.render.report import ComparisonSection, PhaseSection, RunSection, report_page
+from hroofline.render.report import ComparisonSection, PhaseSection, RunSection, RunsSection, report_page
 from hroofline.render.text import render_frame
 
 CEILINGS_HELP = (
@@ -40,18 +42,23 @@ def register(commands: argparse._SubParsersAction) -> None:
     ceilings_help = CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()) or "none")
     chart = commands.add_parser(
         "chart",
-        help="draw the hierarchical roofline of a run (HTML, PNG, SVG or the Vega-Lite JSON)",
+        help="draw the hierarchical roofline of a run, or many runs on their GPUs' rooflines (HTML, PNG, SVG, JSON)",
         description="Hierarchical roofline of a run: arithmetic intensity (FLOP/byte) against FLOP/s, log-log, "
         "with the L1/L2/HBM bandwidth roofs and the compute roofs of the precisions present. Each kernel "
         "(name and phase) is one dot per memory level, joined by a line; dot area is proportional to time. "
-        "Dots above a roof are marked and reported: the ceilings or the metrics are then wrong.",
+        "Dots above a roof are marked and reported: the ceilings or the metrics are then wrong. "
+        "Several runs (or --by run / --by phase): one dot per run (and phase) at its whole-step intensity at "
+        "one memory level, one chart per GPU with that GPU's roofs, and a table of intensity, FLOP/s and "
+        "attainable FLOP/s (every kernel at its roof) on stdout.",
         epilog="examples:\n"
         "  hroofline chart deepcam-amp --phase forward --out fw.html     interactive, works offline\n"
         "  hroofline chart deepcam-amp --phase forward --out fw.png      image, no browser needed\n"
-        "  hroofline chart deepcam-amp --ceilings v100-yang-ert --level l2,hbm --out fw.svg",
+        "  hroofline chart deepcam-amp --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
+        "  hroofline chart r18-v100 r34-v100 r50-v100 r18-a100 r34-a100 r50-a100 --out resnets.html\n"
+        "  hroofline chart deepcam-fp32 deepcam-amp-o1 --by phase --out phases.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chart.add_argument("run", metavar="RUN")
+    chart.add_argument("runs", metavar="RUN", nargs="+")
     chart.add_argument("--phase", help="only this phase (default: all, with a phase selector in HTML)")
     chart.add_argument(
         "--level",
@@ -60,9 +67,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     chart.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     chart.add_argument(
         "--by",
-        choices=("name", "layer", "launch"),
-        default="name",
-        help="one dot per kernel name and phase (default), per layer and phase, or per launch",
+        choices=("name", "layer", "launch", *STEP_GROUPINGS),
+        help="one dot per kernel name and phase (default for one run), per layer and phase, per launch; "
+        "or one per run (default for several) or per run and phase",
     )
     chart.add_argument("--per-launch", action="store_true", help="the same as --by launch")
     add_selection_options(chart)
@@ -71,7 +78,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="output file; the extension picks the format: "
         + ", ".join(CHART_WRITERS)
-        + " (default: RUN[-PHASE].html)",
+        + " (default: RUN[-PHASE].html; several runs: runs.html)",
     )
     chart.add_argument("--title", help="chart title (default: run and phase)")
     add_store_option(chart)
@@ -149,8 +156,16 @@ def _warn(notes: RoofNotes) -> None:
 
 
 def draw_chart(args: argparse.Namespace) -> int:
+    by = args.by or ("name" if len(args.runs) == 1 else "run")
+    if by in STEP_GROUPINGS:
+        return draw_runs_chart(args, by)
+    if len(args.runs) > 1:
+        raise UsageError(
+            f"--by {by} draws the kernels of one run", "several runs are drawn with --by run or --by phase"
+        )
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart  # Altair loads only when drawing
 
+    args.run = args.runs[0]
     chosen_levels = parse_levels(args.level) if args.level else None
     phase = parse_phase_option(args.phase) if args.phase else None
     out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
@@ -158,7 +173,7 @@ def draw_chart(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
     roofs = run_roofs(run, args.ceilings)
     levels = chosen_levels or roofs.levels()
-    group_by = "launch" if args.per_launch else args.by
+    group_by = "launch" if args.per_launch else by
     query = KernelQuery(group_by=group_by, phase=phase, layer=args.layer, nvtx=args.nvtx)
     points = roofline_points(run, roofs, query, levels=levels)
     if points.points.empty:
@@ -177,6 +192,38 @@ def draw_chart(args: argparse.Namespace) -> int:
     drawn = f"{len(points.points)} {DOT_NOUNS[group_by]}"
     at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
     say(f"wrote {out} ({drawn} at {at}; roofs: {roofs.label})")
+    return 0
+
+
+def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
+    """Several runs, one dot each (or per phase), one chart per GPU; the table on stdout."""
+    from hroofline.render.runs_chart import points_for_table, runs_chart
+
+    levels = parse_levels(args.level) if args.level else None
+    if levels is not None and len(levels) > 1:
+        raise UsageError("--level: runs are compared at one memory level", "give one of l1, l2, hbm")
+    if args.phase or args.layer or args.nvtx or args.per_launch:
+        raise UsageError(f"--by {by} draws whole runs", "leave out --phase, --layer, --nvtx and --per-launch")
+    out = Path(args.out) if args.out else Path("runs.html")
+    chart_format(out)
+    store = open_store(args)
+    runs = [store.load(name) for name in dict.fromkeys(args.runs)]
+    found = step_points(runs, by, levels[0] if levels else None, args.ceilings)
+    drawable = found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)
+    if not drawable.any():
+        raise HrooflineError("nothing to draw: no run has FLOPs, bytes and time")
+    series = found.points["series"].drop_duplicates().tolist()
+    gpus = len(found.peaks)
+    title = args.title or (", ".join(series) if len(series) <= 4 else f"{len(runs)} runs") + (
+        f" on {', '.join(found.peaks)}" if gpus <= 3 else f" on {gpus} GPUs"
+    )
+    write_chart(runs_chart(found, title).to_dict(), out, title)
+    table = points_for_table(found)
+    write_out(render_frame(table, "table"))
+    skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
+    if skipped:
+        say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(skipped)}")
+    say(f"wrote {out} ({int(drawable.sum())} dots on {len(found.peaks)} GPU(s), bytes at {found.level.upper()})")
     return 0
 
 
@@ -203,6 +250,7 @@ def write_report(args: argparse.Namespace) -> int:
     pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
     sections = [_run_section(run, run_roofs(run, args.ceilings), args.top) for run in runs]
     comparisons = [_comparison_section(base, candidate, args.top) for base, candidate in pairs]
+    overview = _overview_section(runs, args.ceilings) if len(runs) > 1 else None
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} exists and is not a folder")
@@ -211,7 +259,7 @@ def write_report(args: argparse.Namespace) -> int:
     except OSError as error:
         raise HrooflineError(f"cannot create {folder}: {error.strerror}") from None
     target = folder / "index.html"
-    write_atomically(target, report_page(args.title, sections, comparisons).encode())
+    write_atomically(target, report_page(args.title, sections, comparisons, overview).encode())
     for section in sections:
         for warning in section.warnings:
             say(f"hroofline: warning: {section.name}: {warning}")
@@ -262,8 +310,22 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
     return RunSection(name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings)
 
 
+def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | None:
+    """Every run as one dot on its GPU's roofline, where the runs share a memory level with bytes."""
+    from hroofline.render.runs_chart import runs_chart
+
+    try:
+        found = step_points(runs, "run", None, ceilings)
+    except UsageError:
+        return None
+    if not (found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)).any():
+        return None
+    spec = runs_chart(found, "All runs, one dot each").to_dict()
+    return RunsSection(spec=spec, table=overview_table(found, runs))
+
+
 def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSection:
-    from hroofline.analyze.compare import compare_runs, matched_points
+    from hroofline.analyze.compare import compare_runs, comparison_roofs, matched_points
     from hroofline.render.compare_chart import compare_chart
     from hroofline.render.compare_text import comparison_text
 
@@ -272,7 +334,6 @@ def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSect
     matched = matched_points(base, candidate, "hbm", count=25)
     spec = None
     if not matched.empty:
-        roofs = run_roofs(base)
-        peaks = roofs.representative(base.launches)
-        spec = compare_chart(matched, peaks, roofs.label, "hbm", (base.name, candidate.name), title).to_dict()
+        roofs = comparison_roofs(base, candidate)
+        spec = compare_chart(matched, roofs, "hbm", (base.name, candidate.name), title).to_dict()
     return ComparisonSection(title=title, text=text, spec=spec)

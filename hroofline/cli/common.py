@@ -27,6 +27,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_int_list(text: str) -> list[int]:
+    """argparse type for a comma-separated list of counts, such as --batch-size 32,64."""
+    try:
+        return [positive_int(item) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of whole numbers (32,64,128)") from None
+
+
 def open_store(args: argparse.Namespace) -> RunStore:
     return RunStore(store_path(args.store))
 
@@ -47,20 +55,22 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None:
-    """The training step a command runs or traces: model, GPU, precision, batch, optimizer."""
+def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: bool = False) -> None:
+    """The training step a command runs or traces: model, GPU, precision, batch, optimizer. With ``lists``,
+    --arch, --model, --gpu, --precision and --batch-size take comma-separated lists (a sweep)."""
+    several = " (a comma-separated list: one run per combination)" if lists else ""
     parser.add_argument(
         "--arch",
         metavar="NAME",
         help="a torchvision model: a classifier (resnet18, vgg16, vit_b_16) or a segmentation model "
-        "(deeplabv3_resnet50, fcn_resnet50)",
+        "(deeplabv3_resnet50, fcn_resnet50)" + several,
     )
     parser.add_argument(
         "--model",
         metavar="SPEC",
         help="your own model: PKG.MODULE:FACTORY or FILE.py:FACTORY (FACTORY() returns an nn.Module), or a "
         "transformer built offline with random weights: hf:gpt2, hf:gpt2-medium, hf:gpt2-large, "
-        "hf:bert-base-uncased, hf:bert-large-uncased, hf:tinyllama-1.1b (needs transformers)",
+        "hf:bert-base-uncased, hf:bert-large-uncased, hf:tinyllama-1.1b (needs transformers)" + several,
     )
     parser.add_argument(
         "--input-shape", metavar="C,H,W", help="one sample's shape without the batch (default 3,224,224)"
@@ -68,15 +78,18 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str) -> None
     parser.add_argument(
         "--seq-len", type=positive_int, metavar="N", help="tokens per sample, for models that take token ids (512)"
     )
-    parser.add_argument("--gpu", required=True, help=gpu_help)
+    parser.add_argument("--gpu", required=True, help=gpu_help + several)
     parser.add_argument(
         "--precision",
         help="fp32 (o0: PyTorch's defaults, i.e. cuDNN convolutions in TF32 from Ampere on, matrix products in "
         "FP32), fp32-strict (no TF32 at all), tf32 (matrix products in TF32 too), amp (o1: float16 autocast), "
-        "amp-bf16, o2 (default fp32)",
+        "amp-bf16, o2 (default fp32)" + several,
     )
     parser.add_argument(
-        "--batch-size", type=positive_int, metavar="N", help="samples (images, sequences) per step (32)"
+        "--batch-size",
+        type=positive_int_list if lists else positive_int,
+        metavar="N,N" if lists else "N",
+        help="samples (images, sequences) per step (32)" + several,
     )
     parser.add_argument("--optimizer", choices=("sgd", "adam"), help="SGD with momentum (default), or Adam")
 

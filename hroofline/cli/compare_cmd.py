@@ -63,8 +63,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _draw(args: argparse.Namespace, base: Run, candidate: Run) -> None:
-    from hroofline.analyze.compare import matched_points
-    from hroofline.ceilings import run_roofs
+    from hroofline.analyze.compare import comparison_roofs, matched_points
     from hroofline.errors import HrooflineError
     from hroofline.render.compare_chart import compare_chart
     from hroofline.render.output import write_chart
@@ -72,9 +71,8 @@ def _draw(args: argparse.Namespace, base: Run, candidate: Run) -> None:
     matched = matched_points(base, candidate, args.level, count=25)
     if matched.empty:
         raise HrooflineError(f"no kernel family of both runs has FLOPs and {args.level} bytes to draw")
-    roofs = run_roofs(base, args.ceilings)
+    roofs = comparison_roofs(base, candidate, args.ceilings)
     title = f"{base.name} -> {candidate.name}"
-    peaks = roofs.representative(base.launches)
-    chart = compare_chart(matched, peaks, roofs.label, args.level, (base.name, candidate.name), title)
+    chart = compare_chart(matched, roofs, args.level, (base.name, candidate.name), title)
     write_chart(chart.to_dict(), Path(args.out), title)
     say(f"wrote {args.out} ({len(matched)} kernel families)")

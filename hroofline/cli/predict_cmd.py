@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
 from hroofline.analyze.predict import flop_split, tensor_share
+from hroofline.analyze.sweep import SweepEntry, sweep_table
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
+from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
-from hroofline.metricset import resolve_gpu
-from hroofline.render.prediction import PredictionView, prediction_text
+from hroofline.metricset import GpuName, resolve_gpu
+from hroofline.render.prediction import PredictionView, prediction_text, sweep_text
+from hroofline.render.text import render_frame
 from hroofline.store import RunDefaults, check_run_name
 
 if TYPE_CHECKING:
@@ -21,9 +26,12 @@ examples:
   hroofline predict --arch resnet18 --gpu v100 --batch-size 256 --phases forward --run r18-fw
   hroofline predict --arch resnet50 --gpu a100 --precision amp --run r50-amp-a100
   hroofline compare r50-fp32-a100 r50-amp-a100
+  hroofline predict --arch resnet18,resnet34,resnet50 --gpu v100,a100 --batch-size 64,256
+  hroofline chart resnet18-fp32-v100-sxm2-b256-predicted resnet18-fp32-a100-40gb-b256-predicted --by run
 
-The run's kernels are ATen ops (aten::convolution, ...); its time is the roofline's lower bound, so
-`compare` against a measured run shows how far the real step is from it.
+The run's kernels are ATen ops (aten::convolution, ...); time_s is the estimate and time_bound_s the
+roofline's lower bound (`summary --format json` gives both, per phase, with memory_peak_bytes and
+memory_retained_bytes), so `compare` against a measured run shows how far the real step is from them.
 """
 
 
@@ -32,38 +40,120 @@ def register(commands: argparse._SubParsersAction) -> None:
         "predict",
         help="predict a training step of a model on any catalog GPU from a trace of its ops (no GPU needed)",
         description="Trace a model's forward pass or training step on PyTorch's meta device (no "
-        "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and predict its "
+        "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and bound its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
+        "The estimate beside the bound divides each op's bound by the efficiency of its class (tensor-core "
+        "matmul/conv, FP32 matmul/conv, the rest) with a per-op host floor, fitted to published step times "
+        "(metrics/estimate.toml; its error on held-out measurements is printed with it). Memory per phase comes "
+        "from the tensors the traced step keeps alive; the step is checked against the GPU's memory. "
         "Tensor cores as PyTorch uses them: fp32 is PyTorch's default (cuDNN convolutions in TF32 from "
         "Ampere on, matrix products in FP32), fp32-strict turns TF32 off, tf32 also runs matrix products in "
-        "TF32, amp/o2/amp-bf16 run them in 16 bit. Stored as a run whose source is 'analytic'.",
+        "TF32, amp/o2/amp-bf16 run them in 16 bit. Stored as a run whose source is 'analytic'. "
+        "Lists make a sweep: one run per combination, and a table of them.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_workload_options(predict, "a catalog GPU with datasheet peaks (see `hroofline gpus`)")
+    add_workload_options(predict, "a catalog GPU with datasheet peaks (see `hroofline gpus`)", lists=True)
     predict.add_argument("--phases", choices=("forward", "train"), default="train", help="forward only, or a step")
-    predict.add_argument("--run", help="run name (default: MODEL-PRECISION-GPU-predicted)")
-    predict.add_argument("--replace", action="store_true", help="replace the run if it exists")
+    predict.add_argument(
+        "--run", help="run name (default: MODEL-PRECISION-GPU-predicted; a sweep over batch sizes adds -bN)"
+    )
+    predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
+    predict.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="a sweep's table as text, CSV or JSON"
+    )
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)
 
 
-def run_predict(args: argparse.Namespace) -> int:
-    from hroofline.api import PredictOptions, predict_run
+@dataclass(frozen=True)
+class Planned:
+    config: WorkloadConfig
+    gpu: GpuName
+    run: str
 
-    config = workload_config(args, "meta")
-    gpu = resolve_gpu(args.gpu)
-    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{gpu.name}-predicted")
+
+def planned_runs(args: argparse.Namespace) -> list[Planned]:
+    """Every combination of the listed models, GPUs, precisions and batch sizes, checked and named."""
+    models = _items(args.arch) if args.arch else [None]
+    specs = _items(args.model) if args.model else [None]
+    gpus = [resolve_gpu(name) for name in _items(args.gpu)]
+    precisions = _items(args.precision) if args.precision else [None]
+    batches = args.batch_size or [None]
+    several_batches = len(batches) > 1
+    planned = []
+    for arch, spec, precision, batch, gpu in itertools.product(models, specs, precisions, batches, gpus):
+        one = argparse.Namespace(**{**vars(args), "arch": arch, "model": spec, "precision": precision})
+        one.batch_size = batch
+        config = workload_config(one, "meta")
+        name = f"{config.model.label}-{config.precision}-{gpu.name}"
+        name += f"-b{config.batch_size}-predicted" if several_batches else "-predicted"
+        planned.append(Planned(config, gpu, check_run_name(args.run or name)))
+    if args.run and len(planned) > 1:
+        raise UsageError(
+            f"--run names one run, and this is a sweep of {len(planned)}",
+            "leave --run out: a sweep names its runs MODEL-PRECISION-GPU[-bN]-predicted",
+        )
+    names = [p.run for p in planned]
+    if len(set(names)) < len(names):
+        raise UsageError("the sweep lists a model, GPU, precision or batch size twice")
+    return planned
+
+
+def _items(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise UsageError(f"{text!r}: an empty item in a comma-separated list")
+    return items
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from hroofline.analyze.predict import prediction_peaks
+    from hroofline.api import PredictOptions, predict_run
+    from hroofline.collect.models import check_model
+
+    planned = planned_runs(args)
     store = open_store(args)
-    if not args.replace and store.has_run(run):
-        raise UsageError(f"run {run!r} exists already", "pass --replace, or --run NAME")
-    options = PredictOptions(gpu.name, config.precision, config.batch_size, args.phases, config.optimizer)
-    prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, run, progress=say)
-    store.replace_run(run, [prediction.source], RunDefaults(gpu.name, config.precision, None))
-    for note in prediction.peaks.notes:
+    existing = [p.run for p in planned if store.has_run(p.run)]
+    if existing and not args.replace:
+        raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
+    for plan in planned:  # every combination checked before any is traced or stored
+        prediction_peaks(plan.gpu, plan.config.precision)
+        check_model(plan.config.model)
+    traces: dict[object, object] = {}
+    predictions = []
+    notes: dict[str, None] = {}
+    for number, plan in enumerate(planned, 1):
+        config = plan.config
+        if len(planned) > 1:
+            say(f"[{number}/{len(planned)}] {plan.run}")
+        options = PredictOptions(plan.gpu.name, config.precision, config.batch_size, args.phases, config.optimizer)
+        prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
+        store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, config.precision, None))
+        predictions.append(prediction)
+        notes.update(dict.fromkeys(prediction.peaks.notes))
+    for note in notes:
         say(f"hroofline: note: {note}")
-    write_out(prediction_text(prediction_view(prediction)))
+    if len(predictions) == 1:
+        write_out(prediction_text(prediction_view(predictions[0])))
+    else:
+        table = sweep_table([sweep_entry(p) for p in predictions])
+        write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))
     return 0
+
+
+def sweep_entry(prediction: Prediction) -> SweepEntry:
+    settings = prediction.source.info.settings
+    return SweepEntry(
+        run=prediction.name,
+        model=settings["model"],
+        gpu=prediction.gpu,
+        precision=prediction.precision,
+        batch=prediction.batch_size,
+        launches=prediction.source.launches,
+        step=prediction.step_time(),
+        fit=prediction.fit,
+    )
 
 
 def prediction_view(prediction: Prediction) -> PredictionView:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from hroofline.analyze.compare import ComparisonRoofs
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.metricset import COMPUTE_ROOF_OF
 from hroofline.render.numbers import si
@@ -16,7 +17,7 @@ MAX_DOT_AREA = 900
 
 
 def compare_chart(
-    matched: pd.DataFrame, peaks: dict[str, float], roofs_label: str, level: str, names: tuple[str, str], title: str
+    matched: pd.DataFrame, found: ComparisonRoofs, level: str, names: tuple[str, str], title: str
 ) -> alt.LayerChart:
     rows: list[dict[str, object]] = []
     arrows: list[dict[str, object]] = []
@@ -47,7 +48,10 @@ def compare_chart(
             },
         }
     )
-    roofs = roof_rows(roof_frame, peaks, [level])
+    prefix = f"{found.gpus[0]} " if found.gpus else ""
+    roofs = roof_rows(roof_frame, found.peaks, [level], prefix)
+    if found.candidate_peaks is not None and found.gpus:
+        roofs = roofs.merged(roof_rows(roof_frame, found.candidate_peaks, [level], f"{found.gpus[1]} ", muted=True))
     frame_axes = axes(roofs, list(frame["flop_rate"]) if len(frame) else [])
     heads = []
     for record in matched.to_dict(orient="records"):
@@ -89,8 +93,11 @@ def compare_chart(
     layers = [*roof_layers(roofs, frame_axes), shafts, dots]
     if heads:
         layers.append(tips)
+    described = f"Roofs: {found.label}"
+    if found.gpus and found.candidate_label:
+        described = f"Roofs: {found.gpus[0]}: {found.label}; {found.gpus[1]} (grey): {found.candidate_label}"
     subtitle = [
-        f"Roofs: {roofs_label}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
+        f"{described}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
         f"Arrows go from {names[0]} to {names[1]}, one per kernel family and phase ({len(matched)} shown).",
     ]
     return (

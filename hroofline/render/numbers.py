@@ -32,3 +32,10 @@ def si(value: float | None, unit: str, digits: int = 3) -> str:
             return f"{text} {prefix}{unit}"
     scale, prefix = _PREFIXES[-1]
     return f"{value / scale:.{digits}g} {prefix}{unit}"
+
+
+def per_second(value: float | None, unit: str) -> str:
+    """A throughput in plain numbers: ``per_second(1072.4, "images") == "1,072 images/s"``."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f} {unit}/s" if value >= 100 else f"{value:.3g} {unit}/s"

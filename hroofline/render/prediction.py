@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pandas as pd
+
 from hroofline.analyze.estimate import StepTime
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
 from hroofline.ceilings import ROOF_LABELS
 from hroofline.metricset import GIB
-from hroofline.render.numbers import si
+from hroofline.render.numbers import per_second, si
 from hroofline.render.text import text_table
 
 Summary = Mapping[str, Mapping[str, float | int | None]]
@@ -75,15 +77,15 @@ def _number(value: object) -> float | None:
 
 
 def _step_line(step: StepTime) -> str:
-    unit = step.unit + "/s"
-    estimate = f"step: estimate {si(step.estimate_s, 's')}, {si(step.throughput(step.estimate_s), unit)}"
+    unit = step.unit
+    estimate = f"step: estimate {si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), unit)}"
     if step.error_factor:
-        slow, fast = si(step.throughput(step.high_s), unit), si(step.throughput(step.low_s), unit)
+        slow, fast = per_second(step.throughput(step.high_s), unit), per_second(step.throughput(step.low_s), unit)
         estimate += (
             f" (90% of held-out measured steps within x{step.error_factor:.2f}: {si(step.low_s, 's')} to "
             f"{si(step.high_s, 's')}, {slow} to {fast})"
         )
-    return f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {si(step.throughput(step.bound_s), unit)}"
+    return f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {per_second(step.throughput(step.bound_s), unit)}"
 
 
 def _fit_line(fit: MemoryFit) -> str:
@@ -110,3 +112,42 @@ def _tensor_line(peaks: Peaks, share: float) -> str:
         f"tensor cores: {what} on the {ROOF_LABELS[route.roof]} roof ({si(peaks.values[route.roof], 'FLOP/s')}), "
         f"{100 * share:.1f}% of the FLOPs"
     )
+
+
+def sweep_text(table: pd.DataFrame) -> str:
+    """A sweep's table (:func:`hroofline.analyze.sweep.sweep_table`) for a terminal, SI units."""
+    rows = [
+        [
+            "run",
+            "bound",
+            "estimate",
+            "per second",
+            "FLOPs",
+            "bytes",
+            "FLOP/B",
+            "attainable",
+            "peak memory",
+            "fits",
+        ]
+    ]
+    for row in table.itertuples(index=False):
+        fits = "-" if row.fits is None else ("yes" if row.fits else f"no (<= {row.largest_batch})")
+        rows.append(
+            [
+                row.run,
+                si(row.time_bound_s, "s"),
+                si(row.time_s, "s"),
+                per_second(row.per_s, row.unit),
+                si(row.flops, "FLOP"),
+                si(row.bytes_hbm, "B"),
+                f"{row.intensity:.1f}" if row.intensity else "-",
+                si(row.attainable_flop_per_s, "FLOP/s"),
+                si(row.memory_peak_bytes, "B"),
+                fits,
+            ]
+        )
+    notes = (
+        "bound: every op at its roof; estimate: fitted to measured steps; attainable: FLOPs / bound; "
+        "fits: peak memory within the GPU's usable memory (no: the largest batch that fits)"
+    )
+    return text_table(rows) + notes + "\n"

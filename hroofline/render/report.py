@@ -46,6 +46,14 @@ class ComparisonSection:
 
 
 @dataclass
+class RunsSection:
+    """All runs on their GPUs' rooflines, one dot each, and their table (with predictions' bound and memory)."""
+
+    spec: dict[str, Any]
+    table: pd.DataFrame
+
+
+@dataclass
 class RunSection:
     name: str
     facts: list[tuple[str, str]]
@@ -54,12 +62,22 @@ class RunSection:
     warnings: list[str] = field(default_factory=list)
 
 
-def report_page(title: str, runs: Sequence[RunSection], comparisons: Sequence[ComparisonSection] = ()) -> str:
+def report_page(
+    title: str,
+    runs: Sequence[RunSection],
+    comparisons: Sequence[ComparisonSection] = (),
+    overview: RunsSection | None = None,
+) -> str:
     parts = [f"<h1>{escape(title)}</h1>", HOW_TO_READ]
     if len(runs) > 1 or comparisons:
-        links = [f'<a href="#run-{i}">{escape(run.name)}</a>' for i, run in enumerate(runs, start=1)]
+        links = ['<a href="#all-runs">all runs</a>'] if overview is not None else []
+        links += [f'<a href="#run-{i}">{escape(run.name)}</a>' for i, run in enumerate(runs, start=1)]
         links += [f'<a href="#compare-{i}">{escape(c.title)}</a>' for i, c in enumerate(comparisons, start=1)]
         parts.append(f"<p>Contents: {' · '.join(links)}</p>")
+    if overview is not None:
+        parts.append('<h2 id="all-runs">All runs on their GPUs\' rooflines</h2>')
+        parts.append(ChartBlock("all-runs-chart", overview.spec).html())
+        parts.append(_overview_table_html(overview.table))
     for index, run in enumerate(runs, start=1):
         parts.append(_run_html(index, run))
     for index, comparison in enumerate(comparisons, start=1):
@@ -94,8 +112,48 @@ def _run_html(index: int, run: RunSection) -> str:
     return "\n".join(parts)
 
 
+OVERVIEW_HEADERS: tuple[tuple[str, str], ...] = (
+    ("run", "run"),
+    ("gpu", "GPU"),
+    ("time_s", "time"),
+    ("time_bound_s", "bound"),
+    ("flops", "FLOPs"),
+    ("bytes", "bytes"),
+    ("intensity", "FLOP/byte"),
+    ("flop_rate", "FLOP/s"),
+    ("attainable_flop_rate", "attainable FLOP/s"),
+    ("attainable_pct", "% of attainable"),
+    ("memory_peak_bytes", "peak memory"),
+)
+
+
+def _overview_table_html(table: pd.DataFrame) -> str:
+    units = {"flops": "FLOP", "bytes": "B", "memory_peak_bytes": "B", "flop_rate": "FLOP/s"}
+    units["attainable_flop_rate"] = "FLOP/s"
+    head = "".join(f'<th class="{"text" if k in ("run", "gpu") else ""}">{escape(h)}</th>' for k, h in OVERVIEW_HEADERS)
+    rows = []
+    for record in table.to_dict(orient="records"):
+        cells = []
+        for key, _ in OVERVIEW_HEADERS:
+            value = record.get(key)
+            if key in ("run", "gpu"):
+                cells.append(f'<td class="text">{escape(str(value))}</td>')
+            elif key == "intensity":
+                cells.append(f"<td>{f'{value:.3g}' if _number(value) else '-'}</td>")
+            elif key in units:
+                cells.append(f"<td>{escape(si(value if _number(value) else None, units[key]))}</td>")
+            else:
+                cells.append(f"<td>{escape(_top_cell(key, value))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
 def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
-    header = ["phase", "time", "FLOPs", "FLOP/s", "tensor share", "L1 bytes", "L2 bytes", "HBM bytes", "launches"]
+    predicted = any("time_bound_s" in values for values in summary.values())
+    memory = any("memory_peak_bytes" in values for values in summary.values())
+    header = ["phase", "estimate" if predicted else "time", *(["bound"] if predicted else []), "FLOPs", "FLOP/s"]
+    header += ["tensor share", "L1 bytes", "L2 bytes", "HBM bytes", "launches"]
+    header += ["peak memory", "retained"] if memory else []
     rows = []
     for phase, values in summary.items():
         time_s, flops, tensor = values.get("time_s"), values.get("flops"), values.get("flops_tensor")
@@ -103,6 +161,7 @@ def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
         share = f"{100 * tensor / flops:.1f}%" if _number(tensor) and _number(flops) and flops else "-"
         cells = [
             si(time_s, "s"),
+            *([si(values.get("time_bound_s"), "s")] if predicted else []),
             si(flops, "FLOP"),
             si(rate, "FLOP/s"),
             share,
@@ -111,6 +170,8 @@ def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
             si(values.get("bytes_hbm"), "B"),
             str(values.get("kernels", "-")),
         ]
+        if memory:
+            cells += [si(values.get("memory_peak_bytes"), "B"), si(values.get("memory_retained_bytes"), "B")]
         rows.append(
             f'<tr><td class="text">{escape(phase)}</td>' + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
         )

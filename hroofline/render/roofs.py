@@ -25,6 +25,9 @@ WIDTH, HEIGHT = 760, 480
 Rows = list[dict[str, object]]
 
 
+MUTED = "#a8a8a8"  # a second GPU's roofs, drawn behind the first's
+
+
 @dataclass(frozen=True)
 class RoofRows:
     lines: Rows
@@ -32,9 +35,22 @@ class RoofRows:
     x_domain: list[float]
     peaks: list[float]
 
+    def merged(self, other: RoofRows) -> RoofRows:
+        """Two GPUs' roofs on one chart (``other`` is the muted one)."""
+        domain = [min(self.x_domain[0], other.x_domain[0]), max(self.x_domain[1], other.x_domain[1])]
+        return RoofRows(
+            lines=[*other.lines, *self.lines],
+            labels=[*other.labels, *self.labels],
+            x_domain=domain,
+            peaks=[*self.peaks, *other.peaks],
+        )
 
-def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -> RoofRows:
-    """Line segments and labels of the roofs, in data coordinates, and the x range they need."""
+
+def roof_rows(
+    frame: pd.DataFrame, peaks: dict[str, float], levels: list[str], prefix: str = "", muted: bool = False
+) -> RoofRows:
+    """Line segments and labels of the roofs, in data coordinates, and the x range they need. ``prefix`` goes
+    before each label (a GPU's name); ``muted`` roofs are grey, with their compute labels at their left end."""
     precisions = [p for p in compute_roofs_present(frame) if p in peaks] or [p for p in ("fp32",) if p in peaks]
     bandwidths = {lv: peaks[lv] for lv in levels if lv in peaks}
     top = max((peaks[p] for p in precisions), default=None)
@@ -50,18 +66,20 @@ def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -
     for level, bandwidth in bandwidths.items():
         name = LEVEL_LABELS[level]
         x_end = top / bandwidth if top else x_high
+        colour = MUTED if muted else LEVEL_COLOURS[name]
         for x_value in (x_low, x_end):
             lines.append(
-                {"roof": name, "x": x_value, "y": bandwidth * x_value, "colour": LEVEL_COLOURS[name], "dash": "solid"}
+                {"roof": prefix + name, "x": x_value, "y": bandwidth * x_value, "colour": colour, "dash": "solid"}
             )
         label_x = x_low * 1.6
         labels.append(
             {
                 "x": label_x,
                 "y": bandwidth * label_x,
-                "label": f"{name} {si(bandwidth, 'B/s', 4)}",
+                "label": f"{prefix}{name} {si(bandwidth, 'B/s', 4)}",
                 "align": "left",
-                "colour": LEVEL_COLOURS[name],
+                "rotate": True,
+                "colour": colour,
             }
         )
     fastest = max(bandwidths.values(), default=None)
@@ -72,8 +90,15 @@ def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -
         drawn_peaks.append(peak)
         name = ROOF_LABELS[precision]
         x_start = peak / fastest if fastest else x_low
+        colour = MUTED if muted else ROOF_GREY
         for x_value in (x_start, x_high):
-            lines.append({"roof": name, "x": x_value, "y": peak, "colour": ROOF_GREY, "dash": "dash"})
+            lines.append({"roof": prefix + name, "x": x_value, "y": peak, "colour": colour, "dash": "dash"})
+        if muted:  # at the left end of its line, clear of the first GPU's labels at the right
+            labels.append(
+                {"x": x_start * 1.1, "y": peak, "label": f"{prefix}{name} {si(peak, 'FLOP/s', 4)}", "align": "left"}
+                | {"rotate": False, "colour": colour, "below": False}
+            )
+            continue
         # Two roofs close together (FP32 and the halved FP16 roof on a V100): the lower one's label goes
         # under its line, so that the two labels do not print over each other.
         below = above_at is not None and above_at / peak < CLOSE_ROOFS
@@ -82,8 +107,9 @@ def roof_rows(frame: pd.DataFrame, peaks: dict[str, float], levels: list[str]) -
             {
                 "x": x_high / 1.15,
                 "y": peak,
-                "label": f"{name} {si(peak, 'FLOP/s', 4)}",
+                "label": f"{prefix}{name} {si(peak, 'FLOP/s', 4)}",
                 "align": "right",
+                "rotate": False,
                 "colour": ROOF_GREY,
                 "below": below,
             }
@@ -134,21 +160,27 @@ def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
         )
     )
     diagonal = frame_axes.screen_angle(10.0, 10.0)
-    groups = [("left", False), ("right", False)]
-    if any(row.get("below") for row in roofs.labels):
-        groups.append(("right", True))
+    groups = sorted({(str(r["align"]), bool(r.get("below")), bool(r.get("rotate"))) for r in roofs.labels})
     labels = [
-        alt.Chart(alt.Data(values=[r for r in roofs.labels if r["align"] == side and bool(r.get("below")) == below]))
+        alt.Chart(
+            alt.Data(
+                values=[
+                    r
+                    for r in roofs.labels
+                    if (r["align"], bool(r.get("below")), bool(r.get("rotate"))) == (side, below, rotate)
+                ]
+            )
+        )
         .mark_text(
             fontSize=11,
             clip=True,
             baseline="top" if below else "bottom",
             dy=3 if below else -3,
             align=side,
-            angle=diagonal % 360 if side == "left" else 0,
+            angle=diagonal % 360 if rotate else 0,
         )
         .encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N", color=alt.Color("colour:N", scale=None))
-        for side, below in groups
+        for side, below, rotate in groups
     ]
     return [lines, *labels]
 

@@ -1,0 +1,157 @@
+"""Many runs on one roofline: each run (or each run's phase) as one point, at its whole-step intensity.
+
+Per point: FLOPs (all precisions), bytes at one memory level, time, and the time at roof of its launches
+(each launch at its own roofs, as ``top`` judges it). Intensity = FLOPs / bytes; performance = FLOPs / time;
+attainable = FLOPs / time at roof, the performance the step would reach with every kernel at its roof.
+Runs are grouped by GPU: each GPU's roofs are drawn with its own runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hroofline.analyze.roofs import launch_roof_terms
+from hroofline.ceilings import run_roofs
+from hroofline.errors import UsageError
+from hroofline.metricset import COMPUTE_ROOF_OF, load_metric_set
+from hroofline.model import PHASES, Run
+from hroofline.roofline import total_flops
+
+GROUPINGS: tuple[str, ...] = ("run", "phase")
+POINT_COLUMNS: tuple[str, ...] = (
+    "run",
+    "series",
+    "gpu",
+    "phase",
+    "flops",
+    "bytes",
+    "time_s",
+    "time_at_roof_s",
+    "intensity",
+    "flop_rate",
+    "attainable_flop_rate",
+    "attainable_pct",
+)  # then the FLOPs (and integer operations) per precision, which say which compute roofs to draw
+
+
+@dataclass(frozen=True)
+class StepPoints:
+    """The points; per GPU one value per roof (the first run's on that GPU, time-weighted median over its
+    launches) and what they are; the level the bytes are at."""
+
+    points: pd.DataFrame
+    peaks: dict[str, dict[str, float]]
+    roof_labels: dict[str, str]
+    level: str
+
+
+def gpu_label(run: Run) -> str:
+    return run.meta.gpu or run.meta.device_name or "unknown GPU"
+
+
+def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings: str | None = None) -> StepPoints:
+    """One point per run (``by="run"``) or per run and phase (``by="phase"``), bytes at ``level`` (default:
+    the fastest level every run has bytes at, HBM first)."""
+    chosen = level or _common_level(runs)
+    rows = []
+    peaks: dict[str, dict[str, float]] = {}
+    labels: dict[str, str] = {}
+    for run in runs:
+        run_roof = run_roofs(run, ceilings)
+        if gpu_label(run) not in peaks:
+            peaks[gpu_label(run)] = run_roof.representative(run.launches)
+            labels[gpu_label(run)] = run_roof.label
+        launches = run.launches
+        terms = launch_roof_terms(launches, run_roof.per_launch, load_metric_set().pipes_of(run.meta.cc))
+        frame = pd.DataFrame(
+            {
+                "phase": launches["phase"].astype("string"),
+                "flops": total_flops(launches),
+                "bytes": launches[f"bytes_{chosen}"],
+                "time_s": launches["time_s"],
+                "time_at_roof_s": terms["time_at_roof_s"],
+                **{column: launches[column] for column in COMPUTE_ROOF_OF},
+            }
+        )
+        groups = [("step", frame)] if by == "run" else list(frame.groupby("phase", sort=False))
+        for phase, part in sorted(groups, key=lambda g: _phase_order(str(g[0]))):
+            rows.append(
+                {
+                    "run": run.name,
+                    "series": "",
+                    "gpu": gpu_label(run),
+                    "phase": str(phase),
+                    "flops": float(part["flops"].sum()),
+                    "bytes": float(part["bytes"].sum(min_count=1)),
+                    "time_s": float(part["time_s"].sum(min_count=1)),
+                    "time_at_roof_s": float(part["time_at_roof_s"].sum(min_count=1)),
+                    **{column: float(part[column].sum()) for column in COMPUTE_ROOF_OF},
+                }
+            )
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS[:8], *COMPUTE_ROOF_OF])
+    points["series"] = points["run"].map(series_names(runs))
+    points["intensity"] = points["flops"] / points["bytes"].where(points["bytes"] > 0)
+    points["flop_rate"] = points["flops"] / points["time_s"].where(points["time_s"] > 0)
+    points["attainable_flop_rate"] = points["flops"] / points["time_at_roof_s"].where(points["time_at_roof_s"] > 0)
+    points["attainable_pct"] = 100.0 * points["flop_rate"] / points["attainable_flop_rate"]
+    return StepPoints(points[[*POINT_COLUMNS, *COMPUTE_ROOF_OF]], peaks, labels, chosen)
+
+
+def series_names(runs: Sequence[Run]) -> dict[str, str]:
+    """What tells the runs apart once the GPU is on its own chart: the model, and the precision and batch size
+    where they differ between runs; the run's name where the model is not known."""
+    described = {run.name: _settings(run) for run in runs}
+    varying = [
+        key for key in ("precision", "batch_size") if len({settings.get(key) for settings in described.values()}) > 1
+    ]
+    names = {}
+    for run in runs:
+        settings = described[run.name]
+        model = settings.get("model") or settings.get("arch")
+        if not model:
+            names[run.name] = run.name
+            continue
+        parts = [
+            model,
+            *(settings[k] if k != "batch_size" else f"batch {settings[k]}" for k in varying if k in settings),
+        ]
+        names[run.name] = " ".join(parts)
+    if len({(gpu_label(run), names[run.name]) for run in runs}) < len(runs):  # two runs on one GPU look alike
+        return {run.name: run.name for run in runs}
+    return names
+
+
+def _settings(run: Run) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for source in run.meta.sources:
+        for key, value in source.settings.items():
+            merged.setdefault(key, value)
+    return merged
+
+
+def _phase_order(phase: str) -> int:
+    return PHASES.index(phase) if phase in PHASES else -1
+
+
+def _common_level(runs: Sequence[Run]) -> str:
+    for level in ("hbm", "l2", "l1"):
+        if all(run.launches[f"bytes_{level}"].notna().any() for run in runs):
+            return level
+    raise UsageError(
+        "these runs have no memory level with bytes in common, so they share no intensity axis",
+        "chart them one at a time",
+    )
+
+
+def overview_table(found: StepPoints, runs: Sequence[Run]) -> pd.DataFrame:
+    """The points of whole runs with each run's roofline bound (predictions) and peak memory, where known."""
+    from hroofline.analyze.kernels import phase_summary
+
+    totals = {run.name: phase_summary(run)["total"] for run in runs}
+    table = found.points.copy()
+    table["time_bound_s"] = table["run"].map(lambda name: totals[name].get("time_bound_s"))
+    table["memory_peak_bytes"] = table["run"].map(lambda name: totals[name].get("memory_peak_bytes"))
+    return table

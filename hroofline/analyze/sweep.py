@@ -1,0 +1,76 @@
+"""A sweep of predictions (models x GPUs x batch sizes x precisions) as one table, a row per run.
+
+Per run: the step's roofline bound and estimate, throughput at the estimate, FLOPs and the fewest bytes
+(HBM), arithmetic intensity = FLOPs / bytes, attainable FLOP/s = FLOPs / bound (every op at its own roof,
+so the step's mix of precisions and memory-bound ops is in it), the step's peak memory and whether it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hroofline.analyze.estimate import StepTime
+from hroofline.analyze.memory_fit import MemoryFit
+from hroofline.metricset import FLOP_QUANTITIES
+
+SWEEP_COLUMNS: tuple[str, ...] = (
+    "run",
+    "model",
+    "gpu",
+    "precision",
+    "batch",
+    "time_bound_s",
+    "time_s",
+    "per_s",
+    "unit",
+    "flops",
+    "bytes_hbm",
+    "intensity",
+    "attainable_flop_per_s",
+    "memory_peak_bytes",
+    "fits",
+    "largest_batch",
+)
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    run: str
+    model: str
+    gpu: str
+    precision: str
+    batch: int
+    launches: pd.DataFrame
+    step: StepTime
+    fit: MemoryFit | None
+
+
+def sweep_table(entries: Sequence[SweepEntry]) -> pd.DataFrame:
+    rows = []
+    for entry in entries:
+        flops = float(entry.launches[list(FLOP_QUANTITIES)].sum().sum())
+        moved = float(entry.launches["bytes_hbm"].sum())
+        rows.append(
+            {
+                "run": entry.run,
+                "model": entry.model,
+                "gpu": entry.gpu,
+                "precision": entry.precision,
+                "batch": entry.batch,
+                "time_bound_s": entry.step.bound_s,
+                "time_s": entry.step.estimate_s,
+                "per_s": entry.step.throughput(entry.step.estimate_s),
+                "unit": entry.step.unit,
+                "flops": flops,
+                "bytes_hbm": moved,
+                "intensity": flops / moved if moved else None,
+                "attainable_flop_per_s": flops / entry.step.bound_s if entry.step.bound_s else None,
+                "memory_peak_bytes": entry.fit.peak_bytes if entry.fit else None,
+                "fits": entry.fit.fits if entry.fit else None,
+                "largest_batch": entry.fit.largest_batch if entry.fit else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))

@@ -1,0 +1,99 @@
+"""Many runs on rooflines: one chart per GPU, side by side, each with that GPU's roofs and its runs as dots
+(:mod:`hroofline.analyze.step_points`). Colour = run; with phases, shape = phase; dot area = time."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from hroofline.analyze.step_points import StepPoints
+from hroofline.ceilings import LEVEL_LABELS
+from hroofline.render.numbers import si
+from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
+
+MAX_DOT_AREA = 700
+MAX_LABELLED = 8  # dots per chart that get their run's name written beside them
+PHASE_SHAPES = {"step": "circle", "forward": "circle", "backward": "square", "optimizer": "triangle-up"}
+
+
+def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerChart:
+    level = found.level
+    points = found.points[found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)].copy()
+    points["time_text"] = points["time_s"].map(lambda v: si(v, "s"))
+    points["rate_text"] = points["flop_rate"].map(lambda v: si(v, "FLOP/s"))
+    points["attainable_text"] = points["attainable_flop_rate"].map(lambda v: si(v, "FLOP/s"))
+    points["label"] = points["series"] + points["phase"].map(lambda p: "" if p == "step" else f" · {p}")
+    series = list(dict.fromkeys(points["series"]))
+    colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=series), legend=alt.Legend(labelLimit=400))
+    phases = list(dict.fromkeys(points["phase"]))
+    charts = []
+    for gpu, peaks in found.peaks.items():
+        mine = points[points["gpu"] == gpu].rename(columns={"intensity": f"ai_{level}"})
+        roofs = roof_rows(mine, peaks, [level])
+        frame_axes = axes(roofs, list(mine["flop_rate"]))
+        x, y = frame_axes.x(f"ai_{level}"), frame_axes.y("flop_rate")
+        base = alt.Chart(mine)
+        encoding = {
+            "x": x,
+            "y": y,
+            "color": colour,
+            "size": alt.Size(
+                "time_s:Q",
+                scale=alt.Scale(type="linear", zero=True, range=[0, MAX_DOT_AREA]),
+                legend=alt.Legend(title="time", labelExpr="format(datum.value * 1e3, '.3~g') + ' ms'"),
+            ),
+            "tooltip": [
+                alt.Tooltip("run:N"),
+                alt.Tooltip("series:N", title="what"),
+                alt.Tooltip("phase:N"),
+                alt.Tooltip("gpu:N", title="GPU"),
+                alt.Tooltip("time_text:N", title="time"),
+                alt.Tooltip("rate_text:N", title="performance"),
+                alt.Tooltip("attainable_text:N", title="attainable (every kernel at its roof)"),
+                alt.Tooltip(f"ai_{level}:Q", title=f"intensity at {LEVEL_LABELS[level]} (FLOP/byte)", format=".3g"),
+            ],
+        }
+        if len(phases) > 1:
+            encoding["shape"] = alt.Shape(
+                "phase:N", scale=alt.Scale(domain=phases, range=[PHASE_SHAPES.get(p, "diamond") for p in phases])
+            )
+        dots = base.mark_point(filled=True, stroke="#222222", strokeWidth=0.4, opacity=0.85).encode(**encoding)
+        layers = [*roof_layers(roofs, frame_axes), dots]
+        if len(mine) <= MAX_LABELLED:
+            layers.append(
+                base.mark_text(align="left", dx=9, dy=-6, fontSize=10, color="#333333").encode(x=x, y=y, text="label:N")
+            )
+        subtitle = f"{gpu}: {found.roof_labels[gpu]}"
+        charts.append(
+            alt.layer(*layers).properties(
+                width=WIDTH if len(found.peaks) == 1 else WIDTH * 2 // 3,
+                height=HEIGHT,
+                title=alt.TitleParams(subtitle, anchor="start", fontSize=12),
+            )
+        )
+    caption = [
+        f"One dot per run{' and phase' if len(phases) > 1 else ''}: whole-step FLOPs / {LEVEL_LABELS[level]} bytes "
+        "against FLOPs / time; dot area proportional to time.",
+        "Each GPU's chart has its own roofs.",
+    ]
+    top = alt.hconcat(*charts) if len(charts) > 1 else charts[0]
+    return top.properties(title=alt.TitleParams(title, subtitle=caption, anchor="start")).configure_view(
+        stroke="#cccccc"
+    )
+
+
+def points_for_table(found: StepPoints) -> pd.DataFrame:
+    """The points as the table beside the chart shows them."""
+    columns = [
+        "run",
+        "series",
+        "gpu",
+        "phase",
+        "flops",
+        "bytes",
+        "time_s",
+        "intensity",
+        "flop_rate",
+        "attainable_flop_rate",
+    ]
+    return found.points[[*columns, "attainable_pct"]].rename(columns={"bytes": f"bytes_{found.level}"})

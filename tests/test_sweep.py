@@ -1,0 +1,130 @@
+"""Sweeps of predictions, many runs on their GPUs' rooflines, and comparisons across GPUs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hroofline.store import RunStore
+from tests.conftest import tree_digest
+
+MODELS = "resnet18,resnet34,resnet50"
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    import contextlib
+
+    from hroofline.cli.main import main
+
+    store = tmp_path_factory.mktemp("sweep") / "store"
+    out = io.StringIO()
+    argv = ["predict", "--arch", MODELS, "--gpu", "v100,a100", "--batch-size", "16,32", "--format", "csv"]
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--store", str(store)]) == 0
+    return store, pd.read_csv(io.StringIO(out.getvalue()))
+
+
+def test_a_sweep_stores_one_predictably_named_run_per_combination(swept: tuple[Path, pd.DataFrame]) -> None:
+    store, table = swept
+    expected = {
+        f"{model}-fp32-{gpu}-b{batch}-predicted"
+        for model in MODELS.split(",")
+        for gpu in ("v100-sxm2", "a100-40gb")
+        for batch in (16, 32)
+    }
+    assert set(RunStore(store).run_names()) == expected == set(table["run"])
+    for row in table.itertuples():
+        totals = json.loads(json.dumps(_summary_total(store, row.run)))
+        assert row.time_s == pytest.approx(totals["time_s"]) and row.time_bound_s == pytest.approx(
+            totals["time_bound_s"]
+        )
+        assert row.intensity == pytest.approx(row.flops / row.bytes_hbm)
+        assert row.attainable_flop_per_s == pytest.approx(row.flops / row.time_bound_s)
+        assert row.per_s == pytest.approx(row.batch / row.time_s)
+        assert row.memory_peak_bytes == pytest.approx(totals["memory_peak_bytes"])
+    # the same model and batch traced once: the same FLOPs on both GPUs
+    pairs = table.groupby(["model", "batch"])["flops"].nunique()
+    assert (pairs == 1).all()
+
+
+def _summary_total(store: Path, run: str) -> dict[str, float]:
+    from hroofline.analyze.kernels import phase_summary
+
+    return phase_summary(RunStore(store).load(run))["total"]  # type: ignore[return-value]
+
+
+def test_sweep_mistakes_are_refused_before_anything_is_stored(cli, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    bf16 = cli("predict", "--arch", "resnet18", "--gpu", "a100,v100", "--precision", "amp-bf16", "--store", str(store))
+    assert bf16.code == 2 and "v100-sxm2 has no BF16 tensor cores" in bf16.err and bf16.err.count("\n") == 1
+    named = cli("predict", "--arch", "resnet18,resnet34", "--gpu", "t4", "--run", "x", "--store", str(store))
+    assert named.code == 2 and "--run names one run" in named.err
+    twice = cli("predict", "--arch", "resnet18", "--gpu", "t4,tesla-t4", "--store", str(store))
+    assert twice.code == 2 and "twice" in twice.err
+    batches = cli("predict", "--arch", "resnet18", "--gpu", "t4", "--batch-size", "8,x", "--store", str(store))
+    assert batches.code == 2 and "not a list of whole numbers" in batches.err
+    assert not store.exists() or RunStore(store).run_names() == []
+
+
+def test_runs_on_their_gpus_rooflines(cli, swept: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
+    store, table = swept
+    runs = [f"{m}-fp32-{g}-b32-predicted" for g in ("v100-sxm2", "a100-40gb") for m in MODELS.split(",")]
+    out = tmp_path / "resnets.json"
+    result = cli("chart", *runs, "--out", str(out), "--store", str(store))
+    assert result.code == 0, result.err
+    spec = json.loads(out.read_text())
+    assert len(spec["hconcat"]) == 2  # one chart per GPU
+    subtitles = [chart["title"]["text"] for chart in spec["hconcat"]]
+    assert subtitles[0].startswith("v100-sxm2:") and subtitles[1].startswith("a100-40gb:")
+    labels = json.dumps(spec)
+    assert "HBM 900.0 GB/s" in labels and "HBM 1.555 TB/s" in labels and "TF32 tensor 156.0 TFLOP/s" in labels
+    printed = pd.read_csv(io.StringIO(result.out), sep=r"\s{2,}", engine="python")
+    assert list(printed["run"]) == runs
+    by_run = table.set_index("run").loc[runs]
+    assert printed["intensity"].to_numpy() == pytest.approx(by_run["intensity"].to_numpy(), rel=1e-3)
+    # attainable: every op at its roof, the same as the sweep's FLOPs / bound
+    assert printed["attainable_flop_rate"].to_numpy() == pytest.approx(
+        by_run["attainable_flop_per_s"].to_numpy(), rel=1e-3
+    )
+    phases = cli("chart", *runs[:2], "--by", "phase", "--out", str(tmp_path / "p.json"), "--store", str(store))
+    assert phases.code == 0 and phases.out.count("backward") == 2
+
+
+def test_chart_refusals_change_nothing(cli, swept: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
+    store, table = swept
+    before = tree_digest(store)
+    runs = list(table["run"][:2])
+    kernels = cli("chart", *runs, "--by", "name", "--store", str(store))
+    assert kernels.code == 2 and "--by run" in kernels.err
+    levels = cli("chart", *runs, "--level", "l1,hbm", "--store", str(store))
+    assert levels.code == 2 and "one memory level" in levels.err
+    missing = cli("chart", runs[0], "no-such-run", "--out", str(tmp_path / "x.html"), "--store", str(store))
+    assert missing.code == 1 and not (tmp_path / "x.html").exists()
+    assert tree_digest(store) == before
+
+
+def test_compare_across_gpus_draws_both_gpus_roofs(cli, swept: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
+    store, _ = swept
+    out = tmp_path / "cmp.json"
+    base, candidate = "resnet50-fp32-v100-sxm2-b32-predicted", "resnet50-fp32-a100-40gb-b32-predicted"
+    assert cli("compare", base, candidate, "--out", str(out), "--store", str(store)).code == 0
+    text = out.read_text()
+    assert "v100-sxm2 HBM 900.0 GB/s" in text and "a100-40gb HBM 1.555 TB/s" in text
+    same = tmp_path / "same.json"
+    other = "resnet18-fp32-v100-sxm2-b32-predicted"
+    assert cli("compare", other, base, "--out", str(same), "--store", str(store)).code == 0
+    assert "a100-40gb" not in same.read_text()  # one GPU: one set of roofs
+
+
+def test_the_report_shows_every_run_on_its_roofline(cli, swept: tuple[Path, pd.DataFrame], tmp_path: Path) -> None:
+    store, _ = swept
+    runs = ["resnet18-fp32-v100-sxm2-b32-predicted", "resnet18-fp32-a100-40gb-b32-predicted"]
+    assert cli("report", *runs, "--out", str(tmp_path / "report"), "--store", str(store)).code == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "All runs on their GPUs' rooflines" in page and "attainable FLOP/s" in page
+    assert "peak memory" in page and "bound" in page
