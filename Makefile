@@ -20,13 +20,24 @@ DEMO_REPORT ?= demo-report
 README_CHART := docs/deepcam-amp-o1-forward.png
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help venv browser demo demo-deepcam profile ceilings samples test lint bench clean
+# The seed studies: predicted here; MEASURE_GPU=a100 (a catalog name) also profiles them on this machine's GPU.
+STUDY_STORE ?= study-runs
+STUDY_BATCH ?= 256
+MEASURE_GPU ?=
+RESNETS := resnet18 resnet34 resnet50
+
+.PHONY: help venv browser demo demo-deepcam profile ceilings samples test lint bench clean \
+	study-resnets study-memory study-deepcam
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
 	@echo "make profile ARCH=resnet34 GPU=v100 [PRECISION=fp32|tf32|amp|amp-bf16|o2] [BATCH=32] [STEPS=1] [RUN=name]"
 	@echo "             profile a training step (GPU=cpu: on this CPU) into a run, then summary and chart"
 	@echo "make ceilings  measure this machine's roofs (matmul FLOP/s, bandwidth per cache level)"
+	@echo "make study-resnets  ResNet-18/34/50 on a V100 and an A100: one roofline per GPU and the table"
+	@echo "make study-memory   ResNet-18, AlexNet, VGG16 at batch 256 on an A100 and a T4: FLOPs, time, memory, fits"
+	@echo "make study-deepcam  Yang et al.'s DeepCAM on a V100, FP32 against AMP O1 (measured, from $(SHARED))"
+	@echo "             (studies predict here; MEASURE_GPU=NAME also profiles them on this machine's GPU)"
 	@echo "make test    run the test suite (ruff, then pytest)"
 	@echo "make bench   run the benchmarks under bench/"
 	@echo "make clean   remove .venv and the demo store"
@@ -74,6 +85,29 @@ demo-deepcam: $(STAMP)
 	@mkdir -p docs
 	$(BIN)/hroofline chart deepcam-amp-o1 --phase forward --ceilings v100-yang-ert --out $(README_CHART) --store $(DEMO_STORE)
 
+study-resnets: $(STAMP)
+	$(BIN)/hroofline predict --arch resnet18,resnet34,resnet50 --gpu v100,a100 --batch-size $(STUDY_BATCH) --replace --store $(STUDY_STORE)
+	@echo; $(BIN)/hroofline chart $(foreach g,v100-sxm2 a100-40gb,$(foreach m,$(RESNETS),$(m)-fp32-$(g)-predicted)) \
+	  --title "ResNet-18/34/50, batch $(STUDY_BATCH), predicted" --out study-resnets.html --store $(STUDY_STORE)
+	@if [ -n "$(MEASURE_GPU)" ]; then \
+	  for m in $(RESNETS); do $(BIN)/hroofline profile --arch $$m --gpu $(MEASURE_GPU) --batch-size $(STUDY_BATCH) \
+	    --run $$m-fp32-$(MEASURE_GPU)-measured --replace --store $(STUDY_STORE) || exit 1; done; \
+	  $(BIN)/hroofline chart $(foreach m,$(RESNETS),$(m)-fp32-$(MEASURE_GPU)-measured) --title "ResNet-18/34/50, measured" \
+	    --out study-resnets-measured.html --store $(STUDY_STORE); fi
+	@echo "open study-resnets.html (one roofline per GPU; the table above is the course reports' Table 1)"
+
+study-memory: $(STAMP)
+	$(BIN)/hroofline predict --arch resnet18,alexnet,vgg16 --gpu a100,t4 --batch-size 256 --replace --store $(STUDY_STORE)
+	@if [ -f $(SHARED)/background/004_247ed1562cabaee4.txt ]; then echo; \
+	  echo "measured by the course report (after forward: torch.cuda.memory_allocated grew by; A100, then T4):"; \
+	  grep -E "^\| \*\*(resnet18|alexnet|vgg16)" $(SHARED)/background/004_247ed1562cabaee4.txt; fi
+	@if [ -n "$(MEASURE_GPU)" ]; then \
+	  for m in resnet18 alexnet vgg16; do $(BIN)/hroofline profile --arch $$m --gpu $(MEASURE_GPU) --batch-size 256 \
+	    --run $$m-fp32-$(MEASURE_GPU)-measured --replace --store $(STUDY_STORE) || true; done; fi
+
+study-deepcam: $(STAMP)
+	$(MAKE) --no-print-directory demo-deepcam DEMO_STORE=$(STUDY_STORE)
+
 profile: $(STAMP)
 	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) --run $(RUN) --replace --store $(STORE)
 	$(BIN)/hroofline summary $(RUN) --store $(STORE)
@@ -111,4 +145,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/estimate_error.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_STORE) $(DEMO_REPORT)
+	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT)

@@ -2,7 +2,8 @@
 
 Per run: the step's roofline bound and estimate, throughput at the estimate, FLOPs and the fewest bytes
 (HBM), arithmetic intensity = FLOPs / bytes, attainable FLOP/s = FLOPs / bound (every op at its own roof,
-so the step's mix of precisions and memory-bound ops is in it), the step's peak memory and whether it fits.
+so the step's mix of precisions and memory-bound ops is in it), the step's peak memory and whether it fits,
+and what the forward pass leaves allocated (what ``torch.cuda.memory_allocated`` grows by over it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from hroofline.analyze.estimate import StepTime
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.metricset import FLOP_QUANTITIES
+from hroofline.model import PhaseMemory
 
 SWEEP_COLUMNS: tuple[str, ...] = (
     "run",
@@ -31,6 +33,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "intensity",
     "attainable_flop_per_s",
     "memory_peak_bytes",
+    "memory_forward_retained_bytes",
     "fits",
     "largest_batch",
 )
@@ -46,6 +49,7 @@ class SweepEntry:
     launches: pd.DataFrame
     step: StepTime
     fit: MemoryFit | None
+    memory: Sequence[PhaseMemory]
 
 
 def sweep_table(entries: Sequence[SweepEntry]) -> pd.DataFrame:
@@ -68,7 +72,10 @@ def sweep_table(entries: Sequence[SweepEntry]) -> pd.DataFrame:
                 "bytes_hbm": moved,
                 "intensity": flops / moved if moved else None,
                 "attainable_flop_per_s": flops / entry.step.bound_s if entry.step.bound_s else None,
-                "memory_peak_bytes": entry.fit.peak_bytes if entry.fit else None,
+                "memory_peak_bytes": max((m.peak_bytes for m in entry.memory), default=None),
+                "memory_forward_retained_bytes": next(
+                    (m.retained_bytes for m in entry.memory if m.phase == "forward"), None
+                ),
                 "fits": entry.fit.fits if entry.fit else None,
                 "largest_batch": entry.fit.largest_batch if entry.fit else None,
             }

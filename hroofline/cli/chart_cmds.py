@@ -81,6 +81,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         + " (default: RUN[-PHASE].html; several runs: runs.html)",
     )
     chart.add_argument("--title", help="chart title (default: run and phase)")
+    chart.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="several runs: their table's format"
+    )
     add_store_option(chart)
     chart.set_defaults(run_command=draw_chart)
 
@@ -197,7 +200,7 @@ def draw_chart(args: argparse.Namespace) -> int:
 
 def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     """Several runs, one dot each (or per phase), one chart per GPU; the table on stdout."""
-    from hroofline.render.runs_chart import points_for_table, runs_chart
+    from hroofline.render.runs_chart import points_for_table, points_text, runs_chart
 
     levels = parse_levels(args.level) if args.level else None
     if levels is not None and len(levels) > 1:
@@ -219,7 +222,7 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     )
     write_chart(runs_chart(found, title).to_dict(), out, title)
     table = points_for_table(found)
-    write_out(render_frame(table, "table"))
+    write_out(points_text(table) if args.format == "table" else render_frame(table, args.format))
     skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
     if skipped:
         say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(skipped)}")

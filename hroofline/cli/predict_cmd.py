@@ -153,6 +153,7 @@ def sweep_entry(prediction: Prediction) -> SweepEntry:
         launches=prediction.source.launches,
         step=prediction.step_time(),
         fit=prediction.fit,
+        memory=prediction.source.info.memory,
     )
 
 

@@ -127,6 +127,7 @@ def sweep_text(table: pd.DataFrame) -> str:
             "FLOP/B",
             "attainable",
             "peak memory",
+            "after forward",
             "fits",
         ]
     ]
@@ -143,11 +144,13 @@ def sweep_text(table: pd.DataFrame) -> str:
                 f"{row.intensity:.1f}" if row.intensity else "-",
                 si(row.attainable_flop_per_s, "FLOP/s"),
                 si(row.memory_peak_bytes, "B"),
+                si(row.memory_forward_retained_bytes, "B"),
                 fits,
             ]
         )
     notes = (
-        "bound: every op at its roof; estimate: fitted to measured steps; attainable: FLOPs / bound; "
-        "fits: peak memory within the GPU's usable memory (no: the largest batch that fits)"
+        "bound: every op at its roof; estimate: fitted to measured steps; attainable: FLOPs / bound; after forward: "
+        "what the forward pass leaves allocated; fits: peak memory within the GPU's usable memory (no: the "
+        "largest batch that fits)"
     )
     return text_table(rows) + notes + "\n"

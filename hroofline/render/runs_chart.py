@@ -10,6 +10,7 @@ from hroofline.analyze.step_points import StepPoints
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.render.numbers import si
 from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
+from hroofline.render.text import text_table
 
 MAX_DOT_AREA = 700
 MAX_LABELLED = 8  # dots per chart that get their run's name written beside them
@@ -97,3 +98,28 @@ def points_for_table(found: StepPoints) -> pd.DataFrame:
         "attainable_flop_rate",
     ]
     return found.points[[*columns, "attainable_pct"]].rename(columns={"bytes": f"bytes_{found.level}"})
+
+
+def points_text(table: pd.DataFrame) -> str:
+    """The table of :func:`points_for_table` for a terminal, SI units."""
+    phases = table["phase"].nunique() > 1
+    rows = [["run", "GPU", *(["phase"] if phases else []), "time", "FLOPs", "bytes", "FLOP/byte", "FLOP/s"]]
+    rows[0] += ["attainable", "% of attainable"]
+    level = next(c for c in table.columns if c.startswith("bytes_"))
+    for row in table.to_dict(orient="records"):
+        rows.append(
+            [
+                str(row["run"]),
+                str(row["gpu"]),
+                *([str(row["phase"])] if phases else []),
+                si(row["time_s"], "s"),
+                si(row["flops"], "FLOP"),
+                si(row[level], "B"),
+                f"{row['intensity']:.3g}" if pd.notna(row["intensity"]) else "-",
+                si(row["flop_rate"], "FLOP/s"),
+                si(row["attainable_flop_rate"], "FLOP/s"),
+                f"{row['attainable_pct']:.1f}%" if pd.notna(row["attainable_pct"]) else "-",
+            ]
+        )
+    note = f"bytes at {level.removeprefix('bytes_').upper()}; attainable: FLOPs / time with every kernel at its roof\n"
+    return text_table(rows) + note
