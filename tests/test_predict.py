@@ -221,3 +221,17 @@ def test_safe_softmax_counts_its_flops() -> None:
     scores = torch.randn(2, 4, 8)
     out = torch.ops.aten._safe_softmax(scores, -1)
     assert op_flops(torch.ops.aten._safe_softmax.default, (scores, -1), {}, out) == 3 * scores.numel()
+
+
+def test_amp_traces_autocasts_casts() -> None:
+    """Float32 weights cast to 16 bit at every convolution and linear layer, each step, and their gradients cast
+    back: ResNet-18 has 20 convolutions and one linear layer (weight and bias)."""
+    launches = trace_step(WorkloadConfig("resnet18", batch_size=2, precision="amp"), "train")
+    casts = launches[launches["kernel"] == "aten::_to_copy"].groupby("phase").size()
+    layers = 20 + 2
+    assert casts["forward"] == layers + 1 + 1  # and the image in, the logits out to float32 for the loss
+    assert casts["backward"] == layers + 1  # and the loss's gradient into the 16-bit logits
+    fp32 = trace_step(WorkloadConfig("resnet18", batch_size=2, precision="fp32"), "train")
+    assert "aten::_to_copy" not in set(fp32["kernel"])
+    flops = [frame[FLOP_COLUMNS[:3]].sum().sum() for frame in (launches, fp32)]
+    assert flops[0] == pytest.approx(flops[1], rel=0.01)  # the same work, in 16 bit

@@ -122,8 +122,9 @@ def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
         route = None
     if precision in ("amp", "amp-bf16"):
         notes.append(
-            "amp is traced as a 16-bit model with float32 batch norm (what autocast gives a CNN, as Apex O2): "
-            "layer norm and softmax count as 16-bit, and autocast's per-op weight casts are not counted"
+            "amp is traced with autocast's casts emulated at convolutions and linear layers (float32 weights cast "
+            "to 16 bit each step, and their gradients back); softmax and layer norm, which autocast runs in "
+            "float32, count in the dtype of their input"
         )
     return Peaks(gpu=gpu, values=peaks, route=route, notes=tuple(notes))
 

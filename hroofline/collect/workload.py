@@ -187,9 +187,10 @@ class TrainingStep:
         if config.precision == "o2":
             self._to_half(torch.float16)
         elif device.type == "meta" and config.precision in ("amp", "amp-bf16"):
-            # Autocast does not act on meta tensors; what it yields for a CNN is a 16-bit model with
-            # float32 batch norm, so that is what a traced amp step runs (its per-op weight casts aside).
-            self._to_half(torch.float16 if config.precision == "amp" else torch.bfloat16)
+            # Autocast does not act on meta tensors: its casts at convolutions and linear layers are emulated.
+            from hroofline.collect.autocast_emulation import AutocastEmulation
+
+            AutocastEmulation(model, torch.float16 if config.precision == "amp" else torch.bfloat16)
         trained = self.master_params or list(model.parameters())
         # A traced step stands for a CUDA one: PyTorch's optimizers default to their foreach (multi-tensor)
         # implementation on CUDA, a few ops per step instead of a few per parameter.
@@ -216,7 +217,7 @@ class TrainingStep:
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         dtypes = {"amp": self.torch.float16, "amp-bf16": self.torch.bfloat16}
-        if self.config.precision in dtypes and not self.master_params:
+        if self.config.precision in dtypes and not self.master_params and self.images.device.type != "meta":
             return self.torch.autocast(self.images.device.type, dtype=dtypes[self.config.precision])
         return contextlib.nullcontext()
 
