@@ -3,6 +3,8 @@ bench/estimate_error.py; here: the formula, and that the fitter finds parameters
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -55,3 +57,59 @@ def test_the_bundled_fit_says_its_held_out_error() -> None:
     assert all(0 < model.efficiency[name] <= 1 for name in OP_CLASSES)
     assert model.median_error is not None and model.p90_error is not None
     assert 1 <= model.median_error <= model.p90_error
+
+
+def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
+    """DeepCAM AMP on a V100 (ncu): per class, the kernels' bound at the datasheet roofs over their measured time.
+    The class sums are checked against an independent reading of the run: names for the class, and the bound
+    between its two terms' maximum and sum."""
+    from hroofline.analyze.calibrate import calibrate_on_run
+    from hroofline.store import RunStore
+
+    run = RunStore(deepcam_store).load("deepcam-O1")
+    calibration = calibrate_on_run(run, load_estimate_model())
+    launches = run.launches[run.launches["time_s"].gt(0)]
+    tensor = launches["flops_tensor"].fillna(0) > 0
+    # the function's own name, without return type, namespaces, template arguments and parameters
+    base = launches["kernel"].map(lambda k: (re.sub(r"<.*", "", k.split("(")[0]).split("::")[-1].split() or [k])[-1])
+    matmul = base.str.contains("gemm|cudnn|conv|winograd|wgrad|dgrad|fprop", case=False) & ~tensor
+    peak = tomllib_peaks("v100-sxm2")
+    for name, rows in (("tensor", launches[tensor]), ("matmul_fp32", launches[matmul])):
+        share = calibration.classes[name]
+        assert share.launches == len(rows) and share.measured_s == pytest.approx(rows["time_s"].sum(), rel=1e-9)
+        terms = [
+            rows["flops_fp32"].fillna(0) / peak["fp32"],
+            rows["flops_fp16"].fillna(0) / peak["fp16"],
+            rows["flops_tensor"].fillna(0) / peak["tensor_fp16"],
+            rows["bytes_hbm"].fillna(0) / peak["hbm"],
+        ]
+        # each launch's bound: at least its slowest single term (pipes overlap), at most all of them in a row
+        slowest = np.maximum.reduce([t.to_numpy() for t in terms]).sum()
+        assert slowest * 0.999 <= share.bound_s <= sum(t.sum() for t in terms) * 1.001
+        assert calibration.model.efficiency[name] == pytest.approx(min(1.0, share.bound_s / share.measured_s), abs=1e-3)
+    assert calibration.measured == ("tensor", "matmul_fp32", "other")
+    result = cli(
+        "predict",
+        "--arch",
+        "resnet18",
+        "--gpu",
+        "v100",
+        "--calibrate",
+        "deepcam-O1",
+        "--store",
+        str(deepcam_store),
+        "--run",
+        "cal",
+    )
+    assert result.code == 0, result.err
+    assert "estimate calibrated on run deepcam-O1 (v100-sxm2)" in result.out and "its error is not known" in result.out
+    refused = cli("predict", "--arch", "resnet18", "--gpu", "v100", "--calibrate", "cal", "--store", str(deepcam_store))
+    assert refused.code == 2 and "is a prediction" in refused.err
+
+
+def tomllib_peaks(gpu: str) -> dict[str, float]:
+    import tomllib
+
+    from hroofline.metricset import metrics_dir
+
+    return tomllib.loads((metrics_dir() / "gpus.toml").read_text())[gpu]["peak"]

@@ -9,13 +9,20 @@ log error treats too fast and too slow alike.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times
+from hroofline.analyze.families import kernel_family
+from hroofline.errors import UsageError
+from hroofline.model import Run
+from hroofline.roofline import total_flops
 
+MATMUL_FAMILY = re.compile(r"gemm|convolution")  # kernel families that are matrix products
 COARSE_FLOORS_S = np.arange(0.0, 100.01e-6, 2.5e-6)
 COARSE_EFFICIENCIES = np.round(np.arange(0.05, 1.0001, 0.05), 2)
 
@@ -91,3 +98,72 @@ def _class_term(times: np.ndarray, floor: float, efficiencies: np.ndarray) -> np
 def percentiles(factors: np.ndarray) -> tuple[float, float]:
     """(median, 90th percentile) of error factors."""
     return float(np.median(factors)), float(np.percentile(factors, 90))
+
+
+@dataclass(frozen=True)
+class ClassShare:
+    """One op class of a measured run: its launches' bound (datasheet roofs, HBM) and measured kernel time."""
+
+    launches: int
+    bound_s: float
+    measured_s: float
+
+
+@dataclass(frozen=True)
+class RunCalibration:
+    model: EstimateModel
+    classes: dict[str, ClassShare]
+    gpu: str
+    measured: tuple[str, ...]  # the classes whose efficiency the run gave
+
+
+MIN_CLASS_SHARE = 0.02  # a class with less of the run's kernel time keeps the bundled efficiency
+
+
+def measured_classes(launches: pd.DataFrame) -> np.ndarray:
+    """Per measured launch, its op class: tensor-core work, a matrix product or convolution kernel (by its
+    family's name), or the rest."""
+    tensor = launches["flops_tensor"].fillna(0.0).to_numpy() > 0
+    matmul = launches["kernel"].astype(str).map(lambda n: bool(MATMUL_FAMILY.search(kernel_family(n)))).to_numpy()
+    return np.where(tensor, 0, np.where(matmul, 1, 2))
+
+
+def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:
+    """Efficiencies measured on a run of yours: per op class, the bound of its kernels (FLOPs per precision and
+    HBM bytes at the datasheet peaks of the run's GPU, as predict bounds an op) over their measured time. The
+    host floor stays ``base``'s: kernel times do not show what the host spends between kernels."""
+    from hroofline.analyze.predict import predict_times, prediction_peaks
+    from hroofline.ceilings import run_gpu
+
+    gpu = run_gpu(run.meta)
+    if gpu is None or not gpu.peaks:
+        raise UsageError(
+            f"run {run.name!r} ran on no catalog GPU with datasheet peaks", "calibrate on a run measured on a GPU"
+        )
+    if any(source.kind == "analytic" for source in run.meta.sources):
+        raise UsageError(f"run {run.name!r} is a prediction", "calibrate on a measured run (profile or import)")
+    launches = run.launches
+    timed = launches["time_s"].gt(0) & (total_flops(launches).gt(0) | launches["bytes_hbm"].gt(0))
+    if not timed.any():
+        raise UsageError(f"run {run.name!r} has no kernel with a time and FLOPs or HBM bytes to calibrate on")
+    chosen = launches[timed]
+    bounds = predict_times(chosen, prediction_peaks(gpu, "fp32-strict"))["time_bound_s"].to_numpy()
+    classes = measured_classes(chosen)
+    measured = chosen["time_s"].to_numpy()
+    shares = {}
+    efficiency = dict(base.efficiency)
+    calibrated = []
+    for number, name in enumerate(OP_CLASSES):
+        mine = classes == number
+        share = ClassShare(int(mine.sum()), float(bounds[mine].sum()), float(measured[mine].sum()))
+        shares[name] = share
+        if share.measured_s > MIN_CLASS_SHARE * measured.sum() and share.bound_s > 0:
+            efficiency[name] = round(min(1.0, share.bound_s / share.measured_s), 3)
+            calibrated.append(name)
+    described = ", ".join(f"{name} {efficiency[name]:.2f}" for name in OP_CLASSES)
+    model = EstimateModel(
+        host_floor_s=base.host_floor_s,
+        efficiency=efficiency,
+        source=f"calibrated on run {run.name} ({gpu.name}): {described}; host floor as bundled",
+    )
+    return RunCalibration(model, shares, gpu.name, tuple(calibrated))

@@ -14,12 +14,15 @@ from hroofline.cli.common import add_store_option, add_workload_options, open_st
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.metricset import GpuName, resolve_gpu
+from hroofline.render.numbers import si
 from hroofline.render.prediction import PredictionView, prediction_text, sweep_text
 from hroofline.render.text import render_frame
 from hroofline.store import RunDefaults, check_run_name
 
 if TYPE_CHECKING:
+    from hroofline.analyze.estimate import EstimateModel
     from hroofline.api import Prediction
+    from hroofline.model import Run
 
 EPILOG = """\
 examples:
@@ -61,6 +64,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
     predict.add_argument(
         "--format", choices=("table", "csv", "json"), default="table", help="a sweep's table as text, CSV or JSON"
+    )
+    predict.add_argument(
+        "--calibrate",
+        metavar="RUN",
+        help="estimate with efficiencies measured on a run of yours in the store (profiled or imported on a GPU): "
+        "per op class, its kernels' bound at the datasheet roofs over their measured time",
     )
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)
@@ -117,6 +126,7 @@ def run_predict(args: argparse.Namespace) -> int:
     existing = [p.run for p in planned if store.has_run(p.run)]
     if existing and not args.replace:
         raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
+    estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
@@ -127,7 +137,9 @@ def run_predict(args: argparse.Namespace) -> int:
         config = plan.config
         if len(planned) > 1:
             say(f"[{number}/{len(planned)}] {plan.run}")
-        options = PredictOptions(plan.gpu.name, config.precision, config.batch_size, args.phases, config.optimizer)
+        options = PredictOptions(
+            plan.gpu.name, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model
+        )
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, config.precision, None))
         predictions.append(prediction)
@@ -140,6 +152,21 @@ def run_predict(args: argparse.Namespace) -> int:
         table = sweep_table([sweep_entry(p) for p in predictions])
         write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))
     return 0
+
+
+def _calibration(run: Run) -> EstimateModel:
+    from hroofline.analyze.calibrate import calibrate_on_run
+    from hroofline.analyze.estimate import load_estimate_model
+
+    calibration = calibrate_on_run(run, load_estimate_model())
+    for name, share in calibration.classes.items():
+        efficiency = calibration.model.efficiency[name]
+        how = "measured" if name in calibration.measured else "bundled (too little of the run's kernel time)"
+        say(
+            f"calibrate: {name}: {share.launches} kernels, {si(share.measured_s, 's')} measured, "
+            f"{si(share.bound_s, 's')} at roof: efficiency {efficiency:.2f}, {how}"
+        )
+    return calibration.model
 
 
 def sweep_entry(prediction: Prediction) -> SweepEntry:
@@ -172,4 +199,5 @@ def prediction_view(prediction: Prediction) -> PredictionView:
         peaks=prediction.peaks,
         tensor_share=tensor_share(launches, prediction.peaks),
         split=flop_split(launches),
+        estimate_source=prediction.estimate_model.source,
     )

@@ -31,12 +31,15 @@ class PredictionView:
     peaks: Peaks
     tensor_share: float  # share of the FLOPs on the tensor roof
     split: FlopSplit
+    estimate_source: str = ""  # what the estimate's parameters were fitted to
 
 
 def prediction_text(view: PredictionView) -> str:
     lines = [f"{view.run}: {view.what}, predicted (bound: time at roof; estimate: fitted to measured steps)"]
     lines.append(_phase_table(view.summary))
     lines.append(_step_line(view.step))
+    if not view.step.error_factor:
+        lines.append(f"estimate {view.estimate_source}: its error is not known")
     if view.fit is not None:
         lines.append(_fit_line(view.fit))
     lines.append(_tensor_line(view.peaks, view.tensor_share))
