@@ -235,3 +235,17 @@ def test_amp_traces_autocasts_casts() -> None:
     assert "aten::_to_copy" not in set(fp32["kernel"])
     flops = [frame[FLOP_COLUMNS[:3]].sum().sum() for frame in (launches, fp32)]
     assert flops[0] == pytest.approx(flops[1], rel=0.01)  # the same work, in 16 bit
+
+
+def test_attention_is_traced_as_the_fused_kernel_pytorch_runs() -> None:
+    """ViT's nn.MultiheadAttention calls scaled_dot_product_attention: FlashAttention in 16 bit, memory-efficient
+    attention in float32, never the bmm-softmax-bmm the meta device would decompose it into."""
+    for precision, op in (("amp", "flash"), ("fp32", "efficient")):
+        launches = trace_step(WorkloadConfig("vit_b_16", batch_size=2, precision=precision), "train")
+        kernels = launches.groupby("phase")["kernel"].agg(set)
+        assert f"aten::_scaled_dot_product_{op}_attention" in kernels["forward"]
+        assert f"aten::_scaled_dot_product_{op}_attention_backward" in kernels["backward"]
+        assert not {"aten::bmm", "aten::_safe_softmax", "aten::_softmax"} & kernels["forward"]
+        attention = launches[launches["kernel"] == f"aten::_scaled_dot_product_{op}_attention"]
+        # 4 x batch x heads x tokens^2 x head size: QK^T and PV, a multiply-add each
+        assert attention[FLOP_COLUMNS[:3]].sum(axis=1).iloc[0] == 4 * 2 * 12 * 197**2 * 64

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 import pandas as pd
 
 from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
+from hroofline.collect.fused_attention import fused_attention
 from hroofline.collect.memory_tracking import PhaseMemory, StorageLiveness
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
@@ -48,7 +49,7 @@ def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrac
     liveness = StorageLiveness(step.held_tensors(), step.gradients)
     step.marks.listeners.append(liveness.listen)
     no_grad = torch.no_grad() if phases == "forward" else contextlib.nullcontext()
-    with tracker, recorder, liveness, no_grad:
+    with tracker, recorder, liveness, no_grad, fused_attention():
         if phases == "forward":
             step.forward()
         else:
