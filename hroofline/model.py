@@ -87,6 +87,13 @@ MEMORY_CATEGORIES: tuple[str, ...] = (
 )
 
 
+LIVENESS_METHOD = (
+    "tensor storages alive, tracked at the dispatcher (each storage once, rounded to 512-byte blocks); "
+    "workspaces inside an op are not seen"
+)
+CUDA_MEMORY_METHOD = "torch.cuda.memory_allocated and max_memory_allocated (peak reset at each phase start)"
+
+
 @dataclass(frozen=True)
 class PhaseMemory:
     """One phase's memory, bytes: allocated at its start, its peak and at its end; by category where known."""

@@ -284,12 +284,12 @@ def test_report_holds_every_run_phase_chart_and_table(cli, deepcam_store: Path, 
     result = cli("report", "deepcam-O0", "deepcam-O1", "--out", str(out), "-n", "5", "--store", str(deepcam_store))
     assert result.code == 0, result.err
     page = (out / "index.html").read_text()
-    assert page.count('class="hr-chart"') == 6  # two runs x forward, backward, optimizer
+    assert page.count('class="hr-chart"') == 7  # all runs on one roofline, then two runs x forward, backward, optimizer
     assert page.count("<h3>") == 6
     assert page.count('<td class="kernel"') == 30
     assert "implicit_convolve_sgemm&lt;__half, ...&gt;" in page
     specs = re.findall(r'<script type="application/json" id="[^"]+">(.*?)</script>', page, flags=re.S)
-    assert len(specs) == 6 and all(
+    assert len(specs) == 7 and all(
         json.loads(s)["$schema"].startswith("https://vega.github.io/schema/vega-lite/v6") for s in specs
     )
     assert not re.search(r"<script[^>]+src=", page)

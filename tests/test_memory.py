@@ -94,3 +94,27 @@ def test_the_fit_line_solves_from_the_peak_split() -> None:
     assert fit.fits and not fit.largest_batch_traced
     at_largest = max(m.peak_bytes for m in trace_step_memory(WorkloadConfig("resnet18", fit.largest_batch)).memory)
     assert at_largest == pytest.approx(fit.usable_bytes, rel=0.02)
+
+
+def test_a_gpu_profile_reads_the_memory_its_workload_wrote(tmp_path: Path) -> None:
+    """The workload writes each phase's CUDA memory (torch.cuda.memory_stats) beside the ncu report; profile
+    attaches it to the run. No GPU here: the record is written as the workload writes it, from PhaseMemory."""
+    from dataclasses import asdict
+
+    from hroofline.collect.memory_tracking import write_memory
+    from hroofline.collect.ncu_backend import with_measured_memory
+    from hroofline.collect.ncu_command import NcuSettings, workload_command
+    from hroofline.importers import ImportedSource
+    from hroofline.model import CUDA_MEMORY_METHOD, PhaseMemory, SourceInfo
+
+    record = tmp_path / "memory.json"
+    command = workload_command(WorkloadConfig("resnet18", 8), NcuSettings(warmup=1, steps=2), True, record)
+    assert command[-2:] == ["--memory-out", str(record)]
+    phases = [
+        PhaseMemory(phase, 1e9, 2e9 + i, 1e9 + i, CUDA_MEMORY_METHOD) for i, phase in enumerate(["forward", "backward"])
+    ]
+    write_memory(record, [*phases, PhaseMemory("forward", 0, 9e9, 0, CUDA_MEMORY_METHOD)])  # a second step's
+    source = ImportedSource(SourceInfo("x", "ncu-rep", "0", 0), launches=None, cc="7.0", device_name=None)
+    attached = with_measured_memory(source, record).info.memory
+    assert [asdict(m) for m in attached] == [asdict(m) for m in phases]
+    assert with_measured_memory(source, tmp_path / "none.json").info.memory == []

@@ -26,6 +26,8 @@ from hroofline.errors import UsageError
 from hroofline.metricset import GpuName, load_metric_set, resolve_gpu
 from hroofline.store import RunDefaults, check_run_name
 
+MEMORY_FILE = "memory.json"  # where the profiled workload writes each phase's CUDA memory
+
 if TYPE_CHECKING:
     from hroofline.collect.ncu_command import NcuSettings
     from hroofline.collect.preflight import NcuTool
@@ -162,7 +164,8 @@ def run_profile(args: argparse.Namespace) -> int:
             tool = _preflight(args, gpu)  # before the trace pass: ncu must be there to use what it finds
             top = top_kernels_pass(args, config, gpu, run, warmup)
             settings = replace(settings, kernel_filter=tuple(kernel_filter_arguments(top[1])))
-        command = workload_command(config, settings, not args.no_layers)
+        memory_out = profile_out_dir(args, run) / MEMORY_FILE
+        command = workload_command(config, settings, not args.no_layers, memory_out)
         _profile_gpu(args, gpu, command, settings, run, config.arch, top, tool)
     return 0
 
@@ -275,7 +278,7 @@ def _profile_gpu(
     top: tuple[ImportedSource, KernelSelection] | None = None,
     tool: NcuTool | None = None,
 ) -> None:
-    from hroofline.collect.ncu_backend import profile_with_ncu
+    from hroofline.collect.ncu_backend import profile_with_ncu, with_measured_memory
     from hroofline.collect.ncu_command import ncu_passes
     from hroofline.collect.preflight import find_ncu
 
@@ -291,7 +294,7 @@ def _profile_gpu(
     tool = tool or _preflight(args, gpu)  # the --kernels pass checked it before its trace pass
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
-    source = profile_with_ncu(passes, settings, metric_set, gpu, say)
+    source = with_measured_memory(profile_with_ncu(passes, settings, metric_set, gpu, say), out_dir / MEMORY_FILE)
     shown = 0
     if top is not None:
         source = join_counters(top[0], source, top[1])

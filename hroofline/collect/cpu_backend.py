@@ -13,13 +13,13 @@ from pathlib import Path
 
 from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
-from hroofline.collect.memory_tracking import LIVENESS_METHOD, StorageLiveness, first_step_memory
+from hroofline.collect.memory_tracking import StorageLiveness, first_step_memory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import HrooflineError, ProfilingError
 from hroofline.importers import ImportedSource
-from hroofline.model import SourceInfo
+from hroofline.model import LIVENESS_METHOD, SourceInfo
 
 FORMULAS = {
     "flops_fp64": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml, float64 ops",

@@ -17,22 +17,19 @@ everything else is a temporary.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from hroofline.model import MEMORY_CATEGORIES, PhaseMemory
+from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, MEMORY_CATEGORIES, PhaseMemory
 
 CUDA_BLOCK_BYTES = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 bytes
-LIVENESS_METHOD = (
-    "tensor storages alive, tracked at the dispatcher (each storage once, rounded to 512-byte blocks); "
-    "workspaces inside an op are not seen"
-)
-CUDA_METHOD = "torch.cuda.memory_allocated and max_memory_allocated (peak reset at each phase start)"
 
 
 @dataclass(frozen=True)
@@ -139,6 +136,13 @@ def first_step_memory(phases: list[PhaseMemory]) -> list[PhaseMemory]:
     return list(seen.values())
 
 
+def write_memory(path: Path, phases: list[PhaseMemory]) -> None:
+    """The first step's phases as JSON, written atomically (a profiler's replays run the workload again)."""
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps([asdict(m) for m in first_step_memory(phases)], indent=2))
+    temporary.replace(path)
+
+
 def _by_category(entries: Iterable[_Storage]) -> dict[str, float]:
     totals = dict.fromkeys(MEMORY_CATEGORIES, 0.0)
     for entry in entries:
@@ -168,6 +172,6 @@ class CudaPhaseMemory:
                 start_bytes=float(self._start),
                 peak_bytes=float(self._cuda.max_memory_allocated()),
                 end_bytes=float(self._cuda.memory_allocated()),
-                method=CUDA_METHOD,
+                method=CUDA_MEMORY_METHOD,
             )
         )

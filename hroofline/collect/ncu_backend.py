@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from hroofline.collect.preflight import explain_ncu_failure
 from hroofline.errors import ProfilingError
 from hroofline.importers import ImportedSource, ImportOptions, import_source
 from hroofline.metricset import GpuName, MetricSet
+from hroofline.model import CUDA_MEMORY_METHOD, PhaseMemory
 
 _PROFILED = re.compile(r"==PROF== Profiling \"")
 
@@ -79,3 +81,15 @@ def profile_with_ncu(
     imported = import_source(source, ImportOptions(phase=None, gpu=gpu, merge="launch"), metric_set)
     info = replace(imported.info, settings={**imported.info.settings, **settings.recorded()})
     return replace(imported, info=info)
+
+
+def with_measured_memory(source: ImportedSource, path: Path) -> ImportedSource:
+    """The source with the per-phase CUDA memory the workload wrote to ``path`` (none where it wrote nothing)."""
+    if not path.is_file():
+        return source
+    try:
+        phases = [PhaseMemory.from_json(item) for item in json.loads(path.read_text())]
+    except (ValueError, TypeError, KeyError) as error:
+        raise ProfilingError(f"{path} is not the workload's memory record: {error}") from None
+    formulas = {**source.info.formulas_used, "memory": "the first profiled step's " + CUDA_MEMORY_METHOD}
+    return replace(source, info=replace(source.info, memory=phases, formulas_used=formulas))

@@ -58,7 +58,10 @@ class NcuSettings:
         return recorded
 
 
-def workload_command(config: WorkloadConfig, settings: NcuSettings, layers: bool = True) -> list[str]:
+def workload_command(
+    config: WorkloadConfig, settings: NcuSettings, layers: bool = True, memory_out: Path | None = None
+) -> list[str]:
+    """The workload module's command line; with ``memory_out`` it writes each phase's CUDA memory there."""
     shape = ["--input-shape", ",".join(map(str, config.input_shape))] if config.input_shape else []
     tokens = ["--seq-len", str(config.seq_len)] if config.seq_len else []
     return [
@@ -82,6 +85,7 @@ def workload_command(config: WorkloadConfig, settings: NcuSettings, layers: bool
         "--device",
         "cuda",
         *([] if layers else ["--no-layers"]),
+        *(["--memory-out", str(memory_out)] if memory_out is not None else []),
     ]
 
 

@@ -18,6 +18,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hroofline.collect.models import ModelSpec, build_model, check_model, parse_input_shape, parse_model
@@ -363,6 +364,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--no-cuda-profiler-range", action="store_true", help="do not call cudaProfilerStart/Stop")
+    parser.add_argument(
+        "--memory-out", metavar="FILE", help="write each phase's CUDA memory (first profiled step) here, as JSON"
+    )
     return parser.parse_args(argv)
 
 
@@ -389,6 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         listeners: list[Listener] = [NvtxListener()]
         if tracker is not None:
             listeners.append(tracker.phase_changed)
+        memory = None
+        if args.memory_out and config.device.startswith("cuda"):
+            from hroofline.collect.memory_tracking import CudaPhaseMemory
+
+            memory = CudaPhaseMemory()
+            listeners.append(memory)
         step = TrainingStep(config, PhaseMarks(listeners), tracker)
         print(
             f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}, "
@@ -397,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         run_profiled_steps(step, args.warmup, args.steps, not args.no_cuda_profiler_range, tracker)
+        if memory is not None:
+            from hroofline.collect.memory_tracking import write_memory
+
+            write_memory(Path(args.memory_out), memory.phases)
     except UsageError as error:
         print(f"hroofline workload: error: {error.one_line()}", file=sys.stderr)
         return 2
