@@ -58,8 +58,11 @@ def _per_module(launches: pd.DataFrame) -> collections.Counter[str]:
 
 
 def _flop_counter(arch: str, backward: bool) -> tuple[str, dict[str, float]]:
+    """FlopCounterMode on the step as predict traces it: attention as the fused kernel a GPU runs."""
+    from hroofline.collect.fused_attention import fused_attention
+
     step = TrainingStep(WorkloadConfig(arch, 2, device="meta"))
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, fused_attention():
         loss = step.built.loss(step.model, step.images)
         if backward:
             loss.backward()

@@ -14,7 +14,7 @@ from hroofline.store import RunStore
 from tests.conftest import REPO
 
 SAMPLES = RunStore(REPO / "samples" / "store")
-COMPARED = ["kernel", "phase", *FLOP_QUANTITIES, "flops_tensor", "bytes_hbm", "time_s"]
+COMPARED = ["kernel", "phase", *FLOP_QUANTITIES, "flops_tensor", "bytes_hbm", "time_bound_s", "time_s"]
 
 
 @pytest.mark.parametrize("name", SAMPLES.run_names())
@@ -45,6 +45,7 @@ def test_sample_runs_are_reproduced(cli, tmp_path: Path, name: str) -> None:
         sample.launches[COMPARED].astype({"kernel": str, "phase": str}),
         rtol=1e-12,
     )
+    assert again.meta.sources[0].memory == sample.meta.sources[0].memory  # every phase's bytes, by category
 
 
 def test_there_are_samples() -> None:

@@ -21,11 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hroofline.collect.memory_tracking import CudaPhaseMemory, StorageLiveness, first_step_memory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import ProfilingError
 from hroofline.importers import ImportedSource
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
+from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory
 
 
 class RecordFunctionRanges:
@@ -94,7 +96,33 @@ def profile_trace(
         raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
     settings = {key: str(value) for key, value in asdict(config).items()}
     settings.update(warmup_steps=str(warmup), profiled_steps=str(steps), profiled_seconds=f"{seconds:.3f}")
-    return import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+    source = import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+    source.info.memory, source.info.formulas_used["memory"] = measure_step_memory(step, on_gpu)
+    return source
+
+
+def measure_step_memory(step: TrainingStep, on_gpu: bool) -> tuple[list[PhaseMemory], str]:
+    """Each phase's memory over one more step, after the profiled ones (so that measuring it, with its
+    synchronisations or its dispatch mode, changes no profiled time): the CUDA caching allocator on a GPU,
+    the tensor storages on the CPU."""
+    listeners = list(step.marks.listeners)
+    if on_gpu:
+        cuda = CudaPhaseMemory()
+        step.marks.listeners.append(cuda)
+        try:
+            step.run()
+            step.synchronize()
+        finally:
+            step.marks.listeners = listeners
+        return first_step_memory(cuda.phases), "one step after the profiled ones: " + CUDA_MEMORY_METHOD
+    liveness = StorageLiveness(step.held_tensors(), step.gradients)
+    step.marks.listeners.append(liveness.listen)
+    try:
+        with liveness:
+            step.run()
+    finally:
+        step.marks.listeners = listeners
+    return first_step_memory(liveness.phases), "one step after the profiled ones: " + LIVENESS_METHOD
 
 
 @contextlib.contextmanager
