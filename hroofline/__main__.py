@@ -1,3 +1,3 @@
-from hroofline.cli.main import main
+from hroofline.cli.main import run
 
-raise SystemExit(main())
+run()

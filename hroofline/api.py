@@ -68,11 +68,14 @@ def predict(
     run: str | None = None,
     store: str | Path | None = None,
     replace: bool = False,
+    calibrate: Run | str | None = None,
 ) -> Run:
     """What a training step (or a forward pass: ``phases="forward"``) of ``model`` should cost on ``gpu``:
     ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a torchvision name or a
     model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is also stored
-    (an existing run of that name only with ``replace=True``)."""
+    (an existing run of that name only with ``replace=True``). Its summary has the estimate (``time_s``),
+    the roofline bound (``time_bound_s``) and memory per phase; ``calibrate`` (a measured run, or its
+    name in the store) takes the estimate's efficiencies from it, as ``predict --calibrate``."""
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
@@ -80,8 +83,15 @@ def predict(
         check_run_name(run)
         if not replace and _store(store).has_run(run):
             raise UsageError(f"run {run!r} exists already", "pass replace=True, or another run name")
+    estimate_model = None
+    if calibrate is not None:
+        from hroofline.analyze.calibrate import calibrate_on_run
+        from hroofline.analyze.estimate import load_estimate_model
+
+        measured = calibrate if isinstance(calibrate, Run) else load(calibrate, store)
+        estimate_model = calibrate_on_run(measured, load_estimate_model()).model
     spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
-    options = PredictOptions(gpu, precision, batch_size, phases)
+    options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
         _store(store).replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))

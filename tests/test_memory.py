@@ -74,7 +74,7 @@ def test_vgg16_training_does_not_fit_a_t4(cli, tmp_path: Path) -> None:
     argv = ["predict", "--arch", "vgg16", "--gpu", "t4", "--batch-size", "256", "--run", "vgg", "--store", store]
     result = cli(*argv)
     assert result.code == 0, result.err
-    found = re.search(r"DOES NOT FIT a t4 .*largest batch that fits: (\d+) \(traced\)", result.out)
+    found = re.search(r"DOES NOT FIT the t4 .*largest batch that fits: (\d+) \(traced\)", result.out)
     assert found, result.out
     largest = int(found[1])
     usable = resolve_gpu("t4").memory_bytes * USABLE_SHARE

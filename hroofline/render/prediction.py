@@ -102,7 +102,7 @@ def _fit_line(fit: MemoryFit) -> str:
         else "not even a batch of 1 fits"
     )
     verdict = "fits" if fit.fits else "DOES NOT FIT"
-    return f"memory: {peak}: {verdict} a {gpu}; {largest}"
+    return f"memory: {peak}: {verdict} the {gpu}; {largest}"
 
 
 def _tensor_line(peaks: Peaks, share: float) -> str:
