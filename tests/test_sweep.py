@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -128,3 +129,14 @@ def test_the_report_shows_every_run_on_its_roofline(cli, swept: tuple[Path, pd.D
     page = (tmp_path / "report" / "index.html").read_text()
     assert "All runs on their GPUs' rooflines" in page and "attainable FLOP/s" in page
     assert "peak memory" in page and "bound" in page
+
+
+def test_the_report_says_which_runs_do_not_fit(cli, tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    assert cli("predict", "--arch", "vgg16", "--gpu", "t4,a100", "--batch-size", "256", "--store", store).code == 0
+    runs = ["vgg16-fp32-t4-predicted", "vgg16-fp32-a100-40gb-predicted"]
+    assert cli("report", *runs, "--out", str(tmp_path / "report"), "--store", store).code == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    overview = page[page.index('id="all-runs"') : page.index('id="run-1"')]
+    rows = re.findall(r'<tr><td class="text">([^<]+)</td>.*?<td>(yes|no|-)</td></tr>', overview)
+    assert dict(rows) == {"vgg16-fp32-t4-predicted": "no", "vgg16-fp32-a100-40gb-predicted": "yes"}

@@ -147,11 +147,22 @@ def _common_level(runs: Sequence[Run]) -> str:
 
 
 def overview_table(found: StepPoints, runs: Sequence[Run]) -> pd.DataFrame:
-    """The points of whole runs with each run's roofline bound (predictions) and peak memory, where known."""
+    """The points of whole runs with each run's roofline bound (predictions), peak memory and whether that
+    fits its GPU's usable memory (:mod:`hroofline.analyze.memory_fit`), where known."""
     from hroofline.analyze.kernels import phase_summary
+    from hroofline.analyze.memory_fit import USABLE_SHARE
+    from hroofline.ceilings import run_gpu
 
     totals = {run.name: phase_summary(run)["total"] for run in runs}
+    usable = {}
+    for run in runs:
+        gpu = run_gpu(run.meta)
+        usable[run.name] = gpu.memory_bytes * USABLE_SHARE if gpu is not None and gpu.memory_bytes else None
     table = found.points.copy()
     table["time_bound_s"] = table["run"].map(lambda name: totals[name].get("time_bound_s"))
     table["memory_peak_bytes"] = table["run"].map(lambda name: totals[name].get("memory_peak_bytes"))
+    table["fits"] = [
+        None if peak is None or pd.isna(peak) or usable[name] is None else bool(peak <= usable[name])
+        for name, peak in zip(table["run"], table["memory_peak_bytes"], strict=True)
+    ]
     return table

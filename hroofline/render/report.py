@@ -124,6 +124,7 @@ OVERVIEW_HEADERS: tuple[tuple[str, str], ...] = (
     ("attainable_flop_rate", "attainable FLOP/s"),
     ("attainable_pct", "% of attainable"),
     ("memory_peak_bytes", "peak memory"),
+    ("fits", "fits"),
 )
 
 
@@ -138,6 +139,8 @@ def _overview_table_html(table: pd.DataFrame) -> str:
             value = record.get(key)
             if key in ("run", "gpu"):
                 cells.append(f'<td class="text">{escape(str(value))}</td>')
+            elif key == "fits":
+                cells.append(f"<td>{'-' if value is None else ('yes' if value else 'no')}</td>")
             elif key == "intensity":
                 cells.append(f"<td>{f'{value:.3g}' if _number(value) else '-'}</td>")
             elif key in units:
