@@ -211,6 +211,8 @@ def predict_run(
         },
         settings={
             "gpu": gpu.name,
+            **({"gpu_variant": gpu.variant} if gpu.variant else {}),
+            **({"gpu_memory_bytes": f"{gpu.memory_bytes:.0f}"} if gpu.memory_bytes else {}),
             "precision": config.precision,
             "batch_size": str(config.batch_size),
             "model": config.model.label,

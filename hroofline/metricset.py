@@ -340,6 +340,7 @@ class GpuName:
     link_source: str | None = None
     memory_bytes: float | None = None  # device memory as sold (metrics/gpus.toml memory_gib)
     memory_by_alias: dict[str, float] = field(default_factory=dict)  # larger variants named by an alias
+    variant: str | None = None  # the alias that chose a variant's memory (v100-sxm2-32gb)
 
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
@@ -382,7 +383,7 @@ def resolve_gpu(name: str) -> GpuName:
     for gpu in load_gpu_names().values():
         if wanted == gpu.name or wanted in (_canon(a) for a in gpu.aliases):
             variant = gpu.memory_by_alias.get(wanted)
-            return replace(gpu, memory_bytes=variant) if variant else gpu
+            return replace(gpu, memory_bytes=variant, variant=wanted) if variant else gpu
     known = ", ".join(sorted(load_gpu_names()))
     raise UsageError(f"unknown GPU {name!r}", f"known GPUs: {known}")
 

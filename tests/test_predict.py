@@ -249,3 +249,15 @@ def test_attention_is_traced_as_the_fused_kernel_pytorch_runs() -> None:
         attention = launches[launches["kernel"] == f"aten::_scaled_dot_product_{op}_attention"]
         # 4 x batch x heads x tokens^2 x head size: QK^T and PV, a multiply-add each
         assert attention[FLOP_COLUMNS[:3]].sum(axis=1).iloc[0] == 4 * 2 * 12 * 197**2 * 64
+
+
+def test_amp_casts_what_autocast_casts_in_a_transformer() -> None:
+    """GPT-2 calls torch.addmm itself (Hugging Face's Conv1D), not nn.Linear: under amp its matrix products still
+    run in 16 bit, and layer norm and softmax in float32, as autocast's lists say."""
+    pytest.importorskip("transformers")
+    launches = trace_step(WorkloadConfig("hf:gpt2", batch_size=1, precision="amp", seq_len=64), "train")
+    forward = launches[launches["phase"] == "forward"]
+    matmul = forward[forward["kernel"].isin(MATMUL_OPS)]
+    assert matmul["flops_fp32"].sum() == 0 and matmul["flops_fp16"].sum() > 0
+    norms = forward[forward["kernel"] == "aten::native_layer_norm"]
+    assert len(norms) == 25 and norms["flops_fp32"].gt(0).all() and norms["flops_fp16"].eq(0).all()

@@ -5,10 +5,11 @@ memory is PyTorch's: ECC takes about 6% of a T4 (15.1 of 16 GiB), the CUDA conte
 caching allocator leaves gaps between blocks. A step fits when its peak is at most :data:`USABLE_SHARE` of
 the memory sold.
 
-The largest batch: the peak phase's parameters, gradients and optimizer state do not grow with the batch;
-its inputs, activations and temporaries grow in proportion. The line through those two parts gives a first
-answer; where a tracer is at hand each answer is traced and the line redrawn through the new point, until
-the traced peak fits.
+The largest batch: in each phase, the parameters, gradients and optimizer state at its peak do not grow
+with the batch (nor do the optimizer's temporaries); its inputs, activations and temporaries grow in
+proportion. Each phase's line gives a batch; the smallest holds for the step. Where a tracer is at hand and
+the step as asked does not fit, the answer is traced and the line redrawn through the new point, until the
+traced peak fits.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def peak_phase(memory: Sequence[PhaseMemory]) -> PhaseMemory:
 
 
 def batch_line(phase: PhaseMemory, batch: int) -> tuple[float, float]:
-    """(bytes that do not grow with the batch, bytes per sample) at the phase's peak."""
-    fixed = sum(phase.peak_by_category.get(c, 0.0) for c in BATCH_INDEPENDENT)
+    """(bytes that do not grow with the batch, bytes per sample) at the phase's peak. The optimizer's
+    temporaries are per parameter, not per sample."""
+    fixed_categories = (*BATCH_INDEPENDENT, "temporaries") if phase.phase == "optimizer" else BATCH_INDEPENDENT
+    fixed = sum(phase.peak_by_category.get(c, 0.0) for c in fixed_categories)
     return fixed, max(phase.peak_bytes - fixed, 0.0) / batch
 
 
@@ -67,8 +70,9 @@ def memory_fit(
     is traced and the line redrawn until it fits, when the step as asked does not fit."""
     peak = peak_phase(memory)
     usable = capacity_bytes * USABLE_SHARE
+    # each phase's own line: the smallest answer holds for all (the peak may move to another phase)
+    largest = min(_solve(*batch_line(phase, batch), usable) for phase in memory)
     fixed, per_sample = batch_line(peak, batch)
-    largest = _solve(fixed, per_sample, usable)
     traced = False
     if peak_at is not None and peak.peak_bytes > usable and largest >= 1:
         known = (batch, peak.peak_bytes)

@@ -157,7 +157,9 @@ def overview_table(found: StepPoints, runs: Sequence[Run]) -> pd.DataFrame:
     usable = {}
     for run in runs:
         gpu = run_gpu(run.meta)
-        usable[run.name] = gpu.memory_bytes * USABLE_SHARE if gpu is not None and gpu.memory_bytes else None
+        sold = _settings(run).get("gpu_memory_bytes")  # a prediction records the variant's memory it used
+        capacity = float(sold) if sold else (gpu.memory_bytes if gpu is not None else None)
+        usable[run.name] = capacity * USABLE_SHARE if capacity else None
     table = found.points.copy()
     table["time_bound_s"] = table["run"].map(lambda name: totals[name].get("time_bound_s"))
     table["memory_peak_bytes"] = table["run"].map(lambda name: totals[name].get("memory_peak_bytes"))

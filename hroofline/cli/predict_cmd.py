@@ -95,7 +95,7 @@ def planned_runs(args: argparse.Namespace) -> list[Planned]:
         one = argparse.Namespace(**{**vars(args), "arch": arch, "model": spec, "precision": precision})
         one.batch_size = batch
         config = workload_config(one, "meta")
-        name = f"{config.model.label}-{config.precision}-{gpu.name}"
+        name = f"{config.model.label}-{config.precision}-{gpu.variant or gpu.name}"
         name += f"-b{config.batch_size}-predicted" if several_batches else "-predicted"
         planned.append(Planned(config, gpu, check_run_name(args.run or name)))
     if args.run and len(planned) > 1:
@@ -137,13 +137,15 @@ def run_predict(args: argparse.Namespace) -> int:
         config = plan.config
         if len(planned) > 1:
             say(f"[{number}/{len(planned)}] {plan.run}")
+        gpu = plan.gpu.variant or plan.gpu.name  # a variant (v100-sxm2-32gb) keeps its own memory
         options = PredictOptions(
-            plan.gpu.name, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model
+            gpu, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model
         )
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
-        store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, config.precision, None))
         predictions.append(prediction)
         notes.update(dict.fromkeys(prediction.peaks.notes))
+    for plan, prediction in zip(planned, predictions, strict=True):  # stored once every one has been traced
+        store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, plan.config.precision, None))
     for note in notes:
         say(f"hroofline: note: {note}")
     if len(predictions) == 1:

@@ -1,22 +1,31 @@
-"""What ``torch.autocast`` does to a model's convolutions and linear layers, on the meta device where it does
-not act (autocast dispatches on the CUDA and CPU keys, meta tensors have neither).
+"""What ``torch.autocast`` does to a model, on the meta device where it does not act (autocast dispatches on
+the CUDA and CPU keys, meta tensors have neither).
 
-Autocast keeps the weights in float32 and casts, at each convolution, linear layer and attention projection,
-the weight, the bias
-and a float32 input to 16 bit; the casts are ops of their own, in forward and (as their gradients) in backward,
-and the 16-bit weight copies live until backward. This emulation does the same with forward hooks: before the
-layer runs, its float32 parameters are swapped for 16-bit casts of them (autograd carries their gradients back
-to the float32 parameters) and a float32 input is cast; after it, the parameters are put back.
+Autocast keeps the weights in float32. At each op of its 16-bit list (convolutions, matrix products, linear
+layers, attention) it casts float32 arguments to 16 bit; at each op of its float32 list (softmax, layer and
+group norm, losses, exp, log, pow, ...) it casts 16-bit arguments to float32. The casts are ops of their own,
+in forward and (as their gradients) in backward, and 16-bit weight copies live until backward.
 
-What it leaves out: autocast's float32 list (softmax, layer norm and the like run in float32 under autocast;
-here they run in the dtype of their input) and its cache of weight casts across repeated uses in one forward.
+The emulation does the same at the same level, above autograd: a ``TorchFunctionMode`` over the forward pass
+casts the arguments of those functions, and forward hooks on ``nn.MultiheadAttention`` (whose projections run
+inside one Python function the mode sees whole) and on convolutions and linear layers swap their float32
+parameters for 16-bit casts while they run (autograd carries the gradients back to the float32 parameters).
+Each input tensor is cast once per call. Left out: autocast's cache of weight casts across repeated uses of
+one weight in a forward pass (tied embeddings cast twice here).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+_ACTIVE: ContextVar[torch.dtype | None] = ContextVar("hroofline_autocast_dtype", default=None)
 
 CAST_PARAMETERS = ("weight", "bias")
 CAST_MODULES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear, torch.nn.MultiheadAttention)
@@ -24,8 +33,66 @@ CAST_MODULES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Line
 ATTENTION_PARAMETERS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight")
 
 
+def _functions(*items: Any) -> frozenset[Callable[..., Any]]:
+    return frozenset(item for item in items if item is not None)
+
+
+# Autocast's CUDA lists (aten/src/ATen/autocast_mode.cpp), as the Python functions a model calls.
+LOWER_PRECISION = _functions(
+    F.linear, F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d,
+    torch.addmm, torch.mm, torch.bmm, torch.baddbmm, torch.addbmm, torch.matmul, torch.einsum, torch.mv,
+    torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__, torch.Tensor.mm, torch.Tensor.bmm,
+    torch.Tensor.addmm, torch.Tensor.baddbmm,
+)  # fmt: skip
+FLOAT32 = _functions(
+    F.softmax, F.log_softmax, torch.softmax, torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax,
+    F.layer_norm, F.group_norm, F.cross_entropy, F.nll_loss, F.mse_loss, F.l1_loss, F.smooth_l1_loss,
+    F.binary_cross_entropy_with_logits, F.kl_div, torch.exp, torch.log, torch.pow, torch.rsqrt, torch.logsumexp,
+    torch.Tensor.exp, torch.Tensor.log, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.rsqrt,
+    torch.Tensor.logsumexp, torch.cumsum, torch.Tensor.cumsum,
+)  # fmt: skip
+
+
+def active_dtype() -> torch.dtype | None:
+    """The 16-bit dtype of the emulated autocast region we are in (fused attention casts to it), if any."""
+    return _ACTIVE.get()
+
+
+def _cast_tensors(values: Any, source: tuple[torch.dtype, ...], target: torch.dtype, cast: dict[int, Any]) -> Any:
+    if isinstance(values, torch.Tensor):
+        if values.dtype in source:
+            if id(values) not in cast:
+                cast[id(values)] = values.to(target)
+            return cast[id(values)]
+        return values
+    if isinstance(values, list | tuple):
+        return type(values)(_cast_tensors(v, source, target, cast) for v in values)
+    return values
+
+
+class AutocastFunctions(TorchFunctionMode):
+    """Casts the arguments of autocast's 16-bit and float32 functions, as autocast does."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in LOWER_PRECISION:
+            source, target = (torch.float32,), self.dtype
+        elif func in FLOAT32:
+            source, target = (torch.float16, torch.bfloat16), torch.float32
+        else:
+            return func(*args, **kwargs)
+        cast: dict[int, Any] = {}
+        args = _cast_tensors(args, source, target, cast)
+        kwargs = {k: _cast_tensors(v, source, target, cast) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
 class AutocastEmulation:
-    """Hooks on every convolution and linear layer of ``model`` that cast as autocast would, to ``dtype``."""
+    """Autocast for ``model`` at ``dtype``: hooks on its layers now, the function mode during :meth:`region`."""
 
     def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:
         self.dtype = dtype
@@ -36,6 +103,16 @@ class AutocastEmulation:
                 module.register_forward_pre_hook(self._cast)
                 module.register_forward_hook(self._restore)
                 self.layers += 1
+
+    @contextlib.contextmanager
+    def region(self) -> Iterator[None]:
+        """The forward pass under autocast."""
+        token = _ACTIVE.set(self.dtype)
+        try:
+            with AutocastFunctions(self.dtype):
+                yield
+        finally:
+            _ACTIVE.reset(token)
 
     def _cast(self, module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         owners = [(module, name) for name in CAST_PARAMETERS]

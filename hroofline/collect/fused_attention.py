@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from hroofline.collect.autocast_emulation import active_dtype
+
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 FLASH_MAX_HEAD_DIM = 256
 
@@ -37,6 +39,9 @@ def fused_attention() -> Iterator[None]:
     ) -> Any:
         if enable_gqa or query.dim() != 4 or key.shape[-3] != query.shape[-3]:
             return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        half = active_dtype()  # under autocast, attention runs in 16 bit
+        if half is not None:
+            query, key, value = (t.to(half) if t.dtype == torch.float32 else t for t in (query, key, value))
         aten = torch.ops.aten
         flash = attn_mask is None and query.dtype in HALF_DTYPES and query.shape[-1] <= FLASH_MAX_HEAD_DIM
         if flash:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -47,6 +48,9 @@ class _Storage:
     nbytes: int
     born_in: str | None
     category: str | None = None
+
+
+_TO_COPY = torch.ops.aten._to_copy.default
 
 
 def _rounded(nbytes: int) -> int:
@@ -93,10 +97,16 @@ class StorageLiveness(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        # a weight's copy in another dtype (autocast's 16-bit weights) is a weight too: it does not grow with the batch
+        category = "parameters" if func is _TO_COPY and self._category_of(args[0]) == "parameters" else None
         for leaf in tree_leaves(out):
             if hasattr(leaf, "untyped_storage"):
-                self._add(leaf)
+                self._add(leaf, category)
         return out
+
+    def _category_of(self, tensor: Any) -> str | None:
+        entry = self._live.get(tensor.untyped_storage()._cdata) if hasattr(tensor, "untyped_storage") else None
+        return entry.category if entry is not None else None
 
     def listen(self, phase: str, entering: bool) -> None:
         if entering:

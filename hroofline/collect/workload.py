@@ -181,6 +181,7 @@ class TrainingStep:
         model.train()
         self.built = built
         self.images = built.inputs
+        self.autocast_emulation: Any = None
         self.model = model
         if tracker is not None:
             tracker.add_root(model)
@@ -191,7 +192,8 @@ class TrainingStep:
             # Autocast does not act on meta tensors: its casts at convolutions and linear layers are emulated.
             from hroofline.collect.autocast_emulation import AutocastEmulation
 
-            AutocastEmulation(model, torch.float16 if config.precision == "amp" else torch.bfloat16)
+            dtype = torch.float16 if config.precision == "amp" else torch.bfloat16
+            self.autocast_emulation = AutocastEmulation(model, dtype)
         trained = self.master_params or list(model.parameters())
         # A traced step stands for a CUDA one: PyTorch's optimizers default to their foreach (multi-tensor)
         # implementation on CUDA, a few ops per step instead of a few per parameter.
@@ -218,6 +220,8 @@ class TrainingStep:
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         dtypes = {"amp": self.torch.float16, "amp-bf16": self.torch.bfloat16}
+        if self.autocast_emulation is not None:
+            return self.autocast_emulation.region()
         if self.config.precision in dtypes and not self.master_params and self.images.device.type != "meta":
             return self.torch.autocast(self.images.device.type, dtype=dtypes[self.config.precision])
         return contextlib.nullcontext()
