@@ -249,9 +249,12 @@ def empty_launches() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in LAUNCH_COLUMNS.items()})
 
 
-def upgrade_launches(frame: pd.DataFrame, schema_version: int) -> pd.DataFrame:
+def upgrade_launches(frame: pd.DataFrame, schema_version: int, analytic: bool = False) -> pd.DataFrame:
     """A launch table written by an older hroofline, in today's layout. Schema 1 kept one tensor column;
-    its runs were judged against the FP16 tensor peak, so that is where their tensor FLOPs go."""
+    its runs were judged against the FP16 tensor peak, so that is where their tensor FLOPs go. Before
+    schema 5 a prediction's ``time_s`` was its roofline bound: it is the bound still, and has no estimate."""
+    if schema_version < 5 and analytic and "time_s" in frame and "time_bound_s" not in frame:
+        frame = frame.assign(time_bound_s=frame["time_s"])
     if schema_version < 2 and "flops_tensor" in frame and not any(q in frame for q in TENSOR_FLOP_QUANTITIES):
         frame = frame.assign(flops_tensor_fp16=frame["flops_tensor"])
     return frame

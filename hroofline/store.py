@@ -91,7 +91,8 @@ class RunStore:
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"run {name!r}: cannot read {path} ({error})") from None
         meta = RunMeta.from_json(raw)
-        frame = upgrade_launches(frame, meta.schema_version)
+        analytic = bool(meta.sources) and all(source.kind == "analytic" for source in meta.sources)
+        frame = upgrade_launches(frame, meta.schema_version, analytic)
         meta.schema_version = SCHEMA_VERSION
         return Run(meta=meta, launches=conform_launches(frame))
 

@@ -132,3 +132,29 @@ def test_runs_listing(cli, ncu_dir: Path) -> None:
             "updated": rows[0]["updated"],
         }
     ]
+
+
+def test_a_prediction_stored_before_the_estimate_keeps_its_bound(tmp_path: Path) -> None:
+    """Schema 4 predictions stored the roofline bound as time_s: read today, it is their time_bound_s too."""
+    import json
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import REPO
+
+    store = tmp_path / "store"
+    shutil.copytree(REPO / "samples" / "store", store)
+    run_dir = store / "runs" / "resnet50-fp32-v100-predicted"
+    meta = json.loads((run_dir / "meta.json").read_text())
+    meta["schema_version"] = 4
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    parquet = next(run_dir.glob("launches-*.parquet"))
+    table = pq.read_table(parquet)
+    bound = table.column("time_bound_s").to_pylist()
+    table = table.drop_columns(["time_bound_s"]).set_column(
+        table.schema.get_field_index("time_s"), "time_s", table.column("time_bound_s")
+    )
+    pq.write_table(table, parquet)
+    launches = RunStore(store).load("resnet50-fp32-v100-predicted").launches
+    assert launches["time_bound_s"].tolist() == bound == launches["time_s"].tolist()

@@ -104,6 +104,9 @@ def test_chart_refusals_change_nothing(cli, swept: tuple[Path, pd.DataFrame], tm
     assert kernels.code == 2 and "--by run" in kernels.err
     levels = cli("chart", *runs, "--level", "l1,hbm", "--store", str(store))
     assert levels.code == 2 and "one memory level" in levels.err
+    gpus = ["resnet18-fp32-v100-sxm2-b16-predicted", "resnet18-fp32-a100-40gb-b16-predicted"]
+    ceilings = cli("chart", *gpus, "--ceilings", "v100", "--store", str(store))
+    assert ceilings.code == 2 and "ran on several GPUs" in ceilings.err
     missing = cli("chart", runs[0], "no-such-run", "--out", str(tmp_path / "x.html"), "--store", str(store))
     assert missing.code == 1 and not (tmp_path / "x.html").exists()
     assert tree_digest(store) == before

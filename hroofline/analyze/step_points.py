@@ -53,8 +53,14 @@ def gpu_label(run: Run) -> str:
 
 
 def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings: str | None = None) -> StepPoints:
-    """One point per run (``by="run"``) or per run and phase (``by="phase"``), bytes at ``level`` (default:
-    the fastest level every run has bytes at, HBM first)."""
+    """One point per run (``by="run"``) or per run and phase (``by="phase"``), bytes at ``level`` (default: the
+    slowest level most runs have bytes at, HBM first). A run without bytes there gets a point without an
+    intensity (not drawn). ``ceilings`` replaces the roofs of runs of one GPU only."""
+    if ceilings is not None and len({gpu_label(run) for run in runs}) > 1:
+        raise UsageError(
+            "--ceilings gives one GPU's roofs, and these runs ran on several GPUs",
+            "leave --ceilings out (each GPU gets its own roofs), or chart one GPU's runs",
+        )
     chosen = level or _common_level(runs)
     rows = []
     peaks: dict[str, dict[str, float]] = {}
@@ -137,13 +143,12 @@ def _phase_order(phase: str) -> int:
 
 
 def _common_level(runs: Sequence[Run]) -> str:
-    for level in ("hbm", "l2", "l1"):
-        if all(run.launches[f"bytes_{level}"].notna().any() for run in runs):
-            return level
-    raise UsageError(
-        "these runs have no memory level with bytes in common, so they share no intensity axis",
-        "chart them one at a time",
-    )
+    """The level most runs have bytes at; of equals, HBM before L2 before L1."""
+    counts = {level: sum(run.launches[f"bytes_{level}"].notna().any() for run in runs) for level in ("hbm", "l2", "l1")}
+    best = max(counts, key=lambda level: counts[level])  # max keeps the first of equals
+    if counts[best] == 0:
+        raise UsageError("no run has bytes at any memory level, so none has an intensity to draw")
+    return best
 
 
 def overview_table(found: StepPoints, runs: Sequence[Run]) -> pd.DataFrame:

@@ -226,7 +226,8 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
     if skipped:
         say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(skipped)}")
-    say(f"wrote {out} ({int(drawable.sum())} dots on {len(found.peaks)} GPU(s), bytes at {found.level.upper()})")
+    gpus = found.points.loc[drawable, "gpu"].nunique()
+    say(f"wrote {out} ({int(drawable.sum())} dots on {gpus} GPU(s), bytes at {found.level.upper()})")
     return 0
 
 
@@ -319,10 +320,17 @@ def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | No
 
     try:
         found = step_points(runs, "run", None, ceilings)
-    except UsageError:
+    except UsageError as error:
+        say(f"hroofline: note: no all-runs chart in the report: {error.one_line()}")
         return None
-    if not (found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)).any():
+    drawable = found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)
+    if not drawable.any():
+        say("hroofline: note: no all-runs chart in the report: no run has FLOPs, bytes and time")
         return None
+    skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
+    if skipped:
+        what = f"no FLOPs, {found.level.upper()} bytes or time"
+        say(f"hroofline: note: not on the all-runs chart ({what}): {', '.join(skipped)}")
     spec = runs_chart(found, "All runs, one dot each").to_dict()
     return RunsSection(spec=spec, table=overview_table(found, runs))
 

@@ -27,9 +27,12 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
     series = list(dict.fromkeys(points["series"]))
     colour = alt.Color("series:N", title=None, scale=alt.Scale(domain=series), legend=alt.Legend(labelLimit=400))
     phases = list(dict.fromkeys(points["phase"]))
+    drawn_gpus = points["gpu"].nunique()
     charts = []
     for gpu, peaks in found.peaks.items():
         mine = points[points["gpu"] == gpu].rename(columns={"intensity": f"ai_{level}"})
+        if mine.empty:  # none of this GPU's runs has bytes at the level drawn
+            continue
         roofs = roof_rows(mine, peaks, [level])
         frame_axes = axes(roofs, list(mine["flop_rate"]))
         x, y = frame_axes.x(f"ai_{level}"), frame_axes.y("flop_rate")
@@ -67,7 +70,7 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
         subtitle = f"{gpu}: {found.roof_labels[gpu]}"
         charts.append(
             alt.layer(*layers).properties(
-                width=WIDTH if len(found.peaks) == 1 else WIDTH * 2 // 3,
+                width=WIDTH if drawn_gpus == 1 else WIDTH * 2 // 3,
                 height=HEIGHT,
                 title=alt.TitleParams(subtitle, anchor="start", fontSize=12),
             )
