@@ -36,6 +36,7 @@ class EstimateModel:
     median_error: float | None = None  # error factor max(est/meas, meas/est), held-out rows
     p90_error: float | None = None
     source: str = ""
+    measured_on: str = ""  # what the held-out error was measured on
 
 
 def op_classes(launches: pd.DataFrame) -> np.ndarray:
@@ -78,6 +79,7 @@ def load_estimate_model() -> EstimateModel:
         median_error=error.get("median"),
         p90_error=error.get("p90"),
         source=str(data.get("source", "")),
+        measured_on=str(error.get("measured_on", "")),
     )
 
 
@@ -88,6 +90,7 @@ class StepTime:
     bound_s: float
     estimate_s: float
     error_factor: float | None  # 90% of held-out steps were within this factor of the estimate
+    error_measured_on: str  # which steps: the error holds for steps like these
     items: float  # samples (or tokens) per step
     unit: str  # "images", "tokens" or "samples"
 
@@ -109,6 +112,7 @@ def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: 
         bound_s=float(launches["time_bound_s"].sum()),
         estimate_s=float(launches["time_s"].sum()),
         error_factor=model.p90_error,
+        error_measured_on=model.measured_on,
         items=items,
         unit=unit,
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
+from hroofline.analyze.memory_fit import peak_phase
 from hroofline.analyze.predict import flop_split, tensor_share
 from hroofline.analyze.sweep import SweepEntry, sweep_table
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
@@ -202,4 +203,5 @@ def prediction_view(prediction: Prediction) -> PredictionView:
         tensor_share=tensor_share(launches, prediction.peaks),
         split=flop_split(launches),
         estimate_source=prediction.estimate_model.source,
+        peak_split=peak_phase(prediction.source.info.memory) if prediction.source.info.memory else None,
     )

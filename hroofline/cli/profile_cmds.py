@@ -294,6 +294,7 @@ def _profile_gpu(
     tool = tool or _preflight(args, gpu)  # the --kernels pass checked it before its trace pass
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
+    (out_dir / MEMORY_FILE).unlink(missing_ok=True)  # an earlier profile's record is not this one's
     source = with_measured_memory(profile_with_ncu(passes, settings, metric_set, gpu, say), out_dir / MEMORY_FILE)
     shown = 0
     if top is not None:

@@ -5,7 +5,9 @@ call) picks a fused kernel: FlashAttention for 16-bit inputs without a mask, mem
 float32 or a mask. On the meta device it has no fused kernel and decomposes into ``bmm``, softmax and ``bmm``,
 which reads and writes the whole attention matrix and keeps it for backward. While tracing, this module puts
 the fused ops in its place (they have meta kernels and gradients), so their FLOPs, bytes and memory are the
-fused kernels'. What the fused kernels cannot take (grouped-query attention) keeps PyTorch's own path.
+fused kernels'. What the fused kernels cannot take (grouped-query attention) keeps PyTorch's own path. A
+trace is not made for one GPU: FlashAttention stands for the 16-bit fused kernel of any GPU (a V100 or T4
+runs memory-efficient attention instead, with the same FLOPs and the same inputs and outputs).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
 from hroofline.ceilings import ROOF_LABELS
 from hroofline.metricset import GIB
+from hroofline.model import PhaseMemory
 from hroofline.render.numbers import per_second, si
 from hroofline.render.text import text_table
 
@@ -32,6 +33,7 @@ class PredictionView:
     tensor_share: float  # share of the FLOPs on the tensor roof
     split: FlopSplit
     estimate_source: str = ""  # what the estimate's parameters were fitted to
+    peak_split: PhaseMemory | None = None  # the phase with the step's peak memory, by category
 
 
 def prediction_text(view: PredictionView) -> str:
@@ -42,6 +44,10 @@ def prediction_text(view: PredictionView) -> str:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
     if view.fit is not None:
         lines.append(_fit_line(view.fit))
+    if view.peak_split is not None and view.peak_split.peak_by_category:
+        parts = sorted(view.peak_split.peak_by_category.items(), key=lambda item: -item[1])
+        split = ", ".join(f"{name.replace('_', ' ')} {si(value, 'B')}" for name, value in parts if value > 0)
+        lines.append(f"memory at the peak ({view.peak_split.phase}): {split}")
     lines.append(_tensor_line(view.peaks, view.tensor_share))
     split = view.split
     total = split.matmul + split.other
@@ -85,7 +91,8 @@ def _step_line(step: StepTime) -> str:
     if step.error_factor:
         slow, fast = per_second(step.throughput(step.high_s), unit), per_second(step.throughput(step.low_s), unit)
         estimate += (
-            f" (90% of held-out measured steps within x{step.error_factor:.2f}: {si(step.low_s, 's')} to "
+            f" (90% of held-out measured {step.error_measured_on or 'steps'} were within x{step.error_factor:.2f}: "
+            f"{si(step.low_s, 's')} to "
             f"{si(step.high_s, 's')}, {slow} to {fast})"
         )
     return f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {per_second(step.throughput(step.bound_s), unit)}"
