@@ -122,9 +122,8 @@ def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
         route = None
     if precision in ("amp", "amp-bf16"):
         notes.append(
-            "amp is traced with autocast's casts emulated at convolutions and linear layers (float32 weights cast "
-            "to 16 bit each step, and their gradients back); softmax and layer norm, which autocast runs in "
-            "float32, count in the dtype of their input"
+            "amp is traced with autocast's casts emulated: matrix products and convolutions in 16 bit (float32 "
+            "weights cast each step, their gradients cast back), softmax, norms and losses in float32"
         )
     return Peaks(gpu=gpu, values=peaks, route=route, notes=tuple(notes))
 
