@@ -47,6 +47,12 @@ class StepPoints:
     roof_labels: dict[str, str]
     level: str
 
+    def table(self) -> pd.DataFrame:
+        """The points as a table: their columns but the time at roof (attainable FLOP/s says it), bytes named
+        after their level."""
+        columns = [c for c in POINT_COLUMNS if c != "time_at_roof_s"]
+        return self.points[columns].rename(columns={"bytes": f"bytes_{self.level}"})
+
 
 def gpu_label(run: Run) -> str:
     return run.meta.gpu or run.meta.device_name or "unknown GPU"

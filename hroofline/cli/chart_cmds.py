@@ -200,7 +200,7 @@ def draw_chart(args: argparse.Namespace) -> int:
 
 def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     """Several runs, one dot each (or per phase), one chart per GPU; the table on stdout."""
-    from hroofline.render.runs_chart import points_for_table, points_text, runs_chart
+    from hroofline.render.runs_chart import points_text, runs_chart
 
     levels = parse_levels(args.level) if args.level else None
     if levels is not None and len(levels) > 1:
@@ -221,7 +221,7 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
         f" on {', '.join(found.peaks)}" if gpus <= 3 else f" on {gpus} GPUs"
     )
     write_chart(runs_chart(found, title).to_dict(), out, title)
-    table = points_for_table(found)
+    table = found.table()
     write_out(points_text(table) if args.format == "table" else render_frame(table, args.format))
     skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
     if skipped:

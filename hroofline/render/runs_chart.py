@@ -86,25 +86,8 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
     )
 
 
-def points_for_table(found: StepPoints) -> pd.DataFrame:
-    """The points as the table beside the chart shows them."""
-    columns = [
-        "run",
-        "series",
-        "gpu",
-        "phase",
-        "flops",
-        "bytes",
-        "time_s",
-        "intensity",
-        "flop_rate",
-        "attainable_flop_rate",
-    ]
-    return found.points[[*columns, "attainable_pct"]].rename(columns={"bytes": f"bytes_{found.level}"})
-
-
 def points_text(table: pd.DataFrame) -> str:
-    """The table of :func:`points_for_table` for a terminal, SI units."""
+    """The table of :meth:`StepPoints.table` for a terminal, SI units."""
     phases = table["phase"].nunique() > 1
     rows = [["run", "GPU", *(["phase"] if phases else []), "time", "FLOPs", "bytes", "FLOP/byte", "FLOP/s"]]
     rows[0] += ["attainable", "% of attainable"]
