@@ -38,3 +38,24 @@ class UsageError(HrooflineError):
 
 class ProfilingError(HrooflineError):
     """Profiling cannot start or did not produce data: a missing tool, GPU or permission."""
+
+
+SHOWN_NAMES = 8  # known names listed in a hint, at most
+
+
+def did_you_mean(name: str, known: list[str] | tuple[str, ...], what: str, listed_by: str | None = None) -> str:
+    """A hint for an unknown ``name``: the closest known names, else a few of them and how many there are;
+    then the command that lists them all."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if close:
+        hint = "did you mean " + (", ".join(close[:-1]) + " or " + close[-1] if len(close) > 1 else close[0]) + "?"
+    elif known:
+        shown = ", ".join(sorted(known)[:SHOWN_NAMES])
+        hint = f"known {what}: {shown}" + (f", ... ({len(known)} in all)" if len(known) > SHOWN_NAMES else "")
+    else:
+        hint = f"there are no {what}"
+    if not (listed_by and known):
+        return hint
+    return f"{hint} `{listed_by}` lists them" if close else f"{hint}; `{listed_by}` lists them"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
 
-from hroofline.errors import UsageError
+from hroofline.errors import UsageError, did_you_mean
 
 GIB = 2**30  # bytes in a GiB: device memory is sold in binary units
 
@@ -384,8 +384,8 @@ def resolve_gpu(name: str) -> GpuName:
         if wanted == gpu.name or wanted in (_canon(a) for a in gpu.aliases):
             variant = gpu.memory_by_alias.get(wanted)
             return replace(gpu, memory_bytes=variant, variant=wanted) if variant else gpu
-    known = ", ".join(sorted(load_gpu_names()))
-    raise UsageError(f"unknown GPU {name!r}", f"known GPUs: {known}")
+    names = [*load_gpu_names(), *(a for gpu in load_gpu_names().values() for a in gpu.aliases)]
+    raise UsageError(f"unknown GPU {name!r}", did_you_mean(_canon(name), names, "GPUs", "hroofline gpus"))
 
 
 # A word after the matched model name that makes it another product (RTX 3090 Ti, RTX 4090 D, H200 NVL)

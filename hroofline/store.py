@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hroofline.errors import MergeError, StoreError, UsageError
+from hroofline.errors import MergeError, StoreError, UsageError, did_you_mean
 from hroofline.importers import ImportedSource
 from hroofline.metricset import QUANTITIES, load_metric_set
 from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches, upgrade_launches
@@ -100,8 +100,8 @@ class RunStore:
         check_run_name(name)
         path = self.runs_dir / name / "meta.json"
         if not path.is_file():
-            known = ", ".join(self.run_names()) or "none"
-            raise StoreError(f"no run named {name!r} in store {self.root}", f"runs there: {known}")
+            hint = did_you_mean(name, self.run_names(), "runs there", "hroofline runs")
+            raise StoreError(f"no run named {name!r} in store {self.root}", hint)
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as error:

@@ -172,3 +172,30 @@ def test_usage_and_lookup_errors(tmp_path: Path, args: list[str], code: int) -> 
     result = run_program(*args, "--store", tmp_path / "s")
     assert result.code == code, result
     assert "Traceback" not in result.err
+
+
+def test_unknown_names_get_did_you_mean_quickly(tmp_path: Path) -> None:
+    """A misspelt model, GPU or run: one line naming the closest known names, before torch is imported."""
+    import time
+
+    started = time.perf_counter()
+    model = run_program("predict", "--arch", "resnt50", "--gpu", "v100", "--store", str(tmp_path / "s"))
+    elapsed = time.perf_counter() - started
+    assert model.code == 2 and "did you mean resnet50" in model.err and model.err.count("\n") == 1
+    assert elapsed < 2.0  # the issue's bound is 1 s; a loaded CI machine gets slack
+    gpu = run_program("predict", "--arch", "resnet50", "--gpu", "a1000", "--store", str(tmp_path / "s"))
+    assert gpu.code == 2 and "did you mean a100" in gpu.err and "`hroofline gpus` lists them" in gpu.err
+    run = run_program("summary", "resnet5O", "--store", str(tmp_path / "s"))
+    assert run.code == 1 and "no run named 'resnet5O'" in run.err and run.err.count("\n") == 1
+
+
+def test_torchvision_names_are_checked_without_torchvision() -> None:
+    """The bundled list is the installed torchvision's own."""
+    import torchvision
+
+    from hroofline.collect.models import _bundled_torchvision_names
+
+    bundled = _bundled_torchvision_names()
+    assert bundled is not None
+    assert bundled["classification"] == set(torchvision.models.list_models(module=torchvision.models))
+    assert bundled["segmentation"] == set(torchvision.models.list_models(module=torchvision.models.segmentation))

@@ -22,10 +22,11 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hroofline.errors import UsageError
+from hroofline.errors import UsageError, did_you_mean
 
 HF_PREFIX = "hf:"
 INSTANCE_PREFIX = "instance:"  # an nn.Module handed to the Python API, by registry key
@@ -114,24 +115,54 @@ def register_instance(module: Any) -> str:
     return f"{INSTANCE_PREFIX}{key}:{type(module).__name__}"
 
 
-def torchvision_kind(name: str) -> str | None:
-    """'classification', 'segmentation', or None for a name torchvision does not have (or another task)."""
+@cache
+def _bundled_torchvision_names() -> dict[str, frozenset[str]] | None:
+    """metrics/torchvision_models.toml, when it lists the torchvision installed (checked without importing it)."""
+    import importlib.metadata
+    import tomllib
+
+    from hroofline.metricset import metrics_dir
+
+    data = tomllib.loads((metrics_dir() / "torchvision_models.toml").read_text())
+    try:
+        installed = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if installed.split("+")[0] != data["torchvision"]:
+        return None
+    return {kind: frozenset(data[kind]) for kind in ("classification", "segmentation")}
+
+
+def torchvision_names() -> dict[str, frozenset[str]]:
+    """The classification and segmentation models torchvision builds: from the bundled list where it is the
+    installed torchvision's, else from torchvision itself."""
+    bundled = _bundled_torchvision_names()
+    if bundled is not None:
+        return bundled
     import torchvision
 
-    if name in torchvision.models.list_models(module=torchvision.models):
-        return "classification"
-    if name in torchvision.models.list_models(module=torchvision.models.segmentation):
-        return "segmentation"
-    return None
+    return {
+        "classification": frozenset(torchvision.models.list_models(module=torchvision.models)),
+        "segmentation": frozenset(torchvision.models.list_models(module=torchvision.models.segmentation)),
+    }
+
+
+def torchvision_kind(name: str) -> str | None:
+    """'classification', 'segmentation', or None for a name torchvision does not have (or another task)."""
+    return next((kind for kind, names in torchvision_names().items() if name in names), None)
 
 
 def check_model(spec: ModelSpec) -> None:
     """Refuses what cannot be built, before minutes of work: an unknown torchvision name, a missing file,
     transformers not installed."""
     if spec.kind == "torchvision" and torchvision_kind(spec.name) is None:
+        known = sorted(set().union(*torchvision_names().values()))
+        close = did_you_mean(spec.name, known, "torchvision models")
         raise UsageError(
             f"unknown model {spec.name!r}",
-            "a torchvision classifier or segmentation model (resnet18, vit_b_16, deeplabv3_resnet50), hf:NAME, "
+            close
+            if close.startswith("did you mean")
+            else "a torchvision classifier or segmentation model (resnet18, vit_b_16, deeplabv3_resnet50), hf:NAME, "
             "or your own with --model PKG.MODULE:FACTORY or FILE.py:FACTORY",
         )
     if spec.kind == "hf" and importlib.util.find_spec("transformers") is None:
