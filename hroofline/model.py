@@ -137,6 +137,17 @@ class SourceInfo:
     memory: list[PhaseMemory] = field(default_factory=list)  # per phase, predicted or measured
 
     @property
+    def collection(self) -> str:
+        """How the source was collected, in a word: ncu, trace (trace+ncu with ncu's counters), cpu, predicted."""
+        if self.kind == "analytic":
+            return "predicted"
+        if self.kind == "kineto+ncu":
+            return "trace+ncu"
+        if self.kind.startswith("kineto"):
+            return "trace"
+        return "cpu" if self.kind == "cpu" else "ncu"
+
+    @property
     def analytic_work(self) -> bool:
         """A trace's FLOPs and bytes come from its ops' shapes (all of them, or all but ncu's top kernels)."""
         return self.kind in ("kineto", "kineto+ncu")

@@ -143,3 +143,15 @@ def test_the_report_says_which_runs_do_not_fit(cli, tmp_path: Path) -> None:
     overview = page[page.index('id="all-runs"') : page.index('id="run-1"')]
     rows = re.findall(r'<tr><td class="text">([^<]+)</td>.*?<td>(yes|no|-)</td></tr>', overview)
     assert dict(rows) == {"vgg16-fp32-t4-predicted": "no", "vgg16-fp32-a100-40gb-predicted": "yes"}
+
+
+def test_runs_says_how_each_run_was_collected(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(deepcam_store, store)
+    assert cli("predict", "--arch", "resnet18", "--gpu", "v100", "--batch-size", "2", "--store", str(store)).code == 0
+    listed = {row["run"]: row for row in json.loads(cli("runs", "--format", "json", "--store", str(store)).out)}
+    assert listed["resnet18-fp32-v100-sxm2-predicted"]["kind"] == "predicted"
+    assert listed["deepcam-O1"]["kind"] == "ncu" and listed["deepcam-O1"]["gpu"] == "v100-sxm2"
+    assert "kind" in cli("runs", "--store", str(store)).out.splitlines()[0]

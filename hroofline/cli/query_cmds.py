@@ -105,6 +105,7 @@ def list_runs(args: argparse.Namespace) -> int:
         rows.append(
             {
                 "run": name,
+                "kind": "+".join(dict.fromkeys(source.collection for source in meta.sources)) or None,
                 "gpu": meta.gpu or meta.device_name,
                 "cc": meta.cc,
                 "arch": meta.arch,
