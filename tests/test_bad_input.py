@@ -199,3 +199,12 @@ def test_torchvision_names_are_checked_without_torchvision() -> None:
     assert bundled is not None
     assert bundled["classification"] == set(torchvision.models.list_models(module=torchvision.models))
     assert bundled["segmentation"] == set(torchvision.models.list_models(module=torchvision.models.segmentation))
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    """argparse's own errors too: one line, the way to --help, exit 2; a misspelt command gets did-you-mean."""
+    top = run_program("top", "x", "-n", "0", "--store", str(tmp_path / "s"))
+    assert top.code == 2 and top.err.count("\n") == 1 and "must be 1 or more" in top.err
+    assert "`hroofline top --help`" in top.err
+    command = run_program("summry", "x")
+    assert command.code == 2 and command.err.count("\n") == 1 and "did you mean summary?" in command.err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -23,7 +24,7 @@ from hroofline.cli import (
     profile_cmds,
     query_cmds,
 )
-from hroofline.errors import HrooflineError
+from hroofline.errors import HrooflineError, did_you_mean
 
 DESCRIPTION = """\
 Hierarchical roofline analysis of the GPU kernels of deep-learning workloads.
@@ -51,15 +52,28 @@ units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)
 """
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error, with where to read more; a misspelt command gets
+    "did you mean"."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice and self.prog == "hroofline":
+            commands = [c.strip(" '") for c in choice[2].split(",")]
+            message = f"unknown command {choice[1]!r} ({did_you_mean(choice[1], commands, 'commands')})"
+        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="hroofline",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hroofline {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     import_cmd.register(commands)
     query_cmds.register(commands)
     chart_cmds.register(commands)
