@@ -122,6 +122,7 @@ def test_runs_listing(cli, ncu_dir: Path) -> None:
     assert rows == [
         {
             "run": "adamw",
+            "kind": "ncu",
             "gpu": "NVIDIA GeForce RTX 3060 Ti",
             "cc": "8.6",
             "arch": "ampere",

@@ -1,14 +1,18 @@
-"""Tables as aligned text, CSV or JSON. Machine formats keep full precision; text rounds for reading."""
+"""Tables as aligned text, CSV or JSON. Machine formats keep full precision; text is for people: SI with
+units (8.16 TFLOP/s, 24.0 ms, 1.27 GB), by the column's name."""
 
 from __future__ import annotations
 
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from hroofline.render.numbers import si
 
 _MAX_NAME = 70
 
@@ -20,7 +24,9 @@ def render_frame(frame: pd.DataFrame, fmt: str) -> str:
         return buffer.getvalue()
     if fmt == "json":
         return to_json(frame_records(frame))
-    return text_table([list(frame.columns)] + [[_cell(v) for v in row] for row in frame.itertuples(index=False)])
+    columns = list(frame.columns)
+    rows = [[_cell(v, c) for v, c in zip(row, columns, strict=True)] for row in frame.itertuples(index=False)]
+    return text_table([columns, *rows])
 
 
 def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -54,27 +60,43 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(value: object) -> str:
+def _unit(column: str) -> str | None:
+    """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
+    if column.endswith("flop_rate") or column.endswith("flop_per_s"):
+        return "FLOP/s"
+    if column == "time_s" or column.endswith("_s"):
+        return "s"
+    if column.startswith("flops") or column == "flops":
+        return "FLOP"
+    if column.startswith("ops_"):
+        return "op"
+    if column.startswith("bytes") or column.endswith("_bytes"):
+        return "B"
+    return None
+
+
+def _cell(value: object, column: str = "") -> str:
     value = json_value(value)
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        unit = _unit(column)
+        if column.endswith("_pct"):
+            return f"{value:.1f}%"
+        return si(value, unit) if unit else f"{value:.4g}"
     text = str(value)
     return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 3] + "..."
 
 
+_NUMBER = re.compile(r"-|[+-]?\d[\d,]*(\.\d+)?(e[+-]?\d+)?( [a-zA-Zµ/]+)?%?")
+
+
 def _is_number(text: str) -> bool:
-    if text == "-":
-        return True
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    """A number, with or without its SI unit ("24.0 ms", "8.16 TFLOP/s", "18.6%"): right-aligned."""
+    return bool(_NUMBER.fullmatch(text))
 
 
 def summary_table(summary: Mapping[str, Mapping[str, object]], columns: Sequence[str]) -> str:
     rows = [["phase", *columns]]
-    rows += [[phase, *(_cell(values[c]) for c in columns)] for phase, values in summary.items()]
+    rows += [[phase, *(_cell(values[c], c) for c in columns)] for phase, values in summary.items()]
     return text_table(rows)
