@@ -165,8 +165,10 @@ def test_predicted_runs_work_with_the_other_commands(cli, predicted: Path, tmp_p
     assert summary["phases"]["forward"]["flops_tensor"] > 0
     top = cli("top", "r50-amp", "-n", "3", "--store", str(predicted))
     assert top.code == 0 and "beats" not in top.err  # a prediction never beats its own roofs
+    assert "note: a prediction: time_s is the estimated time" in top.out
     chart = cli("chart", "r50-amp", "--out", str(tmp_path / "p.json"), "--store", str(predicted))
     assert chart.code == 0 and "at HBM" in chart.err
+    assert "Predicted (no kernel ran)" in (tmp_path / "p.json").read_text()
 
 
 @pytest.mark.parametrize("arch", ["mobilenet_v2", "efficientnet_b0", "resnet18"])

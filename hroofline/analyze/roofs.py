@@ -257,6 +257,7 @@ class RooflinePoints:
     group_by: str  # launch, name or layer: what one dot is
     peaks: dict[str, float] = field(default_factory=dict)  # the roofs drawn: one value per roof
     analytic_work: bool = False  # FLOPs and bytes from the ops' shapes (a trace), not counters
+    predicted: bool = False  # a prediction: times are estimates, no kernel ran
 
     @property
     def per_launch(self) -> bool:
@@ -286,7 +287,13 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         group_by=query.group_by,
         peaks=roofs.representative(launches),
         analytic_work=any(source.analytic_work for source in run.meta.sources),
+        predicted=is_prediction(run),
     )
+
+
+def is_prediction(run: Run) -> bool:
+    """A run made by ``predict``: its times are estimates and its work analytic."""
+    return bool(run.meta.sources) and all(source.kind == "analytic" for source in run.meta.sources)
 
 
 def compute_roofs_present(points: pd.DataFrame) -> list[str]:

@@ -12,6 +12,7 @@ from hroofline.analyze.roofs import (
     TOP_SORTS,
     RoofNotes,
     has_times,
+    is_prediction,
     levels_with_dots,
     ranked,
     roofline_points,
@@ -243,6 +244,11 @@ def show_top(args: argparse.Namespace) -> int:
         write_out(f"roofs: {roofs.describe()}\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")
+        if is_prediction(run):
+            write_out(
+                "note: a prediction: time_s is the estimated time (bound / its class's efficiency, with a host "
+                "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
+            )
     write_out(render_frame(table, args.format))
     _warn(notes)
     return 0

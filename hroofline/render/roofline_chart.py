@@ -192,7 +192,12 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -
         if points.not_drawn > points.no_flops:
             why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"
         lines.append(f"Not drawn: {points.not_drawn} {unit} ({why}), {si(points.not_drawn_time_s, 's')} in all.")
-    if points.analytic_work:
+    if points.predicted:
+        lines.append(
+            "Predicted (no kernel ran): FLOPs and the fewest bytes (at HBM) of each op, at its estimated time "
+            "(roofline bound / its class's efficiency, with a host floor): no dot reaches a roof by construction."
+        )
+    elif points.analytic_work:
         lines.append(
             "Time measured (PyTorch profiler); FLOPs and bytes analytic: each op's recorded shapes, the fewest bytes "
             "it must move (at one level: HBM on a GPU, L1 on a CPU); ops without shapes or formula are not drawn."
