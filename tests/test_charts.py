@@ -83,9 +83,8 @@ def test_roofs_sit_at_the_catalog_values_at_the_measured_clock(
     # each bandwidth roof ends where it meets the highest compute roof
     for name in ("L1", "L2", "HBM"):
         assert max(p["y"] for p in by_roof[name]) == pytest.approx(expected["tensor"])
-    labels = [
-        t for layer in _layers(amp_forward_spec) if layer["mark"]["type"] == "text" for t in layer["data"]["values"]
-    ]
+    text_layers = [layer for layer in _layers(amp_forward_spec) if layer["mark"]["type"] == "text"]
+    labels = [t for layer in text_layers if "values" in layer["data"] for t in layer["data"]["values"]]
     texts = {row["label"] for row in labels}
     assert "HBM 900.0 GB/s" in texts
     assert f"FP16 tensor {expected['tensor'] / 1e12:.1f} TFLOP/s" in texts
@@ -93,6 +92,11 @@ def test_roofs_sit_at_the_catalog_values_at_the_measured_clock(
     subtitle = " ".join(amp_forward_spec["title"]["subtitle"])
     assert "scaled to each launch's measured SM clock" in subtitle and "quoted at 1.53 GHz" in subtitle
     assert "FP16 roof halved" in subtitle
+    # the five kernels with the most time are numbered on the chart and named in the key, slowest first
+    numbers = next(layer for layer in text_layers if "values" not in layer["data"])
+    assert [row["number"] for row in amp_forward_spec["datasets"][numbers["data"]["name"]]] == list("12345")
+    key = amp_forward_spec["title"]["subtitle"][-5:]
+    assert key[0].strip().startswith("1  implicit_convolve_sgemm") and key[1].strip().startswith("2  col2im_kernel")
 
 
 def test_dot_area_is_proportional_to_time(amp_forward_spec: dict[str, Any]) -> None:

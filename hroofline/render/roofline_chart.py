@@ -20,7 +20,8 @@ from hroofline.analyze.roofs import RooflinePoints, levels_with_dots
 from hroofline.ceilings import LEVEL_LABELS, RunRoofs
 from hroofline.metricset import LEVELS
 from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, LEVEL_COLOURS, WIDTH, axes, roof_layers, roof_rows
+from hroofline.render.point_labels import NumberedDot, number_dots
+from hroofline.render.roofs import HEIGHT, LEVEL_COLOURS, WIDTH, Axes, axes, roof_layers, roof_rows
 
 ABOVE_ROOF_COLOUR = "#d00000"
 # Largest dot area in px^2; areas scale linearly from 0 so that area is proportional to time.
@@ -32,6 +33,7 @@ class ChartOptions:
     title: str
     levels: tuple[str, ...] = LEVELS
     phase_selector: bool = True
+    labels: int = 5  # the kernels (by time) whose names are written beside their dots
 
 
 def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartOptions) -> alt.LayerChart:
@@ -106,8 +108,16 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     )
     roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
     subtitle = _subtitle(points, roofs_used, levels)
+    top = top_dots(data, levels, options.labels)
+    numbered = number_dots([(d.ai, d.flop_rate, d.radius_px, d.name) for d in top], frame_axes)
+    if numbered:
+        subtitle.append("The kernels with the most time, numbered on the chart:")
+        subtitle += [
+            f"  {n.number}  {n.name} ({d.phase}, {si(d.time_s, 's')})" for n, d in zip(numbered, top, strict=True)
+        ]
+    named = _number_layer(numbered, top, frame_axes, bool(params))
     return (
-        alt.layer(roof_lines, *roof_labels, joins, dots, above)
+        alt.layer(roof_lines, *roof_labels, joins, dots, above, *named)
         .properties(
             width=WIDTH,
             height=HEIGHT,
@@ -115,6 +125,49 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         )
         .configure_view(stroke="#cccccc")
     )
+
+
+@dataclass(frozen=True)
+class TopDot:
+    """A kernel among those with the most time: its rightmost dot (highest intensity) and what to call it."""
+
+    ai: float
+    flop_rate: float
+    radius_px: float
+    name: str
+    phase: str
+    time_s: float
+
+
+def top_dots(data: list[dict[str, object]], levels: list[str], count: int) -> list[TopDot]:
+    largest = data_max_time(data)
+    dots = []
+    for row in sorted(data, key=lambda row: -float(row["time_s"]))[:count]:  # type: ignore[arg-type]
+        drawn = [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
+        rate, seconds = float(row["flop_rate"]), float(row["time_s"])  # type: ignore[arg-type]
+        if drawn and rate > 0:
+            radius = math.sqrt(MAX_DOT_AREA * seconds / largest / math.pi)
+            dots.append(TopDot(max(drawn), rate, radius, str(row["short"]), str(row["phase"]), seconds))
+    return dots
+
+
+def _number_layer(
+    numbered: list[NumberedDot], dots: list[TopDot], frame_axes: Axes, phase_filter: bool
+) -> list[alt.Chart]:
+    if not numbered:
+        return []
+    rows = [
+        {"label_x": n.label_x, "label_y": n.label_y, "number": str(n.number), "phase": dot.phase}
+        for n, dot in zip(numbered, dots, strict=True)
+    ]
+    base = alt.Chart(pd.DataFrame(rows))
+    if phase_filter:
+        base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+    return [
+        base.mark_text(align="left", baseline="bottom", fontSize=12, fontWeight="bold", color="#111111").encode(
+            x=frame_axes.x("label_x"), y=frame_axes.y("label_y"), text="number:N"
+        )
+    ]
 
 
 def data_max_time(data: list[dict[str, object]]) -> float:
