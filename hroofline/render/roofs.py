@@ -83,6 +83,7 @@ def roof_rows(
             }
         )
     fastest = max(bandwidths.values(), default=None)
+    dots = _dots(frame, levels)
     drawn_peaks = []
     above_at: float | None = None  # the last compute roof labelled above its line
     for precision in sorted(precisions, key=lambda p: -peaks[p]):
@@ -101,20 +102,73 @@ def roof_rows(
             continue
         # Two roofs close together (FP32 and the halved FP16 roof on a V100): the lower one's label goes
         # under its line, so that the two labels do not print over each other.
-        below = above_at is not None and above_at / peak < CLOSE_ROOFS
+        close = above_at is not None and above_at / peak < CLOSE_ROOFS
+        text = f"{prefix}{name} {si(peak, 'FLOP/s', 4)}"
+        # at the right end of the line, unless dots sit there: then where the fewest do, along the line,
+        # above it or (where a close roof's label is above) below it, or above it left of that label
+        places = [(x_high / 1.15, "right", close), (x_start * 1.1, "left", close)]
+        places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", close) for k in range(1, 5)]
+        if close:
+            places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", False) for k in range(0, 3)]
+        spot = min(places, key=lambda place: _dots_under(place[:2], peak, place[2], text, dots, (x_low, x_high)))
+        below = spot[2]
         above_at = above_at if below else peak
         labels.append(
-            {
-                "x": x_high / 1.15,
-                "y": peak,
-                "label": f"{prefix}{name} {si(peak, 'FLOP/s', 4)}",
-                "align": "right",
-                "rotate": False,
-                "colour": ROOF_GREY,
-                "below": below,
-            }
+            {"x": spot[0], "y": peak, "label": text, "align": spot[1], "rotate": False, "colour": ROOF_GREY}
+            | {"below": below}
         )
     return RoofRows(lines=lines, labels=labels, x_domain=[x_low, x_high], peaks=drawn_peaks)
+
+
+LABEL_CHAR_PX, LABEL_HEIGHT_PX, LABEL_MARGIN_PX = 6.5, 14.0, 3.0
+DOT_AREA_PX = 900.0  # the largest dot's area, as the charts draw it
+
+
+def _dots_under(
+    place: tuple[float, str],
+    peak: float,
+    below: bool,
+    text: str,
+    dots: list[tuple[float, float, float]],
+    x_range: tuple[float, float],
+) -> float:
+    """How much of the dots a compute roof's label would cover at ``place`` (x, align): the radii, in pixels,
+    of the dots its box (approximate pixels on the log axes) touches."""
+    if not dots:
+        return 0.0
+    x_per_px = math.log10(x_range[1] / x_range[0]) / WIDTH
+    rates = [rate for _, rate, _ in dots]
+    y_low, y_high = _decade_below(min(rates) / 3), _decade_above(max(*rates, peak) * 2)
+    y_per_px = math.log10(y_high / y_low) / HEIGHT
+    x0 = math.log10(place[0])
+    width = LABEL_CHAR_PX * len(text) * x_per_px
+    left, right = (x0 - width, x0) if place[1] == "right" else (x0, x0 + width)
+    bottom = math.log10(peak) - (LABEL_HEIGHT_PX if below else 0) * y_per_px
+    top = bottom + LABEL_HEIGHT_PX * y_per_px
+    covered = 0.0
+    for ai, rate, radius in dots:
+        reach = radius + LABEL_MARGIN_PX
+        if (
+            left - reach * x_per_px <= math.log10(ai) <= right + reach * x_per_px
+            and bottom - reach * y_per_px <= math.log10(rate) <= top + reach * y_per_px
+        ):
+            covered += max(radius, 1.0)
+    return covered
+
+
+def _dots(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, float]]:
+    """(intensity, FLOP/s, radius in pixels) of every dot drawn, where the frame has FLOP/s (and time: dots
+    are taken at most 17 px across, area proportional to time, as the charts draw them)."""
+    if "flop_rate" not in frame:
+        return []
+    longest = float(frame["time_s"].max()) if "time_s" in frame and frame["time_s"].notna().any() else 0.0
+    found = []
+    for level in levels:
+        for ai, rate, seconds in frame[[f"ai_{level}", "flop_rate", "time_s"]].itertuples(index=False):
+            if ai > 0 and rate > 0:
+                share = float(seconds) / longest if longest > 0 and seconds == seconds else 0.0
+                found.append((float(ai), float(rate), math.sqrt(DOT_AREA_PX * share / math.pi)))
+    return found
 
 
 @dataclass(frozen=True)
