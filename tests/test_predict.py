@@ -168,7 +168,9 @@ def test_predicted_runs_work_with_the_other_commands(cli, predicted: Path, tmp_p
     assert "note: a prediction: time_s is the estimated time" in top.out
     chart = cli("chart", "r50-amp", "--out", str(tmp_path / "p.json"), "--store", str(predicted))
     assert chart.code == 0 and "at HBM" in chart.err
-    assert "Predicted (no kernel ran)" in (tmp_path / "p.json").read_text()
+    subtitle = json.loads((tmp_path / "p.json").read_text())["title"]["subtitle"]
+    assert any("Predicted (no kernel ran)" in line for line in subtitle)
+    assert "One dot per kernel name and phase, at HBM; dot area proportional to time." in subtitle  # one level
 
 
 @pytest.mark.parametrize("arch", ["mobilenet_v2", "efficientnet_b0", "resnet18"])

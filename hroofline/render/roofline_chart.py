@@ -230,14 +230,16 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
 
 
 def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -> list[str]:
+    what = {"launch": "One dot per kernel launch", "name": "One dot per kernel name and phase"}.get(
+        points.group_by, "One dot per layer (module) and phase"
+    )
+    if len(levels) > 1:
+        what += " and memory level (" + ", ".join(LEVEL_LABELS[lv] for lv in levels) + "), joined by a line"
+    else:
+        what += f", at {LEVEL_LABELS[levels[0]]}" if levels else ""
     lines = [
         f"Roofs: {roofs_used.label}." + (f" {' '.join(n + '.' for n in roofs_used.notes)}" if roofs_used.notes else ""),
-        {"launch": "One dot per kernel launch", "name": "One dot per kernel name and phase"}.get(
-            points.group_by, "One dot per layer (module) and phase"
-        )
-        + " and memory level ("
-        + ", ".join(LEVEL_LABELS[lv] for lv in levels)
-        + "), joined by a line; dot area proportional to time.",
+        what + "; dot area proportional to time.",
     ]
     if points.not_drawn:
         unit = {"launch": "launch(es)", "name": "kernel group(s)"}.get(points.group_by, "layer(s)")
