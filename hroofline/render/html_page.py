@@ -25,6 +25,53 @@ th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
 .hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
 .hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
+table.hr-table th { cursor: pointer; user-select: none; }
+table.hr-table th[aria-sort="ascending"]::after { content: " ▲"; }
+table.hr-table th[aria-sort="descending"]::after { content: " ▼"; }
+input.hr-filter { font-size: 0.8em; padding: 0.2em 0.4em; margin-top: 0.5em; width: 18em; }
+"""
+
+# Report tables: click a header to sort by it (numbers by their value, not their text), type to filter rows.
+TABLE_SCRIPT = """
+(function () {
+  function cellKey(row, column) {
+    const cell = row.cells[column];
+    if (!cell) { return ""; }
+    const value = cell.dataset.value;
+    return value !== undefined && value !== "" ? Number(value) : cell.textContent.trim().toLowerCase();
+  }
+  function sortTable(table, column, descending) {
+    const rows = Array.from(table.rows).slice(1);
+    rows.sort((a, b) => {
+      const x = cellKey(a, column), y = cellKey(b, column);
+      const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+      return descending ? -order : order;
+    });
+    rows.forEach(row => row.parentNode.appendChild(row));
+    Array.from(table.rows[0].cells).forEach((th, i) => {
+      if (i === column) { th.setAttribute("aria-sort", descending ? "descending" : "ascending"); }
+      else { th.removeAttribute("aria-sort"); }
+    });
+  }
+  window.hrSortTable = sortTable;
+  document.querySelectorAll("table.hr-table").forEach(table => {
+    Array.from(table.rows[0].cells).forEach((th, column) => {
+      th.title = "sort by " + th.textContent;
+      th.addEventListener("click", () => sortTable(table, column, th.getAttribute("aria-sort") === "ascending"));
+    });
+    const filter = document.createElement("input");
+    filter.className = "hr-filter";
+    filter.type = "search";
+    filter.placeholder = "filter rows";
+    filter.addEventListener("input", () => {
+      const wanted = filter.value.trim().toLowerCase();
+      Array.from(table.rows).slice(1).forEach(row => {
+        row.style.display = !wanted || row.textContent.toLowerCase().includes(wanted) ? "" : "none";
+      });
+    });
+    table.parentNode.insertBefore(filter, table);
+  });
+})();
 """
 
 SCRIPT = """
@@ -105,7 +152,7 @@ def page(title: str, body: str) -> str:
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'
         f"<style>{STYLE}</style>\n<script>{bundle}</script>\n</head>\n<body>\n{body}\n"
-        f"<script>{SCRIPT}</script>\n</body>\n</html>\n"
+        f"<script>{SCRIPT}</script>\n<script>{TABLE_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
 

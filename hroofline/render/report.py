@@ -142,13 +142,14 @@ def _overview_table_html(table: pd.DataFrame) -> str:
             elif key == "fits":
                 cells.append(f"<td>{'-' if value is None else ('yes' if value else 'no')}</td>")
             elif key == "intensity":
-                cells.append(f"<td>{f'{value:.3g}' if _number(value) else '-'}</td>")
+                cells.append(f"<td{_sort_value(value)}>{f'{value:.3g}' if _number(value) else '-'}</td>")
             elif key in units:
-                cells.append(f"<td>{escape(si(value if _number(value) else None, units[key]))}</td>")
+                text = si(value if _number(value) else None, units[key])
+                cells.append(f"<td{_sort_value(value)}>{escape(text)}</td>")
             else:
-                cells.append(f"<td>{escape(_top_cell(key, value))}</td>")
+                cells.append(f"<td{_sort_value(value)}>{escape(_top_cell(key, value))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    return f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
 def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
@@ -213,9 +214,11 @@ def top_table_html(top: pd.DataFrame) -> str:
         name = str(record["kernel"])
         cells = [f'<td class="kernel">{escape(str(record["layer"]))}</td>'] if by_layer else []
         cells += [f'<td class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</td>']
-        cells += [f"<td>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]]
+        cells += [
+            f"<td{_sort_value(record[key])}>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]
+        ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    return f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
 def _top_cell(key: str, value: object) -> str:
@@ -230,6 +233,11 @@ def _top_cell(key: str, value: object) -> str:
     if key.startswith("ai_"):
         return f"{float(value):.3g}"  # type: ignore[arg-type]
     return str(value)
+
+
+def _sort_value(value: object) -> str:
+    """A numeric cell's value for sorting (its text is SI with units): a data-value attribute."""
+    return f' data-value="{float(value)!r}"' if _number(value) else ""  # type: ignore[arg-type]
 
 
 def _number(value: object) -> bool:
