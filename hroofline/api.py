@@ -161,7 +161,7 @@ def predict_run(
     time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
     ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
     from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate
-    from hroofline.analyze.memory_fit import memory_fit
+    from hroofline.analyze.memory_fit import memory_fit, peak_phase
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
     from hroofline.collect.models import check_model
@@ -194,7 +194,7 @@ def predict_run(
     if gpu.memory_bytes is not None and trace.memory:
 
         def peak_at(batch: int) -> float:
-            return max(m.peak_bytes for m in traced(replace(config, batch_size=batch)).memory)
+            return peak_phase(traced(replace(config, batch_size=batch)).memory).peak_bytes
 
         fit = memory_fit(gpu.name, gpu.memory_bytes, trace.memory, config.batch_size, peak_at)
     info = SourceInfo(

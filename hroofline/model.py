@@ -116,6 +116,14 @@ class PhaseMemory:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
+def first_per_phase(phases: list[PhaseMemory]) -> list[PhaseMemory]:
+    """Each phase once: the first time it was recorded (profiled steps repeat phases, runs hold sources)."""
+    seen: dict[str, PhaseMemory] = {}
+    for memory in phases:
+        seen.setdefault(memory.phase, memory)
+    return list(seen.values())
+
+
 @dataclass
 class SourceInfo:
     """One imported source: a file, or a folder of one-metric-per-run logs."""
@@ -173,6 +181,11 @@ class RunMeta:
     updated: str | None = None
     sources: list[SourceInfo] = field(default_factory=list)
     ceilings: dict[str, Any] | None = None  # roofs measured with the run (CPU runs): label, source, peaks
+
+    @property
+    def predicted(self) -> bool:
+        """A run made by ``predict``: every source analytic, its times estimates, no kernel ran."""
+        return bool(self.sources) and all(source.kind == "analytic" for source in self.sources)
 
     @property
     def ncu_versions(self) -> list[str]:

@@ -91,8 +91,7 @@ class RunStore:
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"run {name!r}: cannot read {path} ({error})") from None
         meta = RunMeta.from_json(raw)
-        analytic = bool(meta.sources) and all(source.kind == "analytic" for source in meta.sources)
-        frame = upgrade_launches(frame, meta.schema_version, analytic)
+        frame = upgrade_launches(frame, meta.schema_version, meta.predicted)
         meta.schema_version = SCHEMA_VERSION
         return Run(meta=meta, launches=conform_launches(frame))
 

@@ -22,7 +22,7 @@ from hroofline.metricset import (
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
 )
-from hroofline.model import PHASES, PhaseMemory, Run
+from hroofline.model import PHASES, PhaseMemory, Run, first_per_phase
 from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -258,11 +258,8 @@ def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
 
 def phase_memory(run: Run) -> dict[str, PhaseMemory]:
     """Each phase's memory, from the first source that recorded it (predicted or measured)."""
-    found: dict[str, PhaseMemory] = {}
-    for source in run.meta.sources:
-        for memory in source.memory:
-            found.setdefault(memory.phase, memory)
-    return found
+    recorded = first_per_phase([memory for source in run.meta.sources for memory in source.memory])
+    return {memory.phase: memory for memory in recorded}
 
 
 def _totals(rows: pd.DataFrame, trace: bool = False, communicates: bool = False) -> dict[str, float | int | None]:

@@ -287,13 +287,8 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         group_by=query.group_by,
         peaks=roofs.representative(launches),
         analytic_work=any(source.analytic_work for source in run.meta.sources),
-        predicted=is_prediction(run),
+        predicted=run.meta.predicted,
     )
-
-
-def is_prediction(run: Run) -> bool:
-    """A run made by ``predict``: its times are estimates and its work analytic."""
-    return bool(run.meta.sources) and all(source.kind == "analytic" for source in run.meta.sources)
 
 
 def compute_roofs_present(points: pd.DataFrame) -> list[str]:

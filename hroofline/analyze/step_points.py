@@ -47,6 +47,11 @@ class StepPoints:
     roof_labels: dict[str, str]
     level: str
 
+    @property
+    def drawable(self) -> pd.Series:
+        """Which points have an intensity and a FLOP/s, so that a chart can place them."""
+        return self.points["intensity"].gt(0) & self.points["flop_rate"].gt(0)
+
     def table(self) -> pd.DataFrame:
         """The points as a table: their columns but the time at roof (attainable FLOP/s says it), bytes named
         after their level."""

@@ -15,8 +15,8 @@ import pandas as pd
 
 from hroofline.analyze.estimate import StepTime
 from hroofline.analyze.memory_fit import MemoryFit
-from hroofline.metricset import FLOP_QUANTITIES
 from hroofline.model import PhaseMemory
+from hroofline.roofline import total_flops
 
 SWEEP_COLUMNS: tuple[str, ...] = (
     "run",
@@ -55,7 +55,7 @@ class SweepEntry:
 def sweep_table(entries: Sequence[SweepEntry]) -> pd.DataFrame:
     rows = []
     for entry in entries:
-        flops = float(entry.launches[list(FLOP_QUANTITIES)].sum().sum())
+        flops = float(total_flops(entry.launches).sum())
         moved = float(entry.launches["bytes_hbm"].sum())
         rows.append(
             {

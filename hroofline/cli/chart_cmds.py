@@ -12,7 +12,6 @@ from hroofline.analyze.roofs import (
     TOP_SORTS,
     RoofNotes,
     has_times,
-    is_prediction,
     levels_with_dots,
     ranked,
     roofline_points,
@@ -213,7 +212,7 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]
     found = step_points(runs, by, levels[0] if levels else None, args.ceilings)
-    drawable = found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)
+    drawable = found.drawable
     if not drawable.any():
         raise HrooflineError("nothing to draw: no run has FLOPs, bytes and time")
     series = found.points["series"].drop_duplicates().tolist()
@@ -244,7 +243,7 @@ def show_top(args: argparse.Namespace) -> int:
         write_out(f"roofs: {roofs.describe()}\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")
-        if is_prediction(run):
+        if run.meta.predicted:
             write_out(
                 "note: a prediction: time_s is the estimated time (bound / its class's efficiency, with a host "
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
@@ -329,7 +328,7 @@ def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | No
     except UsageError as error:
         say(f"hroofline: note: no all-runs chart in the report: {error.one_line()}")
         return None
-    drawable = found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)
+    drawable = found.drawable
     if not drawable.any():
         say("hroofline: note: no all-runs chart in the report: no run has FLOPs, bytes and time")
         return None

@@ -97,12 +97,10 @@ class AutocastEmulation:
     def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:
         self.dtype = dtype
         self._saved: dict[int, list[tuple[torch.nn.Module, str, torch.nn.Parameter]]] = {}
-        self.layers = 0
         for module in model.modules():
             if isinstance(module, CAST_MODULES):
                 module.register_forward_pre_hook(self._cast)
                 module.register_forward_hook(self._restore)
-                self.layers += 1
 
     @contextlib.contextmanager
     def region(self) -> Iterator[None]:
@@ -127,15 +125,7 @@ class AutocastEmulation:
                 del owner._parameters[name]
                 object.__setattr__(owner, name, parameter.to(self.dtype))
         self._saved[id(module)] = saved
-        cast: dict[int, Any] = {}  # one cast per input tensor, however often it is passed (q, k, v)
-        return tuple(self._input(a, cast) for a in args)
-
-    def _input(self, value: Any, cast: dict[int, Any]) -> Any:
-        if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
-            if id(value) not in cast:
-                cast[id(value)] = value.to(self.dtype)
-            return cast[id(value)]
-        return value
+        return _cast_tensors(args, (torch.float32,), self.dtype, {})  # one cast per input, however often passed
 
     def _restore(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         for owner, name, parameter in self._saved.pop(id(module), []):

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
-from hroofline.collect.memory_tracking import StorageLiveness, first_step_memory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import HrooflineError, ProfilingError
 from hroofline.importers import ImportedSource
-from hroofline.model import LIVENESS_METHOD, SourceInfo
+from hroofline.model import LIVENESS_METHOD, SourceInfo, first_per_phase
 
 FORMULAS = {
     "flops_fp64": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml, float64 ops",
@@ -45,15 +44,14 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
         step.run()
     progress(f"{config.arch}: {steps} profiled step(s)")
     scale = step.loss_scale()
-    liveness = StorageLiveness(step.held_tensors(), step.gradients)
-    step.marks.listeners.append(liveness.listen)
+    liveness = step.track_memory()
     with tracker, recorder, liveness:  # liveness innermost, so its bookkeeping is outside the ops' timings
         for _ in range(steps):
             step.run()
     warn_if_skipped(step, scale)
     settings = {key: str(value) for key, value in asdict(config).items()}
     source = _cpu_source(recorder, f"cpu:{config.arch}", settings, warmup, steps)
-    source.info.memory = first_step_memory(liveness.phases)
+    source.info.memory = first_per_phase(liveness.phases)
     source.info.formulas_used["memory"] = "the first profiled step's tensor storages: " + LIVENESS_METHOD
     return source
 

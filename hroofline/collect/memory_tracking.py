@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, MEMORY_CATEGORIES, PhaseMemory
+from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, MEMORY_CATEGORIES, PhaseMemory, first_per_phase
 
 CUDA_BLOCK_BYTES = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 bytes
 
@@ -138,18 +138,10 @@ class StorageLiveness(TorchDispatchMode):
                 entry.category = {"forward": "activations", "optimizer": "optimizer_state"}.get(phase)
 
 
-def first_step_memory(phases: list[PhaseMemory]) -> list[PhaseMemory]:
-    """Each phase once: the first time it was seen (profiled steps repeat them)."""
-    seen: dict[str, PhaseMemory] = {}
-    for memory in phases:
-        seen.setdefault(memory.phase, memory)
-    return list(seen.values())
-
-
 def write_memory(path: Path, phases: list[PhaseMemory]) -> None:
     """The first step's phases as JSON, written atomically (a profiler's replays run the workload again)."""
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps([asdict(m) for m in first_step_memory(phases)], indent=2))
+    temporary.write_text(json.dumps([asdict(m) for m in first_per_phase(phases)], indent=2))
     temporary.replace(path)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
 from hroofline.collect.fused_attention import fused_attention
-from hroofline.collect.memory_tracking import PhaseMemory, StorageLiveness
+from hroofline.collect.memory_tracking import PhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
 
@@ -46,8 +46,7 @@ def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrac
     step = TrainingStep(replace(config, device="meta"), PhaseMarks([recorder.listen, tracker.phase_changed]), tracker)
     if phases != "forward":
         step.prime_optimizer()
-    liveness = StorageLiveness(step.held_tensors(), step.gradients)
-    step.marks.listeners.append(liveness.listen)
+    liveness = step.track_memory()
     no_grad = torch.no_grad() if phases == "forward" else contextlib.nullcontext()
     with tracker, recorder, liveness, no_grad, fused_attention():
         if phases == "forward":

@@ -21,13 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hroofline.collect.memory_tracking import CudaPhaseMemory, StorageLiveness, first_step_memory
+from hroofline.collect.memory_tracking import CudaPhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import ProfilingError
 from hroofline.importers import ImportedSource
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
-from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory
+from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory, first_per_phase
 
 
 class RecordFunctionRanges:
@@ -114,15 +114,14 @@ def measure_step_memory(step: TrainingStep, on_gpu: bool) -> tuple[list[PhaseMem
             step.synchronize()
         finally:
             step.marks.listeners = listeners
-        return first_step_memory(cuda.phases), "one step after the profiled ones: " + CUDA_MEMORY_METHOD
-    liveness = StorageLiveness(step.held_tensors(), step.gradients)
-    step.marks.listeners.append(liveness.listen)
+        return first_per_phase(cuda.phases), "one step after the profiled ones: " + CUDA_MEMORY_METHOD
+    liveness = step.track_memory()
     try:
         with liveness:
             step.run()
     finally:
         step.marks.listeners = listeners
-    return first_step_memory(liveness.phases), "one step after the profiled ones: " + LIVENESS_METHOD
+    return first_per_phase(liveness.phases), "one step after the profiled ones: " + LIVENESS_METHOD
 
 
 @contextlib.contextmanager

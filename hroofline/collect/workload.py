@@ -25,7 +25,7 @@ from hroofline.collect.models import ModelSpec, build_model, check_model, parse_
 from hroofline.errors import UsageError
 
 if TYPE_CHECKING:
-    from hroofline.collect.memory_tracking import StepTensors
+    from hroofline.collect.memory_tracking import StorageLiveness
     from hroofline.collect.module_tracking import LayerTracker
 
 NVTX_DOMAIN = "hroofline"
@@ -288,9 +288,10 @@ class TrainingStep:
             param.grad = self.torch.zeros_like(param)
         self._optimizer_step()
 
-    def held_tensors(self) -> StepTensors:
-        """The tensors the step holds between steps: weights, gradients, optimizer state, the batch."""
-        from hroofline.collect.memory_tracking import StepTensors
+    def track_memory(self) -> StorageLiveness:
+        """A storage tracker that starts from the tensors the step holds between steps (weights, gradients,
+        optimizer state, the batch) and follows the phases; enter it around the step."""
+        from hroofline.collect.memory_tracking import StepTensors, StorageLiveness
 
         state = [
             value
@@ -299,7 +300,9 @@ class TrainingStep:
             if isinstance(value, self.torch.Tensor)
         ]
         weights = [*self.model.parameters(), *self.model.buffers(), *self.master_params]
-        return StepTensors(weights, list(self.gradients()), state, [self.images])
+        liveness = StorageLiveness(StepTensors(weights, list(self.gradients()), state, [self.images]), self.gradients)
+        self.marks.listeners.append(liveness.listen)
+        return liveness
 
     def gradients(self) -> list[Any]:
         return [p.grad for p in [*self.model.parameters(), *self.master_params] if p.grad is not None]

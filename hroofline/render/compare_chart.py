@@ -10,10 +10,9 @@ from hroofline.analyze.compare import ComparisonRoofs
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.metricset import COMPUTE_ROOF_OF
 from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
+from hroofline.render.roofs import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows
 
 RUN_COLOURS = ("#9e9e9e", "#4c78a8")  # base, candidate
-MAX_DOT_AREA = 900
 
 
 def compare_chart(

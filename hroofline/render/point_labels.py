@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hroofline.render.roofs import HEIGHT, WIDTH, Axes
+from hroofline.render.roofs import Axes
 
 NUMBER_OFFSET_PX = 3  # beyond the dot's edge, up and to the right
 MAX_NAME_CHARS = 60
@@ -35,27 +35,7 @@ def number_dots(dots: list[tuple[float, float, float, str]], frame_axes: Axes) -
     numbered = []
     for number, (x, y, radius, name) in enumerate(dots, start=1):
         step = radius * math.sqrt(0.5) + NUMBER_OFFSET_PX  # along the diagonal, clear of the dot
-        label_x = _x_data(_x_px(x, frame_axes) + step, frame_axes)
-        label_y = _y_data(_y_px(y, frame_axes) - step, frame_axes)
+        label_x = frame_axes.x_at(frame_axes.x_px(x) + step)
+        label_y = frame_axes.y_at(frame_axes.y_px(y) - step)
         numbered.append(NumberedDot(number, label_x, label_y, shortened(name)))
     return numbered
-
-
-def _x_px(value: float, frame_axes: Axes) -> float:
-    low, high = frame_axes.x_domain
-    return WIDTH * math.log10(value / low) / math.log10(high / low)
-
-
-def _y_px(value: float, frame_axes: Axes) -> float:
-    low, high = frame_axes.y_domain
-    return HEIGHT * (1 - math.log10(value / low) / math.log10(high / low))
-
-
-def _x_data(pixels: float, frame_axes: Axes) -> float:
-    low, high = frame_axes.x_domain
-    return low * (high / low) ** (pixels / WIDTH)
-
-
-def _y_data(pixels: float, frame_axes: Axes) -> float:
-    low, high = frame_axes.y_domain
-    return low * (high / low) ** (1 - pixels / HEIGHT)

@@ -16,6 +16,7 @@ import pandas as pd
 from hroofline.analyze.names import short_kernel_name
 from hroofline.render.html_page import ChartBlock, escape, page
 from hroofline.render.numbers import si
+from hroofline.render.text import column_unit
 
 HOW_TO_READ = """
 <p class="note">How to read a chart: the x axis is arithmetic intensity (FLOPs per byte moved at a memory
@@ -129,8 +130,6 @@ OVERVIEW_HEADERS: tuple[tuple[str, str], ...] = (
 
 
 def _overview_table_html(table: pd.DataFrame) -> str:
-    units = {"flops": "FLOP", "bytes": "B", "memory_peak_bytes": "B", "flop_rate": "FLOP/s"}
-    units["attainable_flop_rate"] = "FLOP/s"
     head = "".join(f'<th class="{"text" if k in ("run", "gpu") else ""}">{escape(h)}</th>' for k, h in OVERVIEW_HEADERS)
     rows = []
     for record in table.to_dict(orient="records"):
@@ -143,8 +142,8 @@ def _overview_table_html(table: pd.DataFrame) -> str:
                 cells.append(f"<td>{'-' if value is None else ('yes' if value else 'no')}</td>")
             elif key == "intensity":
                 cells.append(f"<td{_sort_value(value)}>{f'{value:.3g}' if _number(value) else '-'}</td>")
-            elif key in units:
-                text = si(value if _number(value) else None, units[key])
+            elif unit := column_unit(key):
+                text = si(value if _number(value) else None, unit)
                 cells.append(f"<td{_sort_value(value)}>{escape(text)}</td>")
             else:
                 cells.append(f"<td{_sort_value(value)}>{escape(_top_cell(key, value))}</td>")

@@ -21,11 +21,19 @@ from hroofline.ceilings import LEVEL_LABELS, RunRoofs
 from hroofline.metricset import LEVELS
 from hroofline.render.numbers import si
 from hroofline.render.point_labels import NumberedDot, number_dots
-from hroofline.render.roofs import HEIGHT, LEVEL_COLOURS, WIDTH, Axes, axes, roof_layers, roof_rows
+from hroofline.render.roofs import (
+    HEIGHT,
+    LEVEL_COLOURS,
+    MAX_DOT_AREA,
+    WIDTH,
+    Axes,
+    axes,
+    dot_radius_px,
+    roof_layers,
+    roof_rows,
+)
 
 ABOVE_ROOF_COLOUR = "#d00000"
-# Largest dot area in px^2; areas scale linearly from 0 so that area is proportional to time.
-MAX_DOT_AREA = 900
 
 
 @dataclass(frozen=True)
@@ -146,7 +154,7 @@ def top_dots(data: list[dict[str, object]], levels: list[str], count: int) -> li
         drawn = [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
         rate, seconds = float(row["flop_rate"]), float(row["time_s"])  # type: ignore[arg-type]
         if drawn and rate > 0:
-            radius = math.sqrt(MAX_DOT_AREA * seconds / largest / math.pi)
+            radius = dot_radius_px(seconds, largest)
             dots.append(TopDot(max(drawn), rate, radius, str(row["short"]), str(row["phase"]), seconds))
     return dots
 

@@ -121,7 +121,13 @@ def roof_rows(
 
 
 LABEL_CHAR_PX, LABEL_HEIGHT_PX, LABEL_MARGIN_PX = 6.5, 14.0, 3.0
-DOT_AREA_PX = 900.0  # the largest dot's area, as the charts draw it
+# Largest dot area in px^2; areas scale linearly from 0 so that area is proportional to time.
+MAX_DOT_AREA = 900
+
+
+def dot_radius_px(seconds: float, longest: float) -> float:
+    """The radius of a dot of ``seconds`` when the longest dot's time is ``longest`` (area proportional)."""
+    return math.sqrt(MAX_DOT_AREA * seconds / longest / math.pi) if longest > 0 else 0.0
 
 
 def _dots_under(
@@ -136,22 +142,17 @@ def _dots_under(
     of the dots its box (approximate pixels on the log axes) touches."""
     if not dots:
         return 0.0
-    x_per_px = math.log10(x_range[1] / x_range[0]) / WIDTH
-    rates = [rate for _, rate, _ in dots]
-    y_low, y_high = _decade_below(min(rates) / 3), _decade_above(max(*rates, peak) * 2)
-    y_per_px = math.log10(y_high / y_low) / HEIGHT
-    x0 = math.log10(place[0])
-    width = LABEL_CHAR_PX * len(text) * x_per_px
+    frame_axes = Axes(list(x_range), y_domain([rate for _, rate, _ in dots], [peak]))
+    x0 = frame_axes.x_px(place[0])
+    width = LABEL_CHAR_PX * len(text)
     left, right = (x0 - width, x0) if place[1] == "right" else (x0, x0 + width)
-    bottom = math.log10(peak) - (LABEL_HEIGHT_PX if below else 0) * y_per_px
-    top = bottom + LABEL_HEIGHT_PX * y_per_px
+    top = frame_axes.y_px(peak) - (0 if below else LABEL_HEIGHT_PX)  # pixels grow downwards
+    bottom = top + LABEL_HEIGHT_PX
     covered = 0.0
     for ai, rate, radius in dots:
         reach = radius + LABEL_MARGIN_PX
-        if (
-            left - reach * x_per_px <= math.log10(ai) <= right + reach * x_per_px
-            and bottom - reach * y_per_px <= math.log10(rate) <= top + reach * y_per_px
-        ):
+        x, y = frame_axes.x_px(ai), frame_axes.y_px(rate)
+        if left - reach <= x <= right + reach and top - reach <= y <= bottom + reach:
             covered += max(radius, 1.0)
     return covered
 
@@ -166,8 +167,8 @@ def _dots(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, fl
     for level in levels:
         for ai, rate, seconds in frame[[f"ai_{level}", "flop_rate", "time_s"]].itertuples(index=False):
             if ai > 0 and rate > 0:
-                share = float(seconds) / longest if longest > 0 and seconds == seconds else 0.0
-                found.append((float(ai), float(rate), math.sqrt(DOT_AREA_PX * share / math.pi)))
+                radius = dot_radius_px(float(seconds), longest) if seconds == seconds else 0.0
+                found.append((float(ai), float(rate), radius))
     return found
 
 
@@ -186,6 +187,24 @@ class Axes:
         axis = alt.Axis(values=_decades(self.y_domain), format="~s", title="performance (FLOP/s)")
         return alt.Y(f"{field}:Q", axis=axis, scale=alt.Scale(type="log", domain=self.y_domain))
 
+    def x_px(self, value: float) -> float:
+        """Pixels from the plot's left edge to intensity ``value``."""
+        low, high = self.x_domain
+        return WIDTH * math.log10(value / low) / math.log10(high / low)
+
+    def y_px(self, value: float) -> float:
+        """Pixels from the plot's top edge to ``value`` FLOP/s."""
+        low, high = self.y_domain
+        return HEIGHT * (1 - math.log10(value / low) / math.log10(high / low))
+
+    def x_at(self, pixels: float) -> float:
+        low, high = self.x_domain
+        return low * (high / low) ** (pixels / WIDTH)
+
+    def y_at(self, pixels: float) -> float:
+        low, high = self.y_domain
+        return low * (high / low) ** (1 - pixels / HEIGHT)
+
     def screen_angle(self, x_ratio: float, y_ratio: float) -> float:
         """Degrees (clockwise, as Vega rotates text and shapes) of a step by these factors in x and y."""
         dx = math.log10(x_ratio) * WIDTH / math.log10(self.x_domain[1] / self.x_domain[0])
@@ -193,10 +212,13 @@ class Axes:
         return math.degrees(math.atan2(-dy, dx))
 
 
+def y_domain(rates: list[float], peaks: list[float]) -> list[float]:
+    """Whole decades from a third of the slowest dot to twice the highest dot or roof."""
+    return [_decade_below(min(rates, default=1e9) / 3), _decade_above(max([*rates, *peaks], default=1e12) * 2)]
+
+
 def axes(roofs: RoofRows, rates: list[float]) -> Axes:
-    y_low = _decade_below(min(rates, default=1e9) / 3)
-    y_high = _decade_above(max([*rates, *roofs.peaks], default=1e12) * 2)
-    return Axes(x_domain=list(roofs.x_domain), y_domain=[y_low, y_high])
+    return Axes(x_domain=list(roofs.x_domain), y_domain=y_domain(rates, roofs.peaks))
 
 
 def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:

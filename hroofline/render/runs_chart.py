@@ -19,7 +19,7 @@ PHASE_SHAPES = {"step": "circle", "forward": "circle", "backward": "square", "op
 
 def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerChart:
     level = found.level
-    points = found.points[found.points["intensity"].gt(0) & found.points["flop_rate"].gt(0)].copy()
+    points = found.points[found.drawable].copy()
     points["time_text"] = points["time_s"].map(lambda v: si(v, "s"))
     points["rate_text"] = points["flop_rate"].map(lambda v: si(v, "FLOP/s"))
     points["attainable_text"] = points["attainable_flop_rate"].map(lambda v: si(v, "FLOP/s"))

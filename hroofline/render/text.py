@@ -60,7 +60,7 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _unit(column: str) -> str | None:
+def column_unit(column: str) -> str | None:
     """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
         return "FLOP/s"
@@ -80,7 +80,7 @@ def _cell(value: object, column: str = "") -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        unit = _unit(column)
+        unit = column_unit(column)
         if column.endswith("_pct"):
             return f"{value:.1f}%"
         return si(value, unit) if unit else f"{value:.4g}"
