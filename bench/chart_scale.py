@@ -86,7 +86,7 @@ def benchmark(launches: int, repeat: int, workdir: Path) -> int:
         capture_output=True,
     )
     source.unlink()
-    launches_file = next((store / "runs" / RUN).glob("launches-*.parquet"))
+    launches_file = next((store / "runs" / f"run={RUN}").glob("launches-*.parquet"))
     rows = pq.read_metadata(launches_file).num_rows
     if rows != launches:
         print(f"FAIL: the run holds {rows} launches, not {launches}", file=sys.stderr)

@@ -7,11 +7,14 @@ measured time:
 
 - the roofline bound alone;
 - the estimate (host floor + per-class efficiency) fitted on all rows (in-sample);
-- the estimate fitted with one source left out, judged on that source (held out: the honest error).
+- the estimate fitted with rows left out, judged on those rows (held out: the honest error), three ways:
+  each published table (source, GPU, precision, phases), each GPU, each model. The data hold two models, one
+  source each, so leaving a model out fits on the other model alone: the strictest test, and the band
+  ``predict`` prints.
 
-Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each; the goal is a held-out
-median <= 1.2 and 90th percentile <= 1.6. ``--write`` stores the all-rows fit and the held-out error in
-metrics/estimate.toml, where ``predict`` reads them.
+Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each and whether each held-out
+error meets the goal of median <= 1.2 and 90th percentile <= 1.6. ``--write`` stores the all-rows fit and the
+model-left-out error in metrics/estimate.toml, where ``predict`` reads them.
 
 Run as ``make bench`` or ``.venv/bin/python bench/estimate_error.py [--write]``.
 """
@@ -59,12 +62,22 @@ def samples(rows: pd.DataFrame) -> list[Sample]:
     return found
 
 
-def held_out(all_samples: list[Sample]) -> np.ndarray:
-    """Each source's error factors under a fit to the other sources."""
+# Ways of leaving rows out of the fit, each a tuple of the columns whose values make one held-out group.
+# A model left out is the strictest: with two models in the data, the fit then sees the other one alone.
+HELD_OUT = {
+    "each published table left out": ("source", "gpu", "precision", "phases"),
+    "each GPU left out": ("gpu",),
+    "each model (= source) left out": ("model",),
+}
+STORED_PROTOCOL = "each model (= source) left out"  # the band predict prints: a model of yours is new to the fit
+
+
+def held_out(all_samples: list[Sample], groups: Sequence[str]) -> np.ndarray:
+    """Each group's error factors under a fit to the other groups' rows."""
     factors = []
-    for group in sorted({s.key for s in all_samples}):
-        train = [s for s in all_samples if s.key != group]
-        test = [s for s in all_samples if s.key == group]
+    for group in sorted(set(groups)):
+        train = [s for s, g in zip(all_samples, groups, strict=True) if g != group]
+        test = [s for s, g in zip(all_samples, groups, strict=True) if g == group]
         factors.append(error_factors(test, fit(train)))
     return np.concatenate(factors)
 
@@ -84,8 +97,8 @@ def write_model(model: EstimateModel, factors: np.ndarray, rows: int) -> None:
         "# (matmul/conv on tensor cores), matmul_fp32 (matmul/conv on FP32 units), other (memory-bound rest).\n"
         'source = "fitted to ../shared/reference/published-step-times.csv by bench/estimate_error.py"\n\n'
         f"[fit]\nhost_floor_s = {model.host_floor_s:.2e}\n\n[fit.efficiency]\n{efficiency}\n\n"
-        "# The error factor max(estimate/measured, measured/estimate) on each source when fitted to the others.\n"
-        f'[held_out_error]\nmeasured_on = "{MEASURED_ON}"\nmedian = {median:.3f}\np90 = {p90:.3f}\n'
+        "# The error factor max(estimate/measured, measured/estimate) on each model when fitted to the other.\n"
+        f'[held_out_error]\nmeasured_on = "{MEASURED_ON}"\nmedian = {median:.4f}\np90 = {p90:.4f}\n'
     )
 
 
@@ -101,19 +114,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = samples(rows)
     traced = time.perf_counter() - started
     model = fit(found)
-    out_of_sample = held_out(found)
+    out_of_sample = {
+        label: held_out(found, rows[list(columns)].astype(str).agg(":".join, axis=1).tolist())
+        for label, columns in HELD_OUT.items()
+    }
     print(f"{len(found)} published measurements, traced and predicted in {traced:.1f} s")
     print(_line("roofline bound (no fit)", bound_error_factors(found)))
     print(_line("estimate, fitted on all rows (in-sample)", error_factors(found, model)))
-    print(_line("estimate, each source left out of the fit", out_of_sample))
+    for label, factors in out_of_sample.items():
+        print(_line(f"estimate, {label}", factors))
     efficiency = ", ".join(f"{name} {model.efficiency[name]:.2f}" for name in OP_CLASSES)
     print(f"fit on all rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     if args.write:
-        write_model(model, out_of_sample, len(found))
-        print(f"wrote {metrics_dir() / 'estimate.toml'}")
-    median, p90 = percentiles(out_of_sample)
-    verdict = "PASS" if median <= GOAL_MEDIAN and p90 <= GOAL_P90 else "BELOW GOAL"
-    print(f"{verdict}: held-out median x{median:.2f} (goal {GOAL_MEDIAN}), p90 x{p90:.2f} (goal {GOAL_P90})")
+        write_model(model, out_of_sample[STORED_PROTOCOL], len(found))
+        print(f"wrote {metrics_dir() / 'estimate.toml'} (its error band: {STORED_PROTOCOL})")
+    for label, factors in out_of_sample.items():
+        median, p90 = percentiles(factors)
+        verdict = "meets goal" if median <= GOAL_MEDIAN and p90 <= GOAL_P90 else "BELOW GOAL"
+        print(f"{verdict:<11} {label}: median x{median:.2f} (goal {GOAL_MEDIAN}), p90 x{p90:.2f} (goal {GOAL_P90})")
     return 0
 
 

@@ -37,6 +37,7 @@ _API: dict[str, str] = {
     "predict": "hroofline.api",
     "compare": "hroofline.api",
     "runs": "hroofline.api",
+    "query": "hroofline.api",
     "Run": "hroofline.model",
 }
 __all__ = ["__version__", *_API]

@@ -8,6 +8,7 @@ run.kernels(group_by="layer", phase="backward")   # kernel table per launch, nam
 run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
 hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
 hroofline.compare(base, candidate)                # a Comparison (phases, matched layers or families)
+hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hroofline.model import Run
-from hroofline.store import RunDefaults, RunStore, check_run_name, store_path
+from hroofline.store import RunDefaults, RunStore, check_run_name
+from hroofline.store_location import store_path
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _store(store: str | Path | None) -> RunStore:
@@ -34,6 +39,14 @@ def load(run: str, store: str | Path | None = None) -> Run:
 def runs(store: str | Path | None = None) -> list[str]:
     """The names of the runs in the store."""
     return _store(store).run_names()
+
+
+def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
+    """SQL over the store with DuckDB, as ``hroofline query``: tables ``launches`` (one row per launch of every
+    run) and ``runs`` (one row per run)."""
+    from hroofline.store_query import query_store
+
+    return query_store(_store(store), sql)
 
 
 def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
@@ -70,11 +83,11 @@ def predict(
     replace: bool = False,
     calibrate: Run | str | None = None,
 ) -> Run:
-    """What a training step (or a forward pass: ``phases="forward"``) of ``model`` should cost on ``gpu``:
-    ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a torchvision name or a
-    model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is also stored
-    (an existing run of that name only with ``replace=True``). Its summary has the estimate (``time_s``),
-    the roofline bound (``time_bound_s``) and memory per phase; ``calibrate`` (a measured run, or its
+    """What a training step (or an inference pass, eval mode without gradients: ``phases="forward"``) of ``model``
+    should cost on ``gpu``: ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a
+    torchvision name or a model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is
+    also stored (an existing run of that name only with ``replace=True``). Its summary has the estimate
+    (``time_s``), the roofline bound (``time_bound_s``) and memory per phase; ``calibrate`` (a measured run, or its
     name in the store) takes the estimate's efficiencies from it, as ``predict --calibrate``."""
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError

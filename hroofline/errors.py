@@ -30,6 +30,10 @@ class StoreError(HrooflineError):
     """The run store is missing, unreadable or does not hold what was asked for."""
 
 
+class QueryError(HrooflineError):
+    """SQL over the store that DuckDB cannot run."""
+
+
 class UsageError(HrooflineError):
     """Arguments that do not make sense together; exit status 2 like argparse."""
 

@@ -24,7 +24,9 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 #    the profiler step of every launch, and the bytes a communication kernel moves over the links.
 # 5: predicted runs: ``time_bound_s`` (the roofline bound) beside ``time_s`` (the estimate); per-phase memory
 #    in each source's metadata.
-SCHEMA_VERSION = 5
+# 6: the Parquet file has a run column and the raw metrics in one map column (hroofline/store_format.py),
+# the metadata lists the run's phases.
+SCHEMA_VERSION = 6
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -181,6 +183,7 @@ class RunMeta:
     updated: str | None = None
     sources: list[SourceInfo] = field(default_factory=list)
     ceilings: dict[str, Any] | None = None  # roofs measured with the run (CPU runs): label, source, peaks
+    phases: list[str] = field(default_factory=list)  # the phases its launches are in, as last written
 
     @property
     def predicted(self) -> bool:

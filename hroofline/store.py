@@ -1,15 +1,20 @@
-"""The run store: a folder of runs, each its metadata (JSON) and its launches (Parquet).
+"""The run store: a folder of runs, each its metadata (JSON) and its launches (Parquet), laid out as a
+Hive-partitioned dataset, so that DuckDB, Polars or Spark read every run's launches as one table (the schema
+is in ``docs/store.md`` and :mod:`hroofline.store_format`).
 
 Layout::
 
-    STORE/runs/<run>/meta.json                 metadata; names the current launches file
-    STORE/runs/<run>/launches-<id>.parquet     one row per launch
-    STORE/runs/<run>/.lock                     serialises writers
+    STORE/store.json                               the store's layout and schema version
+    STORE/runs/run=<run>/meta.json                 metadata; names the current launches file
+    STORE/runs/run=<run>/launches-<id>.parquet     one row per launch, with a ``run`` column
+    STORE/runs/run=<run>/.lock                     serialises writers of the run
+    STORE/.lock                                    serialises migrations
 
 Writes are atomic: a new launches file is written and synced under a fresh name, then ``meta.json`` is
 replaced in one ``os.replace``. A reader sees the old run or the new one, never a mix; an import that
 is interrupted at any point leaves the run as it was (at worst an unreferenced launches file, removed
-by the next write).
+by the next write). A store written by an older hroofline is migrated on first use
+(:mod:`hroofline.store_migration`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -33,18 +38,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hroofline.errors import MergeError, StoreError, UsageError, did_you_mean
-from hroofline.importers import ImportedSource
 from hroofline.metricset import QUANTITIES, load_metric_set
-from hroofline.model import SCHEMA_VERSION, Run, RunMeta, conform_launches, empty_launches, upgrade_launches
+from hroofline.model import (
+    PHASES,
+    SCHEMA_VERSION,
+    Run,
+    RunMeta,
+    conform_launches,
+    empty_launches,
+    upgrade_launches,
+)
+from hroofline.store_format import launches_frame, launches_table
 
-DEFAULT_STORE = "hroofline-runs"
-STORE_ENV = "HROOFLINE_STORE"
+if TYPE_CHECKING:
+    from hroofline.importers import ImportedSource
+
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-
-
-def store_path(option: str | None) -> Path:
-    """--store DIR, else $HROOFLINE_STORE, else ./hroofline-runs."""
-    return Path(option or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+RUN_FOLDER_PREFIX = "run="  # Hive-style: the folder names the partition column and its value
+LAYOUT_VERSION = 2  # 1: runs/<run>/, raw metrics as columns, no run column; 2: runs/run=<run>/
+STORE_FILE = "store.json"
 
 
 def check_run_name(name: str) -> str:
@@ -65,80 +77,86 @@ class AddResult:
 class RunStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._current = False  # the store's layout checked (and migrated when old) in this process
 
     @property
     def runs_dir(self) -> Path:
         return self.root / "runs"
 
+    def run_dir(self, name: str) -> Path:
+        return self.runs_dir / f"{RUN_FOLDER_PREFIX}{name}"
+
+    def ensure_current(self) -> None:
+        """Migrates a store written by an older hroofline, once per process (a no-op on a current store)."""
+        if not self._current:
+            from hroofline.store_migration import migrate_if_old
+
+            migrate_if_old(self)
+            self._current = True
+
     def run_names(self) -> list[str]:
+        self.ensure_current()
         if not self.runs_dir.is_dir():
             return []
         return sorted(
-            p.name for p in self.runs_dir.iterdir() if not p.name.startswith(".") and (p / "meta.json").is_file()
+            p.name.removeprefix(RUN_FOLDER_PREFIX)
+            for p in self.runs_dir.iterdir()
+            if p.name.startswith(RUN_FOLDER_PREFIX) and (p / "meta.json").is_file()
         )
 
     def has_run(self, name: str) -> bool:
-        return (self.runs_dir / name / "meta.json").is_file()
+        self.ensure_current()
+        return (self.run_dir(name) / "meta.json").is_file()
 
     def load_meta(self, name: str) -> RunMeta:
         return RunMeta.from_json(self._read_meta_json(name))
 
     def load(self, name: str) -> Run:
         raw = self._read_meta_json(name)
-        path = self.runs_dir / name / raw["launches_file"]
-        try:
-            frame = pq.read_table(path).to_pandas()
-        except (OSError, pa.ArrowException) as error:
-            raise StoreError(f"run {name!r}: cannot read {path} ({error})") from None
-        meta = RunMeta.from_json(raw)
-        frame = upgrade_launches(frame, meta.schema_version, meta.predicted)
-        meta.schema_version = SCHEMA_VERSION
-        return Run(meta=meta, launches=conform_launches(frame))
+        return read_run(self.run_dir(name), raw)
 
     def _read_meta_json(self, name: str) -> dict:
         check_run_name(name)
-        path = self.runs_dir / name / "meta.json"
+        self.ensure_current()
+        path = self.run_dir(name) / "meta.json"
         if not path.is_file():
             hint = did_you_mean(name, self.run_names(), "runs there", "hroofline runs")
             raise StoreError(f"no run named {name!r} in store {self.root}", hint)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise StoreError(f"run {name!r}: unreadable metadata {path} ({error})") from None
-        data["name"] = name  # the folder names the run (a rename interrupted before its metadata still loads)
-        if data.get("schema_version", 0) > SCHEMA_VERSION:
-            raise StoreError(
-                f"run {name!r} was written by a newer hroofline (schema {data['schema_version']})",
-                "upgrade hroofline",
-            )
+        data = read_meta_json(path)
+        data["name"] = name  # the folder names the run
         return data
 
     def remove_run(self, name: str) -> None:
         """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
         self._read_meta_json(name)  # an unknown name is an error, with the names there are
-        run_dir = self.runs_dir / name
-        with _locked(run_dir / ".lock"):
+        run_dir = self.run_dir(name)
+        with locked(run_dir / ".lock"):
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
     def rename_run(self, name: str, new_name: str) -> None:
-        """Renames a run in one directory rename; its metadata then gets the new name (atomically)."""
+        """Renames a run: written whole under the new name (its launches carry the name), put in place in one
+        directory rename, then the old one removed."""
         check_run_name(new_name)
         self._read_meta_json(name)
-        if (self.runs_dir / new_name).exists():
+        target = self.run_dir(new_name)
+        if target.exists():
             raise UsageError(f"run {new_name!r} exists already", "remove it first: hroofline rm " + new_name)
-        run_dir = self.runs_dir / name
-        with _locked(run_dir / ".lock"):
-            os.rename(run_dir, self.runs_dir / new_name)
-        target = self.runs_dir / new_name
-        with _locked(target / ".lock"):
-            data = json.loads((target / "meta.json").read_text())
-            data["name"] = new_name
-            temporary = target / ".meta.json.tmp"
-            temporary.write_text(json.dumps(data, indent=2, sort_keys=True))
-            _fsync(temporary)
-            os.replace(temporary, target / "meta.json")
+        staging = self.runs_dir / f".renaming-{new_name}-{uuid.uuid4().hex[:8]}"
+        with locked(self.run_dir(name) / ".lock"):
+            run = self.load(name)
+            run.meta.name = new_name
+            try:
+                staging.mkdir()
+                write_run(staging, run.meta, run.launches)
+                os.rename(staging, target)  # fails if a run of that name appeared meanwhile
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
+            os.replace(self.run_dir(name), trash)
+        shutil.rmtree(trash, ignore_errors=True)
 
     def add_sources(
         self,
@@ -157,9 +175,13 @@ class RunStore:
 
     def _add(self, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool) -> AddResult:
         check_run_name(name)
-        run_dir = self.runs_dir / name
+        self.ensure_current()
+        run_dir = self.run_dir(name)
         created = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if not self.runs_dir.is_dir():
+            self.runs_dir.mkdir(parents=True)
+            write_store_file(self.root)
+        run_dir.mkdir(exist_ok=True)
         try:
             return self._add_locked(run_dir, name, sources, defaults, start_fresh)
         except BaseException:
@@ -170,7 +192,7 @@ class RunStore:
     def _add_locked(
         self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool
     ) -> AddResult:
-        with _locked(run_dir / ".lock"):
+        with locked(run_dir / ".lock"):
             existing = self.load(name) if self.has_run(name) and not start_fresh else None
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = existing.meta if existing else RunMeta(name=name, created=now)
@@ -198,33 +220,74 @@ class RunStore:
                 meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
                 meta.updated = now
                 launches = conform_launches(pd.concat([f for f in frames if len(f)], ignore_index=True))
-                self._write(run_dir, meta, launches)
+                write_run(run_dir, meta, launches)
                 run = Run(meta, launches)
             else:
                 run = existing if existing else Run(meta, empty_launches())
             return AddResult(added=added, already_present=skipped, run=run)
 
-    def _write(self, run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
-        launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
-        new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
-        try:
-            pq.write_table(pa.Table.from_pandas(launches, preserve_index=False), new_files[0], compression="zstd")
-            _fsync(new_files[0])
-            os.replace(new_files[0], new_files[1])
-            data = meta.to_json()
-            data["launches_file"] = launches_file
-            new_files[2].write_text(json.dumps(data, indent=2, sort_keys=True))
-            _fsync(new_files[2])
-            os.replace(new_files[2], run_dir / "meta.json")  # the commit point
-        except BaseException:
-            if not _meta_names(run_dir, launches_file):  # interrupted before the commit point
-                for path in new_files:
-                    path.unlink(missing_ok=True)
-            raise
-        _fsync_dir(run_dir)
-        for stale in run_dir.glob("launches-*.parquet"):
-            if stale.name != launches_file:
-                stale.unlink(missing_ok=True)
+
+def read_meta_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise StoreError(f"unreadable run metadata {path} ({error})") from None
+    if data.get("schema_version", 0) > SCHEMA_VERSION:
+        raise StoreError(
+            f"run {data.get('name', path.parent.name)!r} was written by a newer hroofline "
+            f"(schema {data['schema_version']})",
+            "upgrade hroofline",
+        )
+    return data
+
+
+def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
+    """A run from its folder and metadata, its launches in today's schema whatever wrote them."""
+    path = run_dir / raw["launches_file"]
+    try:
+        frame = launches_frame(pq.ParquetFile(path).read())
+    except (OSError, pa.ArrowException) as error:
+        raise StoreError(f"run {raw['name']!r}: cannot read {path} ({error})") from None
+    meta = RunMeta.from_json(raw)
+    frame = upgrade_launches(frame, meta.schema_version, meta.predicted)
+    meta.schema_version = SCHEMA_VERSION
+    return Run(meta=meta, launches=conform_launches(frame))
+
+
+def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
+    """Writes a run's launches and then its metadata (the commit point) into ``run_dir``."""
+    launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
+    new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
+    meta.schema_version = SCHEMA_VERSION
+    present = set(launches["phase"].dropna())
+    meta.phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    try:
+        pq.write_table(launches_table(launches, meta.name), new_files[0], compression="zstd")
+        fsync_file(new_files[0])
+        os.replace(new_files[0], new_files[1])
+        data = meta.to_json()
+        data["launches_file"] = launches_file
+        new_files[2].write_text(json.dumps(data, indent=2, sort_keys=True))
+        fsync_file(new_files[2])
+        os.replace(new_files[2], run_dir / "meta.json")  # the commit point
+    except BaseException:
+        if not _meta_names(run_dir, launches_file):  # interrupted before the commit point
+            for path in new_files:
+                path.unlink(missing_ok=True)
+        raise
+    fsync_dir(run_dir)
+    for stale in run_dir.glob("launches-*.parquet"):
+        if stale.name != launches_file:
+            stale.unlink(missing_ok=True)
+
+
+def write_store_file(root: Path) -> None:
+    """Says which layout and schema the store's runs are in (atomically)."""
+    temporary = root / f".{STORE_FILE}.tmp"
+    text = json.dumps({"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION}, indent=2) + "\n"
+    temporary.write_text(text)
+    fsync_file(temporary)
+    os.replace(temporary, root / STORE_FILE)
 
 
 @dataclass(frozen=True)
@@ -287,7 +350,7 @@ def _check_same_device(meta: RunMeta, source: ImportedSource, name: str) -> None
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -296,12 +359,12 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _fsync(path: Path) -> None:
+def fsync_file(path: Path) -> None:
     with path.open("rb") as handle:
         os.fsync(handle.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -152,7 +152,7 @@ def test_errors_reach_a_real_process_as_one_line(tmp_path: Path) -> None:
     result = run_program("import", empty, "--run", "r", "--store", tmp_path / "s")
     assert result.code == 1
     assert result.err.strip().count("\n") == 0 and "empty" in result.err
-    assert not (tmp_path / "s" / "runs" / "r").exists()
+    assert not (tmp_path / "s" / "runs" / "run=r").exists()
 
 
 @pytest.mark.parametrize(

@@ -139,7 +139,7 @@ def test_profile_refuses_to_append_and_replaces_on_request(cli, tmp_path: Path, 
     assert again.code == 2 and "exists already" in again.err and "--replace" in again.err
     assert cli(*argv, "--replace").code == 0
     store = RunStore(tmp_path / "store")
-    assert store.run_names() == ["r"] and [p.name for p in store.runs_dir.iterdir()] == ["r"]
+    assert store.run_names() == ["r"] and [p.name for p in store.runs_dir.iterdir()] == ["run=r"]
     run = store.load("r")
     assert len(run.meta.sources) == 1 and int(run.launches["launches"].sum()) == len(run.launches) < 500
     assert run.meta.ceilings and run.meta.ceilings["label"] == "fixed"

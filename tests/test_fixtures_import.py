@@ -316,7 +316,7 @@ def test_section_export_is_refused(cli, ncu_dir: Path) -> None:
     result = cli("import", ncu_dir / "rtx5090_dsocr_cutlass_bf16_gemm_roofline_section.csv", "--run", "r")
     assert result.code == 1
     assert result.err.count("\n") == 1 and "section export" in result.err
-    assert not cli.store.exists() or not (cli.store / "runs" / "r").exists()
+    assert not cli.store.exists() or not (cli.store / "runs" / "run=r").exists()
 
 
 def test_same_run_in_csv_and_report_agrees(cli, ncu_dir: Path) -> None:

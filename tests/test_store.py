@@ -10,7 +10,8 @@ import pytest
 
 from hroofline import store as store_module
 from hroofline.model import SCHEMA_VERSION
-from hroofline.store import RunStore, store_path
+from hroofline.store import RunStore
+from hroofline.store_location import store_path
 from tests.conftest import tree_digest
 
 TIME = "v100_gene_dgdxy_time_dram_nvtx.ncu-rep"
@@ -146,7 +147,7 @@ def test_a_prediction_stored_before_the_estimate_keeps_its_bound(tmp_path: Path)
 
     store = tmp_path / "store"
     shutil.copytree(REPO / "samples" / "store", store)
-    run_dir = store / "runs" / "resnet50-fp32-v100-predicted"
+    run_dir = store / "runs" / "run=resnet50-fp32-v100-predicted"
     meta = json.loads((run_dir / "meta.json").read_text())
     meta["schema_version"] = 4
     (run_dir / "meta.json").write_text(json.dumps(meta))

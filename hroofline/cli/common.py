@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from hroofline.collect.models import parse_input_shape, parse_model
-from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
-from hroofline.store import DEFAULT_STORE, STORE_ENV, RunStore, store_path
+from hroofline.store_location import DEFAULT_STORE, STORE_ENV, store_path
+
+# The store needs pandas and the workload its model catalog: both are imported when a command runs, so
+# that parsing the arguments (and a usage error) costs no more than the parser.
+
+if TYPE_CHECKING:
+    from hroofline.collect.workload import WorkloadConfig
+    from hroofline.store import RunStore
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +42,8 @@ def positive_int_list(text: str) -> list[int]:
 
 
 def open_store(args: argparse.Namespace) -> RunStore:
+    from hroofline.store import RunStore
+
     return RunStore(store_path(args.store))
 
 
@@ -95,6 +103,9 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
+    from hroofline.collect.models import parse_input_shape, parse_model
+    from hroofline.collect.workload import WorkloadConfig
+
     """The workload of --arch or --model, checked by form (torch is not imported here)."""
     if bool(args.arch) == bool(args.model):
         raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")

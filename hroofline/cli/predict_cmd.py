@@ -58,7 +58,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_workload_options(predict, "a catalog GPU with datasheet peaks (see `hroofline gpus`)", lists=True)
-    predict.add_argument("--phases", choices=("forward", "train"), default="train", help="forward only, or a step")
+    predict.add_argument(
+        "--phases",
+        choices=("forward", "train"),
+        default="train",
+        help="an inference pass (eval mode, no gradients, no loss), or a training step",
+    )
     predict.add_argument(
         "--run", help="run name (default: MODEL-PRECISION-GPU-predicted; a sweep over batch sizes adds -bN)"
     )

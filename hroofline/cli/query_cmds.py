@@ -1,4 +1,4 @@
-"""``hroofline runs``, ``kernels`` and ``summary``: read-only queries of the store."""
+"""``hroofline runs``, ``kernels``, ``summary`` and ``query``: read-only queries of the store."""
 
 from __future__ import annotations
 
@@ -33,6 +33,33 @@ def register(commands: argparse._SubParsersAction) -> None:
     runs.add_argument("--format", choices=("table", "json"), default="table")
     add_store_option(runs)
     runs.set_defaults(run_command=list_runs)
+
+    query = commands.add_parser(
+        "query",
+        help="SQL over all runs of the store (DuckDB, embedded)",
+        description="Run SQL over the store with DuckDB (embedded: no server, nothing to set up). Two tables: "
+        "launches (one row per launch of every run: run, phase, kernel, time_s, FLOPs per precision, bytes per "
+        "level, ...; the columns are in docs/store.md) and runs (one row per run: kind, gpu, precision, phases, "
+        "launches, dates). The same Parquet files read as one table in DuckDB, Polars or Spark: "
+        "read_parquet('STORE/runs/**/*.parquet', hive_partitioning=true).",
+        epilog="examples:\n"
+        '  hroofline query "SELECT run, phase, sum(time_s) AS time_s FROM launches GROUP BY ALL ORDER BY ALL"\n'
+        "  hroofline query \"SELECT kernel, sum(time_s) AS time_s FROM launches WHERE run = 'deepcam-fp32'\n"
+        '                   GROUP BY kernel ORDER BY time_s DESC LIMIT 5"\n'
+        '  hroofline query "SELECT r.gpu, r.precision, sum(l.flops_tensor) / sum(l.time_s) AS tensor_flop_per_s\n'
+        '                   FROM launches l JOIN runs r USING (run) GROUP BY ALL" --format csv',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    query.add_argument("sql", metavar="SQL", help="one SQL statement over the tables launches and runs")
+    query.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="table: for people, numbers in SI units by column name (time_s, flops..., bytes...); csv and "
+        "json: full precision",
+    )
+    add_store_option(query)
+    query.set_defaults(run_command=run_query)
 
     kernels = commands.add_parser(
         "kernels",
@@ -97,31 +124,27 @@ def register(commands: argparse._SubParsersAction) -> None:
     summary.set_defaults(run_command=show_summary)
 
 
+RUNS_TABLE_COLUMNS = ["run", "kind", "gpu", "precision", "phases", "sources", "launches", "ncu", "updated"]
+
+
 def list_runs(args: argparse.Namespace) -> int:
+    from hroofline.store_query import run_listing
+
     store = open_store(args)
-    rows = []
-    for name in store.run_names():
-        meta = store.load_meta(name)
-        rows.append(
-            {
-                "run": name,
-                "kind": "+".join(dict.fromkeys(source.collection for source in meta.sources)) or None,
-                "gpu": meta.gpu or meta.device_name,
-                "cc": meta.cc,
-                "arch": meta.arch,
-                "precision": meta.precision,
-                "sources": len(meta.sources),
-                "launches": sum(s.launches for s in meta.sources),
-                "ncu": ", ".join(meta.ncu_versions) or None,
-                "updated": meta.updated,
-            }
-        )
+    listing = run_listing(store)
     if args.format == "json":
-        write_out(to_json(rows))
-    elif rows:
-        write_out(render_frame(pd.DataFrame(rows), "table"))
+        write_out(render_frame(listing, "json"))
+    elif len(listing):
+        write_out(render_frame(listing[RUNS_TABLE_COLUMNS], "table"))
     else:
         write_out(f"no runs in {store.root}\n")
+    return 0
+
+
+def run_query(args: argparse.Namespace) -> int:
+    from hroofline.store_query import query_store
+
+    write_out(render_frame(query_store(open_store(args), args.sql), args.format))
     return 0
 
 

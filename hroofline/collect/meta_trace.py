@@ -6,7 +6,6 @@ nothing, its FLOPs and bytes are exact. Used by ``hroofline predict``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from dataclasses import asdict, dataclass, replace
 
@@ -38,8 +37,7 @@ def trace_step(config: WorkloadConfig, phases: str = "train") -> pd.DataFrame:
 def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrace:
     """:func:`trace_step` with each phase's memory: a forward pass is traced in training mode with
     gradients on (what it holds for backward is what a training step holds), unless ``phases`` is
-    "forward", which is inference (no gradients)."""
-    import torch
+    "forward", which is inference: eval mode, no gradients, no loss (:meth:`TrainingStep.infer`)."""
 
     tracker = LayerTracker()
     recorder = OpRecorder(tracker)
@@ -47,10 +45,9 @@ def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrac
     if phases != "forward":
         step.prime_optimizer()
     liveness = step.track_memory()
-    no_grad = torch.no_grad() if phases == "forward" else contextlib.nullcontext()
-    with tracker, recorder, liveness, no_grad, fused_attention():
+    with tracker, recorder, liveness, fused_attention():
         if phases == "forward":
-            step.forward()
+            step.infer()
         else:
             step.run()
     launches = records_to_launches(recorder.records)

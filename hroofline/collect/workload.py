@@ -227,16 +227,26 @@ class TrainingStep:
         return contextlib.nullcontext()
 
     def forward(self) -> Any:
-        """The forward phase alone: model and loss; returns the loss."""
+        """The forward phase of a training step: model and loss; returns the loss."""
         with self.marks.phase("forward"), self._autocast():
-            try:
-                return self.built.loss(self.model, self.images)
-            except (RuntimeError, ValueError, TypeError) as error:  # the model refuses this batch
-                shape = "x".join(map(str, self.images.shape))
-                raise UsageError(
-                    f"{self.config.arch} failed on a batch of shape {shape}: {str(error).splitlines()[0]}",
-                    "check --input-shape / --seq-len and --batch-size (batch norm in training needs 2 or more)",
-                ) from None
+            return self._checked(lambda: self.built.loss(self.model, self.images))
+
+    def infer(self) -> Any:
+        """An inference pass, as a deployed model runs: eval mode (batch norm uses its running statistics, no
+        dropout or stochastic depth), no gradients, no loss; returns the output."""
+        self.model.eval()
+        with self.marks.phase("forward"), self._autocast(), self.torch.no_grad():
+            return self._checked(lambda: self.model(self.images))
+
+    def _checked(self, run: Callable[[], Any]) -> Any:
+        try:
+            return run()
+        except (RuntimeError, ValueError, TypeError) as error:  # the model refuses this batch
+            shape = "x".join(map(str, self.images.shape))
+            raise UsageError(
+                f"{self.config.arch} failed on a batch of shape {shape}: {str(error).splitlines()[0]}",
+                "check --input-shape / --seq-len and --batch-size (batch norm in training needs 2 or more)",
+            ) from None
 
     def run(self) -> None:
         """One training step; every op of it runs inside a phase."""

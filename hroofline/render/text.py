@@ -60,8 +60,14 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# SQL aggregates keep their argument's unit: sum(time_s) is in seconds.
+_SAME_UNIT_AGGREGATE = re.compile(r"(?:sum|min|max|avg|mean|median|any_value|first|last)\((\w+)\)", re.IGNORECASE)
+
+
 def column_unit(column: str) -> str | None:
     """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
+    aggregate = _SAME_UNIT_AGGREGATE.fullmatch(column)
+    column = aggregate.group(1) if aggregate else column
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
         return "FLOP/s"
     if column == "time_s" or column.endswith("_s"):

@@ -1,0 +1,115 @@
+"""Bringing a store written by an older hroofline to today's layout and schema, on first use.
+
+Layout 1 kept each run in ``runs/<run>/`` with raw metrics as columns and no ``run`` column; older schemas
+lack columns that readers of the whole store (DuckDB, Polars, Spark) expect in every file. Each run is read
+as :func:`hroofline.store.read_run` reads any run, written again in today's schema and put in place in one
+rename, so a migration stopped at any point leaves every run readable, old or new; the next use goes on
+where it stopped. ``store.json`` says when the store is current, so that a current store costs one small read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+from hroofline.errors import StoreError
+from hroofline.model import SCHEMA_VERSION
+from hroofline.store import (
+    LAYOUT_VERSION,
+    RUN_FOLDER_PREFIX,
+    STORE_FILE,
+    RunStore,
+    locked,
+    read_meta_json,
+    read_run,
+    write_run,
+    write_store_file,
+)
+
+
+def store_version(root: Path) -> tuple[int, int] | None:
+    """(layout, schema version) as ``store.json`` says, or None where it says nothing."""
+    try:
+        data = json.loads((root / STORE_FILE).read_text())
+        return int(data["layout"]), int(data["schema_version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def migrate_if_old(store: RunStore) -> None:
+    if not store.runs_dir.is_dir():
+        return
+    version = store_version(store.root)
+    if version == (LAYOUT_VERSION, SCHEMA_VERSION):
+        return
+    if version is not None and version > (LAYOUT_VERSION, SCHEMA_VERSION):
+        raise StoreError(
+            f"store {store.root} was written by a newer hroofline (layout {version[0]}, schema {version[1]})",
+            "upgrade hroofline",
+        )
+    if not os.access(store.root, os.W_OK) or not os.access(store.runs_dir, os.W_OK):
+        raise StoreError(
+            f"store {store.root} was written by an older hroofline and must be migrated, but it is read-only",
+            "run any hroofline command on it once with write access, or copy it somewhere writable",
+        )
+    with locked(store.root / ".lock"):
+        if store_version(store.root) != (LAYOUT_VERSION, SCHEMA_VERSION):  # not done by another process meanwhile
+            migrate(store)
+
+
+def migrate(store: RunStore) -> None:
+    """Every run to today's layout and schema; runs that cannot be read are left where they are, with a
+    note. Ends by writing ``store.json``."""
+    migrated, left = 0, []
+    for folder in sorted(store.runs_dir.iterdir()):
+        if folder.name.startswith((".migrating-", ".renaming-", ".removed-")):
+            shutil.rmtree(folder, ignore_errors=True)  # left by an interrupted migration, rename or removal
+            continue
+        if folder.name.startswith(".") or not (folder / "meta.json").is_file():
+            continue
+        try:
+            migrated += _migrate_run(store, folder)
+        except StoreError as error:
+            left.append(f"{folder.name} ({error.message})")
+    write_store_file(store.root)
+    if migrated:
+        _note(f"migrated {migrated} run(s) in {store.root} to store layout {LAYOUT_VERSION}, schema {SCHEMA_VERSION}")
+    for entry in left:
+        _note(f"could not migrate run folder {entry}; it is left as it was and not listed")
+
+
+def _migrate_run(store: RunStore, folder: Path) -> int:
+    """1 when the run was rewritten, 0 when it was current already."""
+    legacy = not folder.name.startswith(RUN_FOLDER_PREFIX)
+    name = folder.name if legacy else folder.name.removeprefix(RUN_FOLDER_PREFIX)
+    target = store.run_dir(name)
+    if legacy and (target / "meta.json").is_file():  # moved already by a migration stopped before removing it
+        shutil.rmtree(folder, ignore_errors=True)
+        return 0
+    raw = read_meta_json(folder / "meta.json")
+    raw["name"] = name
+    if not legacy and raw.get("schema_version", 0) == SCHEMA_VERSION:
+        return 0
+    with locked(folder / ".lock"):
+        run = read_run(folder, raw)
+        if not legacy:
+            write_run(folder, run.meta, run.launches)  # in place: meta.json is the commit point
+            return 1
+        staging = store.runs_dir / f".migrating-{name}-{uuid.uuid4().hex[:8]}"
+        try:
+            staging.mkdir()
+            write_run(staging, run.meta, run.launches)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    shutil.rmtree(folder, ignore_errors=True)
+    return 1
+
+
+def _note(text: str) -> None:
+    print(f"hroofline: note: {text}", file=sys.stderr)
