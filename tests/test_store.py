@@ -128,9 +128,11 @@ def test_runs_listing(cli, ncu_dir: Path) -> None:
             "cc": "8.6",
             "arch": "ampere",
             "precision": None,
+            "phases": "other",
             "sources": 1,
             "launches": 4,
             "ncu": "2024.3.0",
+            "created": rows[0]["created"],
             "updated": rows[0]["updated"],
         }
     ]
