@@ -64,6 +64,8 @@ demo: $(STAMP)
 	@echo; $(BIN)/hroofline compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted -n 4 --store $(DEMO_STORE)
 	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory demo-deepcam; \
 	  else echo "($(SHARED)/fixtures/deepcam not found: skipping Yang et al.'s DeepCAM V100 data)"; fi
+	@echo; echo "== SQL over all runs of the store (DuckDB)"
+	$(BIN)/hroofline query "SELECT run, count(*) AS launches, sum(time_s) AS time_s, sum(flops) AS flops FROM launches GROUP BY run ORDER BY run" --store $(DEMO_STORE)
 	@echo; echo "== report"
 	$(BIN)/hroofline report $$($(BIN)/hroofline runs --format json --store $(DEMO_STORE) | $(BIN)/python -c "import json,sys; print(' '.join(r['run'] for r in json.load(sys.stdin)))") \
 	  --compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted \
@@ -143,6 +145,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cpu_overhead.py
 	$(BIN)/python bench/predict_speed.py
 	$(BIN)/python bench/estimate_error.py
+	$(BIN)/python bench/cli_startup.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT)

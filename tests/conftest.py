@@ -37,7 +37,7 @@ def deepcam_dir() -> Path:
     return need(SHARED / "fixtures" / "deepcam")
 
 
-STORE_COMMANDS = {"import", "runs", "kernels", "summary", "top", "chart", "report", "rm", "rename"}
+STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart", "report", "rm", "rename"}
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 

@@ -105,3 +105,18 @@ def test_table_shows_short_kernel_names(cli, deepcam_dir: Path) -> None:
     lines = cli("kernels", "o1", "--group-by", "name", "--top", "2").out.splitlines()
     assert lines[1].startswith("implicit_convolve_sgemm<__half, ...>  forward")
     assert lines[2].startswith("col2im_kernel<c10::Half, ...>")
+
+
+def test_each_command_is_registered_by_the_module_main_imports_for_it() -> None:
+    """main imports only the running command's module: its table must say where every command lives."""
+    import argparse
+    import importlib
+
+    from hroofline.cli.main import COMMAND_MODULES
+
+    registered: dict[str, str] = {}
+    for module in set(COMMAND_MODULES.values()):
+        commands = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"hroofline.cli.{module}").register(commands)
+        registered.update(dict.fromkeys(commands.choices, module))
+    assert registered == COMMAND_MODULES

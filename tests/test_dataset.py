@@ -1,0 +1,181 @@
+"""The store as a dataset: Hive layout read by DuckDB as one table, `hroofline query`, and the migration of
+stores written by an older hroofline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hroofline.model import SCHEMA_VERSION
+from hroofline.store import LAYOUT_VERSION, RunStore
+from tests.conftest import REPO, tree_digest
+
+ACCEPTANCE_SQL = (
+    "SELECT run, phase, sum(time_s) AS time_s FROM read_parquet('{store}/runs/**/*.parquet', hive_partitioning=true) "
+    "GROUP BY ALL"
+)
+
+
+def _summary_times(cli, store: Path, run: str) -> dict[str, float]:
+    phases = json.loads(cli("summary", run, "--format", "json", store_dir=store).out)["phases"]
+    return {phase: row["time_s"] for phase, row in phases.items()}
+
+
+def test_duckdb_reads_the_store_as_one_table(cli, deepcam_store: Path) -> None:
+    store = RunStore(deepcam_store)
+    assert sorted(p.name for p in store.runs_dir.iterdir()) == ["run=deepcam-O0", "run=deepcam-O1"]
+    found = duckdb.sql(ACCEPTANCE_SQL.format(store=deepcam_store)).df()
+    assert set(found["run"]) == {"deepcam-O0", "deepcam-O1"}
+    for run in ("deepcam-O0", "deepcam-O1"):
+        expected = _summary_times(cli, deepcam_store, run)
+        mine = found[found["run"] == run].set_index("phase")["time_s"].to_dict()
+        assert mine.keys() == expected.keys()
+        for phase, seconds in expected.items():
+            assert mine[phase] == pytest.approx(seconds, rel=1e-12)
+    # every file has the same columns, raw metrics included: SELECT * needs no union_by_name
+    everything = duckdb.sql(f"SELECT * FROM read_parquet('{deepcam_store}/runs/**/*.parquet')").df()
+    assert len(everything) == sum(len(store.load(r).launches) for r in store.run_names())
+    assert everything["raw_metrics"].map(len).gt(0).any()
+    # the flops column is the total summary reports
+    flops = duckdb.sql(
+        f"SELECT sum(flops) FROM read_parquet('{deepcam_store}/runs/**/*.parquet') WHERE run = 'deepcam-O1'"
+    ).fetchall()[0][0]
+    total = json.loads(cli("summary", "deepcam-O1", "--format", "json", store_dir=deepcam_store).out)["total"]
+    assert flops == pytest.approx(total["flops"], rel=1e-12)
+
+
+def test_query_command_gives_the_summary_totals(cli, deepcam_store: Path) -> None:
+    sql = "SELECT run, phase, sum(time_s) AS time_s FROM launches GROUP BY ALL ORDER BY ALL"
+    result = cli("query", sql, "--format", "csv", store_dir=deepcam_store)
+    assert result.code == 0, result.err
+    rows = pd.read_csv(__import__("io").StringIO(result.out))
+    expected = _summary_times(cli, deepcam_store, "deepcam-O1")
+    mine = rows[rows["run"] == "deepcam-O1"].set_index("phase")["time_s"].to_dict()
+    assert mine == pytest.approx(expected, rel=1e-12)
+    table = cli("query", sql, store_dir=deepcam_store).out.splitlines()
+    assert table[0].split() == ["run", "phase", "time_s"] and table[1].endswith(" ms")  # SI for people
+    joined = cli(
+        "query",
+        "SELECT kind, gpu, count(*) AS n FROM launches JOIN runs USING (run) GROUP BY ALL",
+        "--format",
+        "json",
+        store_dir=deepcam_store,
+    )
+    assert json.loads(joined.out) == [
+        {
+            "kind": "ncu",
+            "gpu": "v100-sxm2",
+            "n": sum(len(RunStore(deepcam_store).load(r).launches) for r in ("deepcam-O0", "deepcam-O1")),
+        }
+    ]
+
+
+def test_query_errors_are_one_line(cli, tmp_path: Path, deepcam_store: Path) -> None:
+    bad = cli("query", "SELECT nope FROM launches", store_dir=deepcam_store)
+    assert bad.code == 1 and bad.err.count("\n") == 1 and "nope" in bad.err and "launches" in bad.err
+    empty = cli("query", "SELECT 1", store_dir=tmp_path / "none")
+    assert empty.code == 1 and "no runs" in empty.err and not (tmp_path / "none").exists()
+
+
+def _legacy_run(root: Path, name: str, raw_metric: bool) -> pd.DataFrame:
+    """A run as layout 1 (schema 5) wrote it: runs/NAME/, no run column, raw metrics as columns."""
+    folder = root / "runs" / name
+    folder.mkdir(parents=True)
+    frame = pd.DataFrame(
+        {
+            "source": pd.Series([0, 0], dtype="int32"),
+            "launch_id": [0, 1],
+            "kernel": ["sgemm", "relu"],
+            "phase": ["forward", "backward"],
+            "launches": [1, 1],
+            "time_s": [2e-3, 1e-3],
+            "flops_fp32": [4e9, 1e6],
+            "bytes_hbm": [1e8, 4e6],
+        }
+    )
+    if raw_metric:
+        frame["metric:dram__bytes.sum"] = [1e8, None]
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "launches-0123456789ab.parquet")
+    meta = {
+        "name": name,
+        "schema_version": 5,
+        "launches_file": "launches-0123456789ab.parquet",
+        "sources": [],
+        "gpu": "a100-40gb",
+        "precision": "fp32",
+        "created": "2025-01-01T00:00:00+00:00",
+    }
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return frame
+
+
+def test_an_old_store_is_migrated_on_first_use_and_still_reads(cli, tmp_path: Path) -> None:
+    root = tmp_path / "old"
+    first = _legacy_run(root, "first", raw_metric=True)
+    _legacy_run(root, "second", raw_metric=False)
+    listed = cli("runs", "--format", "json", store_dir=root)
+    assert listed.code == 0 and "migrated 2 run(s)" in listed.err
+    assert [row["run"] for row in json.loads(listed.out)] == ["first", "second"]
+    assert sorted(p.name for p in (root / "runs").iterdir()) == ["run=first", "run=second"]
+    assert json.loads((root / "store.json").read_text()) == {"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION}
+    run = RunStore(root).load("first")
+    assert run.launches["time_s"].tolist() == first["time_s"].tolist()
+    assert run.launches["metric:dram__bytes.sum"].tolist()[0] == 1e8 and run.meta.phases == ["forward", "backward"]
+    digest = tree_digest(root)
+    again = cli("runs", store_dir=root)
+    assert again.code == 0 and again.err == "" and tree_digest(root) == digest  # a current store is left alone
+    sums = duckdb.sql(f"SELECT run, sum(time_s) FROM read_parquet('{root}/runs/**/*.parquet') GROUP BY ALL").fetchall()
+    assert dict(sums) == pytest.approx({"first": 3e-3, "second": 3e-3})
+
+
+def test_a_migration_stopped_halfway_goes_on(cli, tmp_path: Path) -> None:
+    root = tmp_path / "old"
+    _legacy_run(root, "first", raw_metric=False)
+    _legacy_run(root, "second", raw_metric=False)
+    assert cli("runs", store_dir=root).code == 0
+    # as if stopped after moving "first" but before removing its old folder and writing store.json
+    _legacy_run(root, "first", raw_metric=False)
+    (root / "store.json").unlink()
+    result = cli("runs", "--format", "json", store_dir=root)
+    assert result.code == 0 and [row["run"] for row in json.loads(result.out)] == ["first", "second"]
+    assert sorted(p.name for p in (root / "runs").iterdir()) == ["run=first", "run=second"]
+
+
+def test_a_read_only_old_store_says_so(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hroofline.store_migration
+
+    root = tmp_path / "old"
+    _legacy_run(root, "first", raw_metric=False)
+    digest = tree_digest(root)
+    # as for a user without write access (the tests may run as root, who may write anywhere)
+    monkeypatch.setattr(hroofline.store_migration.os, "access", lambda path, mode: mode != os.W_OK)
+    result = cli("runs", store_dir=root)
+    assert result.code == 1 and result.err.count("\n") == 1 and "read-only" in result.err
+    assert tree_digest(root) == digest
+
+
+def test_rename_moves_the_run_column_too(cli, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(REPO / "samples" / "store", store)
+    assert cli("rename", "resnet50-fp32-v100-predicted", "r50", store_dir=store).code == 0
+    runs = duckdb.sql(
+        f"SELECT DISTINCT run FROM read_parquet('{store}/runs/run=r50/*.parquet', hive_partitioning=false)"
+    ).fetchall()
+    assert runs == [("r50",)] and not (store / "runs" / "run=resnet50-fp32-v100-predicted").exists()
+    assert RunStore(store).load("r50").meta.name == "r50"
+
+
+def test_the_schema_document_lists_every_column(deepcam_store: Path) -> None:
+    """docs/store.md documents each column the files hold."""
+    document = (REPO / "docs" / "store.md").read_text()
+    files = list(RunStore(deepcam_store).runs_dir.glob("run=*/launches-*.parquet"))
+    for column in pq.read_schema(files[0]).names:
+        assert f"`{column}`" in document, column
