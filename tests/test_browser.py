@@ -80,8 +80,8 @@ def expected_circles(html: str) -> int:
             continue
         rows = spec["datasets"][dots["data"]["name"]]
         folds = [t["fold"] for t in dots.get("transform", []) if "fold" in t]
-        if folds:  # a roofline: one dot per kernel and level
-            count += sum(1 for row in rows for key in folds[0] if (row.get(key) or 0) > 0)
+        if folds:  # a roofline: one dot per kernel and level, but for kernels below the y range drawn
+            count += sum(1 for row in rows for key in folds[0] if (row.get(key) or 0) > 0 and not row.get("clipped"))
         else:  # a comparison: one dot per kernel family and run
             count += len(rows)
     return count

@@ -89,7 +89,7 @@ def test_roofs_sit_at_the_catalog_values_at_the_measured_clock(
     assert "HBM 900.0 GB/s" in texts
     assert f"FP16 tensor {expected['tensor'] / 1e12:.1f} TFLOP/s" in texts
     assert f"FP32 {expected['fp32'] / 1e12:.2f} TFLOP/s" in texts
-    subtitle = " ".join(amp_forward_spec["title"]["subtitle"])
+    subtitle = " ".join(" ".join(amp_forward_spec["title"]["subtitle"]).split())  # wrapped lines joined
     assert "scaled to each launch's measured SM clock" in subtitle and "quoted at 1.53 GHz" in subtitle
     assert "FP16 roof halved" in subtitle
     # the five kernels with the most time are numbered on the chart and named in the key, slowest first

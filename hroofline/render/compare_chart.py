@@ -10,7 +10,7 @@ from hroofline.analyze.compare import ComparisonRoofs
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.metricset import COMPUTE_ROOF_OF
 from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows
+from hroofline.render.roofs import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
 
 RUN_COLOURS = ("#9e9e9e", "#4c78a8")  # base, candidate
 
@@ -101,7 +101,9 @@ def compare_chart(
     ]
     return (
         alt.layer(*layers)
-        .properties(width=WIDTH, height=HEIGHT, title=alt.TitleParams(title, subtitle=subtitle, anchor="start"))
+        .properties(
+            width=WIDTH, height=HEIGHT, title=alt.TitleParams(title, subtitle=subtitle_lines(subtitle), anchor="start")
+        )
         .configure_view(stroke="#cccccc")
         .interactive()
     )

@@ -3,6 +3,10 @@
 Each chart is a ``<div class="hr-chart">`` whose spec sits in a JSON script element beside it. The page
 script embeds every chart, marks each div ``data-rendered="ok"`` or ``"failed"`` and shows a failure as
 a visible message, so that a broken chart is never a silently empty box (and a browser test can tell).
+
+A chart of one plot fills the width of its column and keeps its aspect: its spec takes the container's
+width and the page makes its height follow (a Vega signal). Its controls (the phase, the memory level) sit
+in a box of their own beside it, or under it where the window is narrow.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+.hr-figure { display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; align-items: flex-start; margin: 1em 0; }
+.hr-figure .hr-chart { flex: 1 1 780px; min-width: min(780px, 100%); }
+.hr-controls { flex: 0 0 12em; font-size: 0.9em; padding-top: 3em; }
+.hr-controls:empty { display: none; }
+.hr-controls .vega-bind { display: block; margin-bottom: 0.8em; }
+.hr-controls .vega-bind-name { display: block; font-weight: 600; margin-bottom: 0.2em; }
+.hr-controls select { font-size: 1em; min-width: 8em; }
+.hr-controls label { margin-right: 0.6em; }
 .hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
 .hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
 table.hr-table th { cursor: pointer; user-select: none; }
@@ -86,12 +98,22 @@ SCRIPT = """
   }
   const charts = Array.from(document.querySelectorAll(".hr-chart"));
   if (typeof vegaEmbed !== "function") { charts.forEach(div => fail(div, "Vega-Embed did not load")); return; }
+  window.hrViews = {};
+  function keepAspect(aspect) {  // the height follows the width the container gives the chart
+    return vg => {
+      vg.signals = (vg.signals || []).filter(signal => signal.name !== "height");
+      vg.signals.push({name: "height", update: "round(width * " + aspect + ")"});
+      delete vg.height;
+      return vg;
+    };
+  }
   Promise.all(charts.map(div => {
     const spec = JSON.parse(document.getElementById(div.dataset.spec).textContent);
     const actions = {export: true, source: false, compiled: false, editor: false};
     const embedOptions = {renderer: div.dataset.renderer, actions: actions};
+    if (div.dataset.aspect) { embedOptions.patch = keepAspect(Number(div.dataset.aspect)); }
     return vegaEmbed(div, spec, embedOptions)
-      .then(() => { div.dataset.rendered = "ok"; })
+      .then(result => { window.hrViews[div.id] = result.view; div.dataset.rendered = "ok"; })
       .catch(error => fail(div, error && error.message ? error.message : String(error)));
   })).then(() => {
     document.body.dataset.charts = charts.filter(d => d.dataset.rendered === "ok").length + "/" + charts.length;
@@ -112,16 +134,42 @@ class ChartBlock:
     spec: dict[str, Any]
 
     def html(self) -> str:
-        spec_json = json.dumps(self.spec, allow_nan=False, separators=(",", ":"))
+        spec, aspect = _fill_width(self.spec)
+        spec, controls = _controls_beside(spec, f"{self.chart_id}-controls")
+        spec_json = json.dumps(spec, allow_nan=False, separators=(",", ":"))
         # In a script element "</script" ends it and "<!--" changes how it is parsed: no raw <, >, & at all.
         spec_json = spec_json.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         rows = _data_rows(self.spec)
         renderer = "svg" if rows <= SVG_MAX_ROWS else "canvas"
-        return (
+        sized = f' data-aspect="{aspect:.4f}"' if aspect else ""
+        chart = (
             f'<div class="hr-chart" id="{self.chart_id}" data-spec="{self.chart_id}-spec" '
-            f'data-renderer="{renderer}"></div>\n'
+            f'data-renderer="{renderer}"{sized}></div>'
+        )
+        beside = f'<div class="hr-controls" id="{self.chart_id}-controls"></div>' if controls else ""
+        return (
+            f'<div class="hr-figure">{chart}{beside}</div>\n'
             f'<script type="application/json" id="{self.chart_id}-spec">{spec_json}</script>\n'
         )
+
+
+def _fill_width(spec: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """A chart of one plot (a number for width and height) made to take its container's width; its aspect,
+    height over width, for the page to keep. Concatenated charts keep their sizes."""
+    width, height = spec.get("width"), spec.get("height")
+    if not (isinstance(width, int | float) and isinstance(height, int | float)) or width <= 0:
+        return spec, None
+    return {**spec, "width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}, height / width
+
+
+def _controls_beside(spec: dict[str, Any], element_id: str) -> tuple[dict[str, Any], bool]:
+    """Bound parameters (a phase selector, ...) drawn in the element beside the chart instead of under it."""
+    params = spec.get("params", [])
+    bound = [p for p in params if isinstance(p.get("bind"), dict) and "input" in p["bind"]]
+    if not bound:
+        return spec, False
+    moved = [{**p, "bind": {**p["bind"], "element": f"#{element_id}"}} if p in bound else p for p in params]
+    return {**spec, "params": moved}, True
 
 
 def _data_rows(spec: dict[str, Any]) -> int:

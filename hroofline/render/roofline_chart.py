@@ -28,9 +28,13 @@ from hroofline.render.roofs import (
     WIDTH,
     Axes,
     axes,
+    clip_floor,
+    dot_positions,
     dot_radius_px,
+    label_boxes,
     roof_layers,
     roof_rows,
+    subtitle_lines,
 )
 
 ABOVE_ROOF_COLOUR = "#d00000"
@@ -48,12 +52,18 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
     levels = list(levels_with_dots(points.points, options.levels))
     data = _point_rows(points, levels)
-    roofs = roof_rows(points.points, points.peaks, levels)
-    frame_axes = axes(roofs, [float(row["flop_rate"]) for row in data])  # type: ignore[arg-type]
+    rates = [float(row["flop_rate"]) for row in data]  # type: ignore[arg-type]
+    floor = clip_floor(rates, [float(row["time_s"]) for row in data])  # type: ignore[arg-type]
+    for row, rate in zip(data, rates, strict=True):
+        row["clipped"] = floor is not None and rate < floor
+    in_range = [not row["clipped"] for row in data]
+    roofs = roof_rows(points.points[in_range], points.peaks, levels)
+    frame_axes = axes(roofs, [rate for rate, kept in zip(rates, in_range, strict=True) if kept])
     x, y = frame_axes.x("ai"), frame_axes.y("flop_rate")
     frame = pd.DataFrame(data)  # one frame shared by the layers: Altair stores it once, in "datasets"
     base = (
         alt.Chart(frame)
+        .transform_filter("!datum.clipped")
         .transform_fold([f"ai_{level}" for level in levels], as_=["level_key", "ai"])
         .transform_calculate(level=_level_expression(levels), above=_above_expression(levels))
         .transform_filter("isValid(datum.ai) && datum.ai > 0")
@@ -116,8 +126,21 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     )
     roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
     subtitle = _subtitle(points, roofs_used, levels)
+    out_of_range = [row for row in data if row["clipped"]]
+    if out_of_range and floor is not None:
+        seconds = sum(float(row["time_s"]) for row in out_of_range)  # type: ignore[arg-type]
+        subtitle.append(
+            f"▼ at the bottom edge: {len(out_of_range)} kernel group(s) below {si(floor, 'FLOP/s')}, the range drawn "
+            f"({si(seconds, 's')} in all; hover for their numbers)."
+        )
+    below = _below_layer(out_of_range, levels, frame_axes, bool(params), points.group_by)
     top = top_dots(data, levels, options.labels)
-    numbered = number_dots([(d.ai, d.flop_rate, d.radius_px, d.name) for d in top], frame_axes)
+    numbered = number_dots(
+        [(d.ai, d.flop_rate, d.radius_px, d.name) for d in top],
+        frame_axes,
+        label_boxes(roofs, frame_axes),
+        dot_positions(frame, levels),
+    )
     if numbered:
         subtitle.append("The kernels with the most time, numbered on the chart:")
         subtitle += [
@@ -125,11 +148,11 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         ]
     named = _number_layer(numbered, top, frame_axes, bool(params))
     return (
-        alt.layer(roof_lines, *roof_labels, joins, dots, above, *named)
+        alt.layer(roof_lines, joins, dots, above, *below, *roof_labels, *named)
         .properties(
             width=WIDTH,
             height=HEIGHT,
-            title=alt.TitleParams(options.title, subtitle=subtitle, anchor="start"),
+            title=alt.TitleParams(options.title, subtitle=subtitle_lines(subtitle), anchor="start"),
         )
         .configure_view(stroke="#cccccc")
     )
@@ -174,6 +197,30 @@ def _number_layer(
     return [
         base.mark_text(align="left", baseline="bottom", fontSize=12, fontWeight="bold", color="#111111").encode(
             x=frame_axes.x("label_x"), y=frame_axes.y("label_y"), text="number:N"
+        )
+    ]
+
+
+def _below_layer(
+    rows: list[dict[str, object]], levels: list[str], frame_axes: Axes, phase_filter: bool, group_by: str
+) -> list[alt.Chart]:
+    """A mark at the bottom edge for each kernel below the y range, at its rightmost intensity (kept inside the
+    x range), with its numbers in the tooltip."""
+    if not rows:
+        return []
+    (x_low, x_high), (y_low, y_high) = frame_axes.x_domain, frame_axes.y_domain
+    edge = y_low * (y_high / y_low) ** 0.015
+    marked = []
+    for row in rows:
+        intensities = [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
+        at = min(max(max(intensities, default=x_low), x_low * 1.2), x_high / 1.2)
+        marked.append({**row, "edge_x": at, "edge_y": edge, "level": "below the range drawn"})
+    base = alt.Chart(pd.DataFrame(marked))
+    if phase_filter:
+        base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+    return [
+        base.mark_point(shape="triangle-down", filled=True, size=70, color="#666666", opacity=0.9).encode(
+            x=frame_axes.x("edge_x"), y=frame_axes.y("edge_y"), tooltip=_tooltip(group_by)
         )
     ]
 

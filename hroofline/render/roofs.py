@@ -83,7 +83,11 @@ def roof_rows(
             }
         )
     fastest = max(bandwidths.values(), default=None)
-    dots = _dots(frame, levels)
+    dots = dot_positions(frame, levels)
+    # the chart's own axes (labels are placed before it is drawn): its y range is the dots' and the roofs'
+    label_axes = Axes([x_low, x_high], y_domain([rate for _, rate, _ in dots], [peaks[p] for p in precisions]))
+    circles = [(label_axes.x_px(ai), label_axes.y_px(rate), radius) for ai, rate, radius in dots]
+    taken: list[Box] = []  # the compute roofs' labels placed so far
     drawn_peaks = []
     above_at: float | None = None  # the last compute roof labelled above its line
     for precision in sorted(precisions, key=lambda p: -peaks[p]):
@@ -110,7 +114,8 @@ def roof_rows(
         places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", close) for k in range(1, 5)]
         if close:
             places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", False) for k in range(0, 3)]
-        spot = min(places, key=lambda place: _dots_under(place[:2], peak, place[2], text, dots, (x_low, x_high)))
+        spot = min(places, key=lambda place: _label_cost(_label_box(place, peak, text, label_axes), circles, taken))
+        taken.append(_label_box(spot, peak, text, label_axes))
         below = spot[2]
         above_at = above_at if below else peak
         labels.append(
@@ -121,8 +126,25 @@ def roof_rows(
 
 
 LABEL_CHAR_PX, LABEL_HEIGHT_PX, LABEL_MARGIN_PX = 6.5, 14.0, 3.0
+OUTSIDE_COST = 100.0  # per pixel of a label outside the plot
+FIT_MARGIN = 0.9  # labels are kept within this share of the plot's width
 # Largest dot area in px^2; areas scale linearly from 0 so that area is proportional to time.
 MAX_DOT_AREA = 900
+
+
+SUBTITLE_CHARS = 105  # a subtitle line at most as wide as the plot (11 px text), so that a chart sized to its
+# container is not pushed narrow by its own title
+
+
+def subtitle_lines(lines: list[str]) -> list[str]:
+    """Subtitle lines wrapped to the plot's width; a wrapped line's rest is indented."""
+    import textwrap
+
+    wrapped: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()))
+        wrapped += textwrap.wrap(line, SUBTITLE_CHARS, subsequent_indent=indent + "  ", break_on_hyphens=False) or [""]
+    return wrapped
 
 
 def dot_radius_px(seconds: float, longest: float) -> float:
@@ -130,34 +152,30 @@ def dot_radius_px(seconds: float, longest: float) -> float:
     return math.sqrt(MAX_DOT_AREA * seconds / longest / math.pi) if longest > 0 else 0.0
 
 
-def _dots_under(
-    place: tuple[float, str],
-    peak: float,
-    below: bool,
-    text: str,
-    dots: list[tuple[float, float, float]],
-    x_range: tuple[float, float],
-) -> float:
-    """How much of the dots a compute roof's label would cover at ``place`` (x, align): the radii, in pixels,
-    of the dots its box (approximate pixels on the log axes) touches."""
-    if not dots:
-        return 0.0
-    frame_axes = Axes(list(x_range), y_domain([rate for _, rate, _ in dots], [peak]))
+def _label_box(place: tuple[float, str, bool], peak: float, text: str, frame_axes: Axes) -> Box:
+    """Where a compute roof's label at ``place`` (x, align, below its line) is drawn, in pixels."""
     x0 = frame_axes.x_px(place[0])
     width = LABEL_CHAR_PX * len(text)
-    left, right = (x0 - width, x0) if place[1] == "right" else (x0, x0 + width)
-    top = frame_axes.y_px(peak) - (0 if below else LABEL_HEIGHT_PX)  # pixels grow downwards
-    bottom = top + LABEL_HEIGHT_PX
-    covered = 0.0
-    for ai, rate, radius in dots:
+    left = x0 - width if place[1] == "right" else x0
+    top = frame_axes.y_px(peak) - (0 if place[2] else LABEL_HEIGHT_PX)  # pixels grow downwards
+    return Box(left, top, left + width, top + LABEL_HEIGHT_PX)
+
+
+def _label_cost(box: Box, circles: list[tuple[float, float, float]], taken: list[Box]) -> float:
+    """How bad a place a label's ``box`` is: the radii of the dots (pixel circles) it touches; far worse, every
+    pixel outside the plot or over a label already placed."""
+    # The chart may be drawn narrower than WIDTH (a page sized to its window), and text does not shrink with
+    # it: a margin on the right.
+    cost = OUTSIDE_COST * (max(0.0, -box.left) + max(0.0, box.right - WIDTH * FIT_MARGIN))
+    cost += OUTSIDE_COST * sum(box.overlap(other) for other in taken)
+    for x, y, radius in circles:
         reach = radius + LABEL_MARGIN_PX
-        x, y = frame_axes.x_px(ai), frame_axes.y_px(rate)
-        if left - reach <= x <= right + reach and top - reach <= y <= bottom + reach:
-            covered += max(radius, 1.0)
-    return covered
+        if box.left - reach <= x <= box.right + reach and box.top - reach <= y <= box.bottom + reach:
+            cost += max(radius, 1.0)
+    return cost
 
 
-def _dots(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, float]]:
+def dot_positions(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, float]]:
     """(intensity, FLOP/s, radius in pixels) of every dot drawn, where the frame has FLOP/s (and time: dots
     are taken at most 17 px across, area proportional to time, as the charts draw them)."""
     if "flop_rate" not in frame:
@@ -170,6 +188,49 @@ def _dots(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, fl
                 radius = dot_radius_px(float(seconds), longest) if seconds == seconds else 0.0
                 found.append((float(ai), float(rate), radius))
     return found
+
+
+@dataclass(frozen=True)
+class Box:
+    """A rectangle in screen pixels of the plot (y grows downwards)."""
+
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+    def overlap(self, other: Box) -> float:
+        """The area both cover, in px^2."""
+        width = min(self.right, other.right) - max(self.left, other.left)
+        height = min(self.bottom, other.bottom) - max(self.top, other.top)
+        return max(0.0, width) * max(0.0, height)
+
+    def outside(self, width: float, height: float) -> float:
+        """How far, in pixels, the box reaches beyond a plot of this size."""
+        horizontal = max(0.0, -self.left) + max(0.0, self.right - width)
+        return horizontal + max(0.0, -self.top) + max(0.0, self.bottom - height)
+
+
+def label_boxes(roofs: RoofRows, frame_axes: Axes) -> list[Box]:
+    """Where the roofs' labels are drawn, as boxes: one per horizontal label, a row of small ones along a
+    label written on a diagonal."""
+    boxes = []
+    diagonal = math.radians(frame_axes.screen_angle(10.0, 10.0))
+    for label in roofs.labels:
+        x, y = frame_axes.x_px(float(label["x"])), frame_axes.y_px(float(label["y"]))  # type: ignore[arg-type]
+        width = LABEL_CHAR_PX * len(str(label["label"]))
+        if label.get("rotate"):
+            for step in range(0, int(width), int(LABEL_HEIGHT_PX)):
+                # the text sits on its baseline, above the line: its middle half a line height up
+                cx = x + step * math.cos(diagonal) + LABEL_HEIGHT_PX / 2 * math.sin(diagonal)
+                cy = y + step * math.sin(diagonal) - LABEL_HEIGHT_PX / 2 * math.cos(diagonal)
+                half = LABEL_HEIGHT_PX / 2
+                boxes.append(Box(cx - half, cy - half, cx + half, cy + half))
+            continue
+        left = x if label["align"] == "left" else x - width
+        top = y + 3 if label.get("below") else y - 3 - LABEL_HEIGHT_PX
+        boxes.append(Box(left, top, left + width, top + LABEL_HEIGHT_PX))
+    return boxes
 
 
 @dataclass(frozen=True)
@@ -212,6 +273,29 @@ class Axes:
         return math.degrees(math.atan2(-dy, dx))
 
 
+CLIP_TIME_SHARE = 0.005  # the slowest kernels holding this share of the time do not set the y range alone
+CLIP_DECADES = 2  # room left below the slowest of the others
+
+
+def clip_floor(rates: list[float], times: list[float]) -> float | None:
+    """The FLOP/s below which dots lie outside the y range drawn, or None when all fit: two decades under the
+    slowest rate among the kernels that hold 99.5% of the time. A few kernels of no weight far below the rest
+    would otherwise stretch the axis over decades of empty plot."""
+    pairs = sorted((rate, seconds if seconds == seconds else 0.0) for rate, seconds in zip(rates, times, strict=True))
+    pairs = [(rate, seconds) for rate, seconds in pairs if rate > 0]
+    total = sum(seconds for _, seconds in pairs)
+    if not pairs or total <= 0:
+        return None
+    running, slowest_of_the_rest = 0.0, pairs[-1][0]
+    for rate, seconds in pairs:
+        running += seconds
+        if running > CLIP_TIME_SHARE * total:
+            slowest_of_the_rest = rate
+            break
+    floor = _decade_below(slowest_of_the_rest / 10**CLIP_DECADES)
+    return floor if pairs[0][0] < floor else None
+
+
 def y_domain(rates: list[float], peaks: list[float]) -> list[float]:
     """Whole decades from a third of the slowest dot to twice the highest dot or roof."""
     return [_decade_below(min(rates, default=1e9) / 3), _decade_above(max([*rates, *peaks], default=1e12) * 2)]
@@ -222,7 +306,8 @@ def axes(roofs: RoofRows, rates: list[float]) -> Axes:
 
 
 def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
-    """The roof lines, then their labels: bandwidth labels along their diagonal, compute labels above."""
+    """The roof lines, then their labels (to be drawn after the dots): bandwidth labels along their diagonal,
+    compute labels above or below their line, each on a white halo."""
     lines = (
         alt.Chart(alt.Data(values=roofs.lines))
         .mark_line(clip=True)
@@ -237,27 +322,25 @@ def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
     )
     diagonal = frame_axes.screen_angle(10.0, 10.0)
     groups = sorted({(str(r["align"]), bool(r.get("below")), bool(r.get("rotate"))) for r in roofs.labels})
-    labels = [
-        alt.Chart(
-            alt.Data(
-                values=[
-                    r
-                    for r in roofs.labels
-                    if (r["align"], bool(r.get("below")), bool(r.get("rotate"))) == (side, below, rotate)
-                ]
-            )
-        )
-        .mark_text(
-            fontSize=11,
-            clip=True,
-            baseline="top" if below else "bottom",
-            dy=3 if below else -3,
-            align=side,
-            angle=diagonal % 360 if rotate else 0,
-        )
-        .encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N", color=alt.Color("colour:N", scale=None))
-        for side, below, rotate in groups
-    ]
+    labels = []
+    for side, below, rotate in groups:
+        rows = [
+            r
+            for r in roofs.labels
+            if (r["align"], bool(r.get("below")), bool(r.get("rotate"))) == (side, below, rotate)
+        ]
+        text = alt.Chart(alt.Data(values=rows)).encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N")
+        style = {
+            "fontSize": 11,
+            "clip": True,
+            "baseline": "top" if below else "bottom",
+            "dy": 3 if below else -3,
+            "align": side,
+            "angle": diagonal % 360 if rotate else 0,
+        }
+        # drawn over the dots, on a white halo, so that a dot never hides a roof's label
+        labels.append(text.mark_text(**style, stroke="white", strokeWidth=3, strokeJoin="round", opacity=0.85))
+        labels.append(text.mark_text(**style).encode(color=alt.Color("colour:N", scale=None)))
     return [lines, *labels]
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from hroofline.analyze.step_points import StepPoints
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows
+from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
 from hroofline.render.text import text_table
 
 MAX_DOT_AREA = 700
@@ -81,9 +81,9 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
         "Each GPU's chart has its own roofs.",
     ]
     top = alt.hconcat(*charts) if len(charts) > 1 else charts[0]
-    return top.properties(title=alt.TitleParams(title, subtitle=caption, anchor="start")).configure_view(
-        stroke="#cccccc"
-    )
+    return top.properties(
+        title=alt.TitleParams(title, subtitle=subtitle_lines(caption), anchor="start")
+    ).configure_view(stroke="#cccccc")
 
 
 def points_text(table: pd.DataFrame) -> str:
