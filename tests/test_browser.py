@@ -167,3 +167,116 @@ def test_report_tables_sort_and_filter_in_chromium(cli, deepcam_store: Path, tmp
     assert sorted_values == sorted(sorted_values) and len(sorted_values) == 5
     assert re.search(r'data-shown="(\d+)"', result.dom)[1] == "1"
     assert 'aria-sort="ascending"' in result.dom
+
+
+LAYOUT_PROBE = """<script>
+(function () {
+  function box(r) { return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; }
+  function measure() {
+    const div = document.querySelector(".hr-chart");
+    const svg = div.querySelector("svg");
+    const grids = Array.from(svg.querySelectorAll("g.role-axis-grid")).map(g => g.getBoundingClientRect());
+    const plot = {left: Math.min(...grids.map(r => r.left)), top: Math.min(...grids.map(r => r.top)),
+                  right: Math.max(...grids.map(r => r.right)), bottom: Math.max(...grids.map(r => r.bottom))};
+    const controls = document.querySelector(".hr-controls");
+    const seen = new Set();
+    const labels = [];
+    svg.querySelectorAll("g.role-mark text").forEach(text => {
+      if ((text.getAttribute("transform") || "").includes("rotate")) { return; }  // along a diagonal roof
+      const r = text.getBoundingClientRect();
+      const key = text.textContent + "@" + Math.round(r.left) + "," + Math.round(r.top);
+      if (seen.has(key) || !text.textContent.trim()) { return; }  // a label's halo is drawn under it
+      seen.add(key);
+      labels.push({text: text.textContent, ...box(r)});
+    });
+    document.body.dataset.layout = JSON.stringify({
+      window: window.innerWidth, column: document.body.getBoundingClientRect().width,
+      chart: div.getBoundingClientRect().width, svg: svg.getBoundingClientRect().width, plot: plot, labels: labels,
+      controls: controls && box(controls.getBoundingClientRect()),
+    });
+  }
+  const wait = () => document.body.dataset.charts ? measure() : setTimeout(wait, 50);
+  wait();
+})();
+</script>
+</body>"""
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
+    width = min(a["right"], b["right"]) - max(a["left"], b["left"])
+    height = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+    return max(0.0, width) * max(0.0, height)
+
+
+@pytest.mark.parametrize("window", [1400, 900])
+def test_chart_fills_its_column_and_its_labels_do_not_overlap(
+    cli, deepcam_store: Path, tmp_path: Path, window: int
+) -> None:
+    """In a real browser at two window widths: the chart takes its column's width (the controls beside it, or
+    under it when narrow), and no two labels on the plot (kernel numbers, compute roof labels) overlap or
+    leave the plot."""
+    _chromium()
+    out = tmp_path / "chart.html"
+    assert cli("chart", "deepcam-O1", "--out", str(out), "--store", str(deepcam_store)).code == 0
+    before, _, after = out.read_text().rpartition("</body>")
+    probed = tmp_path / "probed.html"
+    probed.write_text(before + LAYOUT_PROBE + after)
+    done = _open(probed.resolve().as_uri(), tmp_path / "profile", "--dump-dom", f"--window-size={window},1000")
+    layout = json.loads(re.search(r'data-layout="([^"]+)"', done.stdout)[1].replace("&quot;", '"'))
+    assert layout["svg"] >= 0.95 * layout["chart"]  # the drawing fills its box ...
+    if window >= 1400:  # ... and the box its column, the controls beside it
+        assert layout["chart"] + layout["controls"]["right"] - layout["controls"]["left"] >= 0.85 * layout["column"]
+        assert layout["controls"]["left"] > layout["plot"]["right"]
+    else:  # narrow: the chart takes the whole column, the controls go under it
+        assert layout["chart"] >= 0.95 * layout["column"]
+        assert layout["controls"]["top"] > layout["plot"]["bottom"]
+    labels = layout["labels"]
+    numbers = [label for label in labels if label["text"].isdigit()]
+    assert [n["text"] for n in numbers] == list("12345")
+    assert any("TFLOP/s" in label["text"] for label in labels)
+    plot = layout["plot"]
+    for label in labels:
+        assert plot["left"] - 1 <= label["left"] and label["right"] <= plot["right"] + 1, label
+        assert plot["top"] - 1 <= label["top"] and label["bottom"] <= plot["bottom"] + 1, label
+    for index, first in enumerate(labels):
+        for second in labels[index + 1 :]:
+            assert _overlap(first, second) < 1.0, (first, second)
+
+
+def test_clicking_a_kernel_row_rings_its_dots(cli, deepcam_store: Path, tmp_path: Path) -> None:
+    """A click on a top-kernels row rings that kernel's dots on the phase's chart (one per memory level it
+    has), and a second click clears them."""
+    _chromium()
+    out = tmp_path / "report"
+    assert cli("report", "deepcam-O1", "--out", str(out), "-n", "5", "--store", str(deepcam_store)).code == 0
+    exercise = """<script>
+(function () {
+  function rings(chart) { return chart.querySelectorAll("g.highlight_marks path").length; }
+  function run() {
+    const table = document.querySelector("table[data-chart]");
+    const chart = document.getElementById(table.dataset.chart);
+    const row = table.querySelector("tr[data-kernel]");
+    const before = rings(chart);
+    row.click();
+    setTimeout(() => {
+      const after = rings(chart);
+      row.click();
+      setTimeout(() => {
+        document.body.dataset.rings = [before, after, rings(chart)].join(",");
+        document.body.dataset.kernel = row.dataset.kernel;
+      }, 300);
+    }, 300);
+  }
+  const wait = () => document.body.dataset.charts ? run() : setTimeout(wait, 50);
+  wait();
+})();
+</script>
+</body>"""
+    before, _, after = (out / "index.html").read_text().rpartition("</body>")
+    tested = tmp_path / "clicked.html"
+    tested.write_text(before + exercise + after)
+    result = load_page(tested, tmp_path)
+    kernel = re.search(r'data-kernel="([^"]+)"', result.dom.split("<body", 1)[1])[1]
+    rings = [int(n) for n in re.search(r'data-rings="([^"]+)"', result.dom)[1].split(",")]
+    levels = 3  # the DeepCAM runs measured L1, L2 and HBM bytes for every kernel shown
+    assert rings == [0, levels, 0], (kernel, rings)

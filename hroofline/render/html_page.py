@@ -40,6 +40,8 @@ td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-ali
 table.hr-table th { cursor: pointer; user-select: none; }
 table.hr-table th[aria-sort="ascending"]::after { content: " ▲"; }
 table.hr-table th[aria-sort="descending"]::after { content: " ▼"; }
+table[data-chart] tr[data-kernel] { cursor: pointer; }
+tr.hr-picked td { background: #fff1b8; }
 input.hr-filter { font-size: 0.8em; padding: 0.2em 0.4em; margin-top: 0.5em; width: 18em; }
 """
 
@@ -82,6 +84,17 @@ TABLE_SCRIPT = """
       });
     });
     table.parentNode.insertBefore(filter, table);
+    if (table.dataset.chart) {  // a click on a kernel's row rings its dots on the chart; a second click clears
+      table.addEventListener("click", event => {
+        const row = event.target.closest("tr[data-kernel]");
+        if (!row) { return; }
+        const picked = !row.classList.contains("hr-picked");
+        table.querySelectorAll("tr.hr-picked").forEach(other => other.classList.remove("hr-picked"));
+        row.classList.toggle("hr-picked", picked);
+        const view = (window.hrViews || {})[table.dataset.chart];
+        if (view) { view.signal("highlight", picked ? row.dataset.kernel : "").runAsync(); }
+      });
+    }
   });
 })();
 """

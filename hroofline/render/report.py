@@ -100,11 +100,12 @@ def _run_html(index: int, run: RunSection) -> str:
         parts.append(f'<p class="warning">⚠ {escape(warning)}</p>')
     for number, section in enumerate(run.phases, start=1):
         parts.append(f"<h3>{escape(run.name)} · {escape(section.phase)}</h3>")
+        chart_id = f"chart-{index}-{number}"
         if section.spec is not None:
-            parts.append(ChartBlock(f"chart-{index}-{number}", section.spec).html())
+            parts.append(ChartBlock(chart_id, section.spec).html())
         if section.note:
             parts.append(f'<p class="note">{escape(section.note)}</p>')
-        parts.append(top_table_html(section.top))
+        parts.append(top_table_html(section.top, chart_id if section.spec is not None else None))
         if section.layers is not None and not section.layers.empty:
             parts.append(
                 f'<p class="note">Top layers of {escape(section.phase)} (each with its kernel with the most time):</p>'
@@ -198,8 +199,9 @@ TOP_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def top_table_html(top: pd.DataFrame) -> str:
-    """The top kernels, or the top layers (a ``layer`` column first, then each layer's longest kernel)."""
+def top_table_html(top: pd.DataFrame, chart_id: str | None = None) -> str:
+    """The top kernels, or the top layers (a ``layer`` column first, then each layer's longest kernel). With
+    ``chart_id``, a click on a kernel's row rings its dots on that chart."""
     if top.empty:
         return '<p class="note">No kernels.</p>'
     by_layer = "layer" in top.columns
@@ -216,8 +218,10 @@ def top_table_html(top: pd.DataFrame) -> str:
         cells += [
             f"<td{_sort_value(record[key])}>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]
         ]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>'
+        picks = f' data-kernel="{escape(name)}" title="click: ring its dots on the chart"' if chart_id else ""
+        rows.append(f"<tr{picks}>" + "".join(cells) + "</tr>")
+    linked = f' data-chart="{escape(chart_id)}"' if chart_id else ""
+    return f'<table class="hr-table"{linked}><tr>{head}</tr>{"".join(rows)}</table>'
 
 
 def _top_cell(key: str, value: object) -> str:

@@ -38,6 +38,7 @@ from hroofline.render.roofs import (
 )
 
 ABOVE_ROOF_COLOUR = "#d00000"
+HIGHLIGHT_PARAM = "highlight"  # a kernel's full name: its dots are ringed
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     )
 
     hover = alt.selection_point(name="hover", on="pointerover", fields=["kid"], empty=False, clear="pointerout")
+    # set by the page (a click on a kernel's row in the report): that kernel's dots get a ring
+    highlight = alt.param(name=HIGHLIGHT_PARAM, value="")
     legend = alt.selection_point(name="levels", fields=["level"], bind="legend")
     zoom = alt.selection_interval(name="zoom", bind="scales")
     params: list[alt.Parameter] = []
@@ -115,7 +118,13 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
             strokeWidth=alt.condition(hover, alt.value(2.0), alt.value(0.3)),
             tooltip=_tooltip(points.group_by),
         )
-        .add_params(hover, legend, zoom, *params)
+        .add_params(hover, legend, zoom, highlight, *params)
+    )
+    rings = (
+        base.transform_filter(f"datum.name == {HIGHLIGHT_PARAM}")
+        .mark_point(shape="circle", filled=False, size=520, stroke="#111111", strokeWidth=2.5)
+        .encode(x=x, y=y)
+        .properties(name="highlight")
     )
     above_rows = frame[frame[[f"above_{lv}" for lv in levels]].any(axis=1)] if len(frame) else frame
     above = (
@@ -148,7 +157,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         ]
     named = _number_layer(numbered, top, frame_axes, bool(params))
     return (
-        alt.layer(roof_lines, joins, dots, above, *below, *roof_labels, *named)
+        alt.layer(roof_lines, joins, dots, above, rings, *below, *roof_labels, *named)
         .properties(
             width=WIDTH,
             height=HEIGHT,
