@@ -152,6 +152,15 @@ def test_report_with_comparison(cli, deepcam_store: Path, tmp_path: Path) -> Non
     assert result.code == 0 and "4 chart(s)" in result.err
     page = (out / "index.html").read_text()
     assert 'id="compare-1"' in page and "1.64x" in page
+    # the comparison as sortable tables (numbers sort by value), not a text dump
+    section = page.split('id="compare-1"', 1)[1]
+    assert "<pre>" not in section and section.count('<table class="hr-table">') >= 3
+    assert "<h3>largest gains</h3>" in section and 'data-value="1.64' in section
+    # each run's provenance one click away: its sources, checksums and the formula behind each quantity
+    provenance = page.split("<details>", 1)[1].split("</details>", 1)[0]
+    assert "pt-O1-Adam-fw" in provenance and "sm__inst_executed_pipe_tensor.sum" in provenance
+    assert "sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second" in provenance  # how time was measured
+    assert "clock control" in provenance
 
 
 def test_runs_without_a_common_phase(cli, deepcam_dir: Path, deepcam_store: Path, tmp_path: Path) -> None:

@@ -316,7 +316,9 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         if timed and has_layers(run):
             layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
-    return RunSection(name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings)
+    return RunSection(
+        name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings, sources=list(meta.sources)
+    )
 
 
 def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | None:
@@ -343,13 +345,13 @@ def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | No
 def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSection:
     from hroofline.analyze.compare import compare_runs, comparison_roofs, matched_points
     from hroofline.render.compare_chart import compare_chart
-    from hroofline.render.compare_text import comparison_text
+    from hroofline.render.compare_text import comparison_tables
 
     title = f"{base.name} -> {candidate.name}"
-    text = comparison_text(compare_runs(base, candidate), count)
+    tables = comparison_tables(compare_runs(base, candidate), count)
     matched = matched_points(base, candidate, "hbm", count=25)
     spec = None
     if not matched.empty:
         roofs = comparison_roofs(base, candidate)
         spec = compare_chart(matched, roofs, "hbm", (base.name, candidate.name), title).to_dict()
-    return ComparisonSection(title=title, text=text, spec=spec)
+    return ComparisonSection(title=title, tables=tables, spec=spec)

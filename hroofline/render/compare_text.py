@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from hroofline.analyze.compare import Comparison
@@ -35,6 +37,29 @@ def phase_frame(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["phase", *PHASE_CSV_COLUMNS])
 
 
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    value: float | None = None  # what it sorts by, where the text is a number with its unit
+
+
+@dataclass(frozen=True)
+class TitledTable:
+    title: str
+    header: list[str]
+    rows: list[list[Cell]]
+    text_columns: int  # the leading columns that hold text
+
+
+@dataclass(frozen=True)
+class ComparisonTables:
+    """A comparison laid out for people, as tables: ``comparison_text`` prints them, the report draws them."""
+
+    heading: str
+    tables: list[TitledTable]
+    notes: list[str]
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
@@ -43,61 +68,77 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def comparison_text(comparison: Comparison, count: int) -> str:
-    header = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
+def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     by_layer = comparison.matched_on == "layer"
-    header += "; matched layer to layer\n\n" if by_layer else f"; kernels matched by {comparison.matched_on}\n\n"
+    heading = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
+    heading += "; matched layer to layer" if by_layer else f"; kernels matched by {comparison.matched_on}"
     key = "layer" if by_layer else "kernel family"
-    rows = [["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]]
+    phases = []
     for phase, v in comparison.phases.items():
-        rows.append(
+        speedup = v["speedup"]
+        phases.append(
             [
-                phase,
-                si(v["base_time_s"], "s"),
-                si(v["candidate_time_s"], "s"),
-                "-" if v["speedup"] is None else f"{v['speedup']:.2f}x",
-                _ratio(v["flops_ratio"]),
-                _ratio(v["hbm_bytes_ratio"]),
-                f"{_share(v['base_tensor_share'])} -> {_share(v['candidate_tensor_share'])}",
+                Cell(phase),
+                Cell(si(v["base_time_s"], "s"), v["base_time_s"]),
+                Cell(si(v["candidate_time_s"], "s"), v["candidate_time_s"]),
+                Cell("-" if speedup is None else f"{speedup:.2f}x", speedup),
+                Cell(_ratio(v["flops_ratio"]), v["flops_ratio"]),
+                Cell(_ratio(v["hbm_bytes_ratio"]), v["hbm_bytes_ratio"]),
+                Cell(f"{_share(v['base_tensor_share'])} -> {_share(v['candidate_tensor_share'])}"),
             ]
         )
-    text = header + text_table(rows)
-    for phases, side in (
-        (comparison.only_in_base, comparison.base),
-        (comparison.only_in_candidate, comparison.candidate),
-    ):
-        if phases:
-            text += f"(phases only in {side}, left out: {', '.join(phases)})\n"
-    for note in comparison.notes:
-        text += f"note: {note}\n"
+    header = ["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]
+    tables = [TitledTable("phases", header, phases, 1)]
+    notes = [
+        f"phases only in {side}, left out: {', '.join(names)}"
+        for names, side in (
+            (comparison.only_in_base, comparison.base),
+            (comparison.only_in_candidate, comparison.candidate),
+        )
+        if names
+    ]
+    notes += comparison.notes
     families = comparison.families
     matched = families[families["status"] == "matched"]
-    gains = matched[matched["saved_s"] > 0].head(count)
-    losses = matched[matched["saved_s"] < 0].sort_values("saved_s").head(count)
-    only_base = families[families["status"] == "only in base"].sort_values("base_time_s", ascending=False).head(count)
-    only_cand = families[families["status"] == "only in candidate"].sort_values("candidate_time_s", ascending=False)
+    plural = f"{key.replace('family', 'families')}{'s' if by_layer else ''}"
     sections = (
-        ("largest gains", gains),
-        ("largest regressions", losses),
-        (f"{key.replace('family', 'families')}{'s' if by_layer else ''} only in {comparison.base}", only_base),
+        ("largest gains", matched[matched["saved_s"] > 0].head(count)),
+        ("largest regressions", matched[matched["saved_s"] < 0].sort_values("saved_s").head(count)),
         (
-            f"{key.replace('family', 'families')}{'s' if by_layer else ''} only in {comparison.candidate}",
-            only_cand.head(count),
+            f"{plural} only in {comparison.base}",
+            families[families["status"] == "only in base"].sort_values("base_time_s", ascending=False).head(count),
+        ),
+        (
+            f"{plural} only in {comparison.candidate}",
+            families[families["status"] == "only in candidate"]
+            .sort_values("candidate_time_s", ascending=False)
+            .head(count),
         ),
     )
     for title, part in sections:
         if part.empty:
             continue
-        lines = [["phase", key, "base", "candidate", "change"]]
-        for record in part.to_dict(orient="records"):
-            lines.append(
-                [
-                    str(record["phase"]),
-                    str(record["family"])[:60],
-                    si(record["base_time_s"], "s"),
-                    si(record["candidate_time_s"], "s"),
-                    ("-" if record["saved_s"] > 0 else "+") + si(abs(record["saved_s"]), "s"),
-                ]
-            )
-        text += f"\n{title}:\n" + text_table(lines)
+        rows = [
+            [
+                Cell(str(record["phase"])),
+                Cell(str(record["family"])),
+                Cell(si(record["base_time_s"], "s"), record["base_time_s"]),
+                Cell(si(record["candidate_time_s"], "s"), record["candidate_time_s"]),
+                Cell(("-" if record["saved_s"] > 0 else "+") + si(abs(record["saved_s"]), "s"), -record["saved_s"]),
+            ]
+            for record in part.to_dict(orient="records")
+        ]
+        tables.append(TitledTable(title, ["phase", key, "base", "candidate", "change"], rows, 2))
+    return ComparisonTables(heading, tables, notes)
+
+
+def comparison_text(comparison: Comparison, count: int) -> str:
+    laid_out = comparison_tables(comparison, count)
+    phases, *others = laid_out.tables
+    text = laid_out.heading + "\n\n" + text_table([phases.header, *[[c.text for c in row] for row in phases.rows]])
+    for note in laid_out.notes:
+        text += ("" if note.startswith("phases only") else "note: ") + note + "\n"
+    for table in others:
+        rows = [[c.text[:60] if i == 1 else c.text for i, c in enumerate(row)] for row in table.rows]
+        text += f"\n{table.title}:\n" + text_table([table.header, *rows])
     return text

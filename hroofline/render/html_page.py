@@ -38,6 +38,8 @@ td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-ali
 .hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
 .hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
 table.hr-table th { cursor: pointer; user-select: none; }
+details { margin: 0.5em 0 1em; } summary { cursor: pointer; color: #1a4f8a; }
+table.hr-provenance { margin: 0.5em 0 1em 1em; } table.hr-provenance td { white-space: normal; max-width: 70em; }
 table.hr-table th[aria-sort="ascending"]::after { content: " ▲"; }
 table.hr-table th[aria-sort="descending"]::after { content: " ▼"; }
 table[data-chart] tr[data-kernel] { cursor: pointer; }

@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 
 from hroofline.analyze.names import short_kernel_name
+from hroofline.model import SourceInfo
+from hroofline.render.compare_text import ComparisonTables
 from hroofline.render.html_page import ChartBlock, escape, page
 from hroofline.render.numbers import si
 from hroofline.render.text import column_unit
@@ -42,7 +44,7 @@ class PhaseSection:
 @dataclass
 class ComparisonSection:
     title: str
-    text: str  # the `hroofline compare` table
+    tables: ComparisonTables  # what `hroofline compare` prints, as tables
     spec: dict[str, Any] | None
 
 
@@ -61,6 +63,7 @@ class RunSection:
     summary: dict[str, dict[str, float | int | None]]
     phases: list[PhaseSection]
     warnings: list[str] = field(default_factory=list)
+    sources: list[SourceInfo] = field(default_factory=list)  # where every number came from
 
 
 def report_page(
@@ -83,10 +86,66 @@ def report_page(
         parts.append(_run_html(index, run))
     for index, comparison in enumerate(comparisons, start=1):
         parts.append(f'<h2 id="compare-{index}">{escape(comparison.title)}</h2>')
-        parts.append(f"<pre>{escape(comparison.text)}</pre>")
+        parts.append(_comparison_html(comparison.tables))
         if comparison.spec is not None:
-            parts.append(ChartBlock(f"compare-{index}", comparison.spec).html())
+            parts.append(ChartBlock(f"compare-chart-{index}", comparison.spec).html())
     return page(title, "\n".join(parts))
+
+
+def _provenance_html(sources: Sequence[SourceInfo]) -> str:
+    """Each source of a run, folded: file and checksum, how it was collected and with which settings (clock and
+    cache control), which formula gave each quantity and how kernel time was measured."""
+    blocks = []
+    for source in sources:
+        rows: list[tuple[str, str]] = [
+            ("source", source.path),
+            ("kind", f"{source.collection} ({source.kind})"),
+            ("sha256", source.sha256),
+            ("launches", f"{source.launches}" + (f", phase {source.phase}" if source.phase else "")),
+            ("ncu version", source.ncu_version or "not recorded in the source"),
+        ]
+        if source.files:
+            rows.append(("files", ", ".join(f["name"] for f in source.files)))
+        settings = source.settings
+        controls = ("clock_control", "cache_control")
+        if "ncu" in source.collection:  # how ncu held the clocks and caches shapes every number it measured
+            default = {"clock_control": "base", "cache_control": "all"}
+            for key in controls:
+                known = settings.get(key) or f"not recorded in the source (ncu's default: {default[key]})"
+                rows.append((key.replace("_", " "), known))
+        rows += [(key.replace("_", " "), value) for key, value in sorted(settings.items()) if key not in controls]
+        rows += [(f"time: {method}", f"{count} launch(es)") for method, count in source.time_methods.items()]
+        rows += [(quantity, formula) for quantity, formula in sorted(source.formulas_used.items())]
+        rows += [(f"roof {key}", how) for key, how in sorted(source.roofs.items())]
+        rows += [("note", note) for note in source.notes] + [("warning", warning) for warning in source.warnings]
+        body = "".join(f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in rows)
+        blocks.append(f'<table class="hr-provenance">{body}</table>')
+    summary = f"Provenance: {len(sources)} source(s), their settings and the formula behind each number"
+    return f"<details><summary>{escape(summary)}</summary>{''.join(blocks)}</details>"
+
+
+def _comparison_html(laid_out: ComparisonTables) -> str:
+    parts = [f'<p class="note">{escape(laid_out.heading)}.</p>']
+    for number, table in enumerate(laid_out.tables):
+        if number:
+            parts.append(f"<h3>{escape(table.title)}</h3>")
+        head = "".join(
+            f'<th class="{"text" if i < table.text_columns else ""}">{escape(h)}</th>'
+            for i, h in enumerate(table.header)
+        )
+        rows = []
+        for row in table.rows:
+            cells = [
+                f'<td class="kernel" title="{escape(cell.text)}">{escape(cell.text)}</td>'
+                if i < table.text_columns
+                else f"<td{_sort_value(cell.value)}>{escape(cell.text)}</td>"
+                for i, cell in enumerate(row)
+            ]
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append(f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>')
+        if not number:
+            parts += [f'<p class="note">{escape(note)}</p>' for note in laid_out.notes]
+    return "\n".join(parts)
 
 
 def _run_html(index: int, run: RunSection) -> str:
@@ -95,6 +154,8 @@ def _run_html(index: int, run: RunSection) -> str:
         f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in run.facts
     )
     parts.append(f"<table>{facts}</table>")
+    if run.sources:
+        parts.append(_provenance_html(run.sources))
     parts.append(_summary_html(run.summary))
     for warning in run.warnings:
         parts.append(f'<p class="warning">⚠ {escape(warning)}</p>')
