@@ -23,7 +23,9 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
        padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 h3 { font-size: 1.1em; margin-top: 1.5em; }
-table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; display: block; overflow-x: auto;
+        max-width: 100%; }  /* a table wider than the window scrolls on its own; the page does not */
+table.hr-facts td { white-space: normal; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-align: left; }

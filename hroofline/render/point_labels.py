@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hroofline.render.roofs import HEIGHT, WIDTH, Axes, Box
+from hroofline.render.roofs import HEIGHT, Axes, Box
 
 NUMBER_OFFSET_PX = 4  # beyond the dot's edge: clear of it down to 85% of the chart's size
 MAX_NAME_CHARS = 60
@@ -47,25 +47,41 @@ def number_dots(
     """Numbers 1, 2, ... for ``dots`` (intensity, FLOP/s, radius in pixels, name), in the order given, each
     where it covers least of ``obstacles`` (roof labels), the numbers placed before it and ``all_dots``
     (intensity, FLOP/s, radius)."""
+    anchors = [(x, y, radius, DIGIT_WIDTH_PX * len(str(n))) for n, (x, y, radius, _) in enumerate(dots, start=1)]
+    corners = place_texts(anchors, frame_axes, obstacles, all_dots)
+    return [
+        NumberedDot(number, x, y, shortened(dot[3]))
+        for number, ((x, y), dot) in enumerate(zip(corners, dots, strict=True), start=1)
+    ]
+
+
+def place_texts(
+    anchors: Sequence[tuple[float, float, float, float]],
+    frame_axes: Axes,
+    obstacles: Sequence[Box] = (),
+    all_dots: Sequence[tuple[float, float, float]] = (),
+) -> list[tuple[float, float]]:
+    """For texts beside dots (intensity, FLOP/s, the dot's radius and the text's width in pixels): the data
+    coordinates of each text's lower left corner (draw it left-aligned on its baseline there), in the first
+    direction around its dot that covers least of the obstacles, the texts placed before it and the other dots."""
     circles = [(frame_axes.x_px(x), frame_axes.y_px(y), r) for x, y, r in all_dots]
     placed: list[Box] = []
-    numbered = []
-    for number, (x, y, radius, name) in enumerate(dots, start=1):
+    corners = []
+    for x, y, radius, width in anchors:
         cx, cy = frame_axes.x_px(x), frame_axes.y_px(y)
         own = (cx, cy, radius)
         box = min(
-            (_number_box(cx, cy, radius, direction, len(str(number))) for direction in DIRECTIONS),
-            key=lambda candidate: _cost(candidate, obstacles, placed, [c for c in circles if c != own]),
+            (_text_box(cx, cy, radius, direction, width) for direction in DIRECTIONS),
+            key=lambda candidate: _cost(candidate, frame_axes, obstacles, placed, [c for c in circles if c != own]),
         )
         placed.append(box)
-        # the text is drawn left-aligned on its baseline: the box's lower left corner
-        numbered.append(NumberedDot(number, frame_axes.x_at(box.left), frame_axes.y_at(box.bottom), shortened(name)))
-    return numbered
+        corners.append((frame_axes.x_at(box.left), frame_axes.y_at(box.bottom)))
+    return corners
 
 
-def _number_box(cx: float, cy: float, radius: float, direction: tuple[int, int], digits: int) -> Box:
-    """The box of a number beside a dot, in ``direction`` from its centre, just clear of its edge."""
-    width, height = DIGIT_WIDTH_PX * digits, NUMBER_HEIGHT_PX
+def _text_box(cx: float, cy: float, radius: float, direction: tuple[int, int], width: float) -> Box:
+    """The box of a text beside a dot, in ``direction`` from its centre, just clear of its edge."""
+    height = NUMBER_HEIGHT_PX
     dx, dy = direction
     reach = radius * (math.sqrt(0.5) if dx and dy else 1.0) + NUMBER_OFFSET_PX
     anchor_x, anchor_y = cx + dx * reach, cy + dy * reach
@@ -75,11 +91,15 @@ def _number_box(cx: float, cy: float, radius: float, direction: tuple[int, int],
 
 
 def _cost(
-    box: Box, labels: Sequence[Box], numbers: Sequence[Box], circles: Sequence[tuple[float, float, float]]
+    box: Box,
+    frame_axes: Axes,
+    labels: Sequence[Box],
+    texts: Sequence[Box],
+    circles: Sequence[tuple[float, float, float]],
 ) -> float:
-    cost = 100.0 * box.outside(WIDTH, HEIGHT)
+    cost = 100.0 * box.outside(frame_axes.width, HEIGHT)
     cost += COVER_COST["label"] * sum(box.overlap(other) for other in labels)
-    cost += COVER_COST["number"] * sum(box.overlap(other) for other in numbers)
+    cost += COVER_COST["number"] * sum(box.overlap(other) for other in texts)
     for x, y, r in circles:
         cost += COVER_COST["dot"] * box.overlap(Box(x - r, y - r, x + r, y + r))
     return cost

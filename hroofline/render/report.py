@@ -153,7 +153,7 @@ def _run_html(index: int, run: RunSection) -> str:
     facts = "".join(
         f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in run.facts
     )
-    parts.append(f"<table>{facts}</table>")
+    parts.append(f'<table class="hr-facts">{facts}</table>')
     if run.sources:
         parts.append(_provenance_html(run.sources))
     parts.append(_summary_html(run.summary))

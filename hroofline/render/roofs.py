@@ -47,7 +47,12 @@ class RoofRows:
 
 
 def roof_rows(
-    frame: pd.DataFrame, peaks: dict[str, float], levels: list[str], prefix: str = "", muted: bool = False
+    frame: pd.DataFrame,
+    peaks: dict[str, float],
+    levels: list[str],
+    prefix: str = "",
+    muted: bool = False,
+    width: float = WIDTH,
 ) -> RoofRows:
     """Line segments and labels of the roofs, in data coordinates, and the x range they need. ``prefix`` goes
     before each label (a GPU's name); ``muted`` roofs are grey, with their compute labels at their left end."""
@@ -85,7 +90,8 @@ def roof_rows(
     fastest = max(bandwidths.values(), default=None)
     dots = dot_positions(frame, levels)
     # the chart's own axes (labels are placed before it is drawn): its y range is the dots' and the roofs'
-    label_axes = Axes([x_low, x_high], y_domain([rate for _, rate, _ in dots], [peaks[p] for p in precisions]))
+    rates = [rate for _, rate, _ in dots]
+    label_axes = Axes([x_low, x_high], y_domain(rates, [peaks[p] for p in precisions]), width)
     circles = [(label_axes.x_px(ai), label_axes.y_px(rate), radius) for ai, rate, radius in dots]
     taken: list[Box] = []  # the compute roofs' labels placed so far
     drawn_peaks = []
@@ -114,7 +120,9 @@ def roof_rows(
         places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", close) for k in range(1, 5)]
         if close:
             places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", False) for k in range(0, 3)]
-        spot = min(places, key=lambda place: _label_cost(_label_box(place, peak, text, label_axes), circles, taken))
+        spot = min(
+            places, key=lambda place: _label_cost(_label_box(place, peak, text, label_axes), circles, taken, width)
+        )
         taken.append(_label_box(spot, peak, text, label_axes))
         below = spot[2]
         above_at = above_at if below else peak
@@ -161,12 +169,12 @@ def _label_box(place: tuple[float, str, bool], peak: float, text: str, frame_axe
     return Box(left, top, left + width, top + LABEL_HEIGHT_PX)
 
 
-def _label_cost(box: Box, circles: list[tuple[float, float, float]], taken: list[Box]) -> float:
+def _label_cost(box: Box, circles: list[tuple[float, float, float]], taken: list[Box], width: float) -> float:
     """How bad a place a label's ``box`` is: the radii of the dots (pixel circles) it touches; far worse, every
     pixel outside the plot or over a label already placed."""
-    # The chart may be drawn narrower than WIDTH (a page sized to its window), and text does not shrink with
-    # it: a margin on the right.
-    cost = OUTSIDE_COST * (max(0.0, -box.left) + max(0.0, box.right - WIDTH * FIT_MARGIN))
+    # The chart may be drawn narrower than ``width`` (a page sized to its window), and text does not shrink
+    # with it: a margin on the right.
+    cost = OUTSIDE_COST * (max(0.0, -box.left) + max(0.0, box.right - width * FIT_MARGIN))
     cost += OUTSIDE_COST * sum(box.overlap(other) for other in taken)
     for x, y, radius in circles:
         reach = radius + LABEL_MARGIN_PX
@@ -239,6 +247,7 @@ class Axes:
 
     x_domain: list[float]
     y_domain: list[float]
+    width: float = WIDTH  # of the plot, pixels
 
     def x(self, field: str) -> alt.X:
         axis = alt.Axis(values=_decades(self.x_domain), format="~g", title="arithmetic intensity (FLOP/byte)")
@@ -251,7 +260,7 @@ class Axes:
     def x_px(self, value: float) -> float:
         """Pixels from the plot's left edge to intensity ``value``."""
         low, high = self.x_domain
-        return WIDTH * math.log10(value / low) / math.log10(high / low)
+        return self.width * math.log10(value / low) / math.log10(high / low)
 
     def y_px(self, value: float) -> float:
         """Pixels from the plot's top edge to ``value`` FLOP/s."""
@@ -260,7 +269,7 @@ class Axes:
 
     def x_at(self, pixels: float) -> float:
         low, high = self.x_domain
-        return low * (high / low) ** (pixels / WIDTH)
+        return low * (high / low) ** (pixels / self.width)
 
     def y_at(self, pixels: float) -> float:
         low, high = self.y_domain
@@ -268,7 +277,7 @@ class Axes:
 
     def screen_angle(self, x_ratio: float, y_ratio: float) -> float:
         """Degrees (clockwise, as Vega rotates text and shapes) of a step by these factors in x and y."""
-        dx = math.log10(x_ratio) * WIDTH / math.log10(self.x_domain[1] / self.x_domain[0])
+        dx = math.log10(x_ratio) * self.width / math.log10(self.x_domain[1] / self.x_domain[0])
         dy = math.log10(y_ratio) * HEIGHT / math.log10(self.y_domain[1] / self.y_domain[0])
         return math.degrees(math.atan2(-dy, dx))
 
@@ -301,8 +310,8 @@ def y_domain(rates: list[float], peaks: list[float]) -> list[float]:
     return [_decade_below(min(rates, default=1e9) / 3), _decade_above(max([*rates, *peaks], default=1e12) * 2)]
 
 
-def axes(roofs: RoofRows, rates: list[float]) -> Axes:
-    return Axes(x_domain=list(roofs.x_domain), y_domain=y_domain(rates, roofs.peaks))
+def axes(roofs: RoofRows, rates: list[float], width: float = WIDTH) -> Axes:
+    return Axes(x_domain=list(roofs.x_domain), y_domain=y_domain(rates, roofs.peaks), width=width)
 
 
 def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:

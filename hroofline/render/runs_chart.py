@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
 from hroofline.analyze.step_points import StepPoints
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
+from hroofline.render.point_labels import place_texts
+from hroofline.render.roofs import HEIGHT, WIDTH, Axes, Box, axes, label_boxes, roof_layers, roof_rows, subtitle_lines
 from hroofline.render.text import text_table
 
 MAX_DOT_AREA = 700
@@ -33,8 +36,9 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
         mine = points[points["gpu"] == gpu].rename(columns={"intensity": f"ai_{level}"})
         if mine.empty:  # none of this GPU's runs has bytes at the level drawn
             continue
-        roofs = roof_rows(mine, peaks, [level])
-        frame_axes = axes(roofs, list(mine["flop_rate"]))
+        width = WIDTH if drawn_gpus == 1 else WIDTH * 2 // 3
+        roofs = roof_rows(mine, peaks, [level], width=width)
+        frame_axes = axes(roofs, list(mine["flop_rate"]), width)
         x, y = frame_axes.x(f"ai_{level}"), frame_axes.y("flop_rate")
         base = alt.Chart(mine)
         encoding = {
@@ -64,13 +68,11 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
         dots = base.mark_point(filled=True, stroke="#222222", strokeWidth=0.4, opacity=0.85).encode(**encoding)
         layers = [*roof_layers(roofs, frame_axes), dots]
         if len(mine) <= MAX_LABELLED:
-            layers.append(
-                base.mark_text(align="left", dx=9, dy=-6, fontSize=10, color="#333333").encode(x=x, y=y, text="label:N")
-            )
+            layers.append(_name_layer(mine, level, frame_axes, label_boxes(roofs, frame_axes)))
         subtitle = f"{gpu}: {found.roof_labels[gpu]}"
         charts.append(
             alt.layer(*layers).properties(
-                width=WIDTH if drawn_gpus == 1 else WIDTH * 2 // 3,
+                width=width,
                 height=HEIGHT,
                 title=alt.TitleParams(subtitle, anchor="start", fontSize=12),
             )
@@ -84,6 +86,26 @@ def runs_chart(found: StepPoints, title: str) -> alt.HConcatChart | alt.LayerCha
     return top.properties(
         title=alt.TitleParams(title, subtitle=subtitle_lines(caption), anchor="start")
     ).configure_view(stroke="#cccccc")
+
+
+NAME_CHAR_PX = 5.6  # 10 px text
+
+
+def _name_layer(mine: pd.DataFrame, level: str, frame_axes: Axes, roof_labels: list[Box]) -> alt.Chart:
+    """Each run's name beside its dot, where it covers no roof label, other name or dot."""
+    longest = float(mine["time_s"].max()) or 1.0
+    dots = [
+        (float(ai), float(rate), math.sqrt(MAX_DOT_AREA * float(t) / longest / math.pi))
+        for ai, rate, t in mine[[f"ai_{level}", "flop_rate", "time_s"]].itertuples(index=False)
+    ]
+    anchors = [(*dot, NAME_CHAR_PX * len(label)) for dot, label in zip(dots, mine["label"], strict=True)]
+    corners = place_texts(anchors, frame_axes, roof_labels, dots)
+    names = pd.DataFrame({"label": list(mine["label"]), "x": [c[0] for c in corners], "y": [c[1] for c in corners]})
+    return (
+        alt.Chart(names)
+        .mark_text(align="left", baseline="bottom", fontSize=10, color="#333333")
+        .encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N")
+    )
 
 
 def points_text(table: pd.DataFrame) -> str:
