@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -96,7 +97,14 @@ def test_comparison_chart(cli, deepcam_store: Path, tmp_path: Path) -> None:
     rows = spec["datasets"][shafts["data"]["name"]]
     runs = {row["run"] for row in rows}
     assert runs == {"deepcam-O0", "deepcam-O1"}
-    assert len(rows) == 2 * len(spec["datasets"][heads["data"]["name"]])  # one arrow per matched family
+    # one arrow per family that moved; a family that barely moved has its two dots and no arrow
+    moved = [row for row in rows if row["moved"]]
+    assert len(moved) == 2 * len(spec["datasets"][heads["data"]["name"]]) > 0
+    assert "barely moved" in " ".join(spec["title"]["subtitle"])
+    for key in {row["key"] for row in rows if not row["moved"]}:
+        base, candidate = sorted((row for row in rows if row["key"] == key), key=lambda row: row["step"])
+        assert abs(math.log10(candidate["ai"] / base["ai"])) < 0.15  # 10 px: under a sixth of a decade
+        assert abs(math.log10(candidate["flop_rate"] / base["flop_rate"])) < 0.15
     png = tmp_path / "cmp.png"
     assert cli("compare", "deepcam-O0", "deepcam-O1", "--out", str(png), "--store", str(deepcam_store)).code == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

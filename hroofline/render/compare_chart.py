@@ -3,6 +3,8 @@ candidate run. Colour = run, dot area proportional to time, one memory level."""
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
@@ -13,6 +15,8 @@ from hroofline.render.numbers import si
 from hroofline.render.roofs import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
 
 RUN_COLOURS = ("#9e9e9e", "#4c78a8")  # base, candidate
+MIN_ARROW_PX = 10.0  # shorter moves get no arrow: its head would cover the dots
+MIN_DOT_AREA = 12
 
 
 def compare_chart(
@@ -41,6 +45,8 @@ def compare_chart(
     roof_frame = pd.DataFrame(
         {
             f"ai_{level}": frame["ai"] if len(frame) else [],
+            "flop_rate": frame["flop_rate"] if len(frame) else [],  # where the dots are: labels go elsewhere
+            "time_s": frame["time_s"] if len(frame) else [],
             **{
                 column: pd.concat([matched[f"{column}_base"], matched[f"{column}_candidate"]], ignore_index=True)
                 for column in COMPUTE_ROOF_OF
@@ -53,14 +59,17 @@ def compare_chart(
         roofs = roofs.merged(roof_rows(roof_frame, found.candidate_peaks, [level], f"{found.gpus[1]} ", muted=True))
     frame_axes = axes(roofs, list(frame["flop_rate"]) if len(frame) else [])
     heads = []
-    for record in matched.to_dict(orient="records"):
-        angle = frame_axes.screen_angle(
-            record[f"ai_{level}_candidate"] / record[f"ai_{level}_base"],
-            record["flop_rate_candidate"] / record["flop_rate_base"],
-        )
-        heads.append(
-            {"ai": record[f"ai_{level}_candidate"], "flop_rate": record["flop_rate_candidate"], "angle": angle % 360}
-        )
+    still = set()  # families that barely moved: no arrow, whose head would sit alone on its dots
+    for key, record in enumerate(matched.to_dict(orient="records")):
+        ends = [(record[f"ai_{level}_{side}"], record[f"flop_rate_{side}"]) for side in ("base", "candidate")]
+        (x0, y0), (x1, y1) = ((frame_axes.x_px(ai), frame_axes.y_px(rate)) for ai, rate in ends)
+        if math.hypot(x1 - x0, y1 - y0) < MIN_ARROW_PX:
+            still.add(key)
+            continue
+        angle = frame_axes.screen_angle(ends[1][0] / ends[0][0], ends[1][1] / ends[0][1])
+        heads.append({"ai": ends[1][0], "flop_rate": ends[1][1], "angle": angle % 360})
+    if len(frame):
+        frame["moved"] = ~frame["key"].isin(still)
     x, y = frame_axes.x("ai"), frame_axes.y("flop_rate")
     colour = alt.Color("run:N", title="run", scale=alt.Scale(domain=list(names), range=list(RUN_COLOURS)))
     tooltip = [
@@ -72,14 +81,18 @@ def compare_chart(
         alt.Tooltip("ai:Q", title=f"intensity at {LEVEL_LABELS[level]} (FLOP/byte)", format=".3g"),
     ]
     base = alt.Chart(frame)
-    shafts = base.mark_line(strokeWidth=1.2, color="#444444").encode(x=x, y=y, detail="key:N", order="step:Q")
+    shafts = (
+        base.transform_filter("datum.moved")
+        .mark_line(strokeWidth=1.2, color="#444444")
+        .encode(x=x, y=y, detail="key:N", order="step:Q")
+    )
     dots = base.mark_circle(stroke="#222222", strokeWidth=0.3, opacity=0.8).encode(
         x=x,
         y=y,
         color=colour,
         size=alt.Size(
             "time_s:Q",
-            scale=alt.Scale(type="linear", zero=True, range=[0, MAX_DOT_AREA]),
+            scale=alt.Scale(type="linear", zero=True, range=[MIN_DOT_AREA, MAX_DOT_AREA]),
             legend=alt.Legend(title="time", labelExpr="format(datum.value * 1e3, '.3~g') + ' ms'"),
         ),
         tooltip=tooltip,
@@ -89,15 +102,16 @@ def compare_chart(
         .mark_point(shape="triangle-right", filled=True, size=60, color="#444444")
         .encode(x=x, y=y, angle=alt.Angle("angle:Q", scale=None))
     )
-    layers = [*roof_layers(roofs, frame_axes), shafts, dots]
-    if heads:
-        layers.append(tips)
+    roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
+    layers = [roof_lines, shafts, dots, *([tips] if heads else []), *roof_labels]
     described = f"Roofs: {found.label}"
     if found.gpus and found.candidate_label:
         described = f"Roofs: {found.gpus[0]}: {found.label}; {found.gpus[1]} (grey): {found.candidate_label}"
     subtitle = [
         f"{described}. {LEVEL_LABELS[level]} intensity; dot area proportional to time.",
-        f"Arrows go from {names[0]} to {names[1]}, one per kernel family and phase ({len(matched)} shown).",
+        f"Arrows go from {names[0]} to {names[1]}, one per kernel family and phase ({len(matched)} shown"
+        + (f"; {len(still)} barely moved and have no arrow" if still else "")
+        + f"). Dots are at least {MIN_DOT_AREA} px² so that short kernels show.",
     ]
     return (
         alt.layer(*layers)

@@ -76,12 +76,20 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     legend = alt.selection_point(name="levels", fields=["level"], bind="legend")
     zoom = alt.selection_interval(name="zoom", bind="scales")
     params: list[alt.Parameter] = []
-    if options.phase_selector and len(points.phases) > 1:
+    by_phase = options.phase_selector and len(points.phases) > 1
+    if by_phase:
         phase = alt.param(
             name="phase_pick", value="all", bind=alt.binding_select(options=["all", *points.phases], name="phase ")
         )
         params.append(phase)
         base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+    if len(levels) > 1:  # the legend filters too; this is the same as a control beside the chart
+        names = [LEVEL_LABELS[lv] for lv in levels]
+        level_pick = alt.param(
+            name="level_pick", value="all", bind=alt.binding_radio(options=["all", *names], name="memory level ")
+        )
+        params.append(level_pick)
+        base = base.transform_filter("level_pick == 'all' || datum.level == level_pick")
 
     colour = alt.Color(
         "level:N",
@@ -142,7 +150,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
             f"▼ at the bottom edge: {len(out_of_range)} kernel group(s) below {si(floor, 'FLOP/s')}, the range drawn "
             f"({si(seconds, 's')} in all; hover for their numbers)."
         )
-    below = _below_layer(out_of_range, levels, frame_axes, bool(params), points.group_by)
+    below = _below_layer(out_of_range, levels, frame_axes, by_phase, points.group_by)
     top = top_dots(data, levels, options.labels)
     numbered = number_dots(
         [(d.ai, d.flop_rate, d.radius_px, d.name) for d in top],
@@ -155,7 +163,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         subtitle += [
             f"  {n.number}  {n.name} ({d.phase}, {si(d.time_s, 's')})" for n, d in zip(numbered, top, strict=True)
         ]
-    named = _number_layer(numbered, top, frame_axes, bool(params))
+    named = _number_layer(numbered, top, frame_axes, by_phase)
     return (
         alt.layer(roof_lines, joins, dots, above, rings, *below, *roof_labels, *named)
         .properties(
