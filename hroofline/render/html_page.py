@@ -36,7 +36,6 @@ td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-ali
 .hr-controls .vega-bind { display: block; margin-bottom: 0.8em; }
 .hr-controls .vega-bind-name { display: block; font-weight: 600; margin-bottom: 0.2em; }
 .hr-controls select { font-size: 1em; min-width: 8em; }
-.hr-controls .vega-bind-radio { display: grid; grid-template-columns: 1fr; gap: 0.15em; }
 .hr-chart { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
 .hr-error, .warning { color: #a00000; } .warning { font-size: 0.9em; }
 table.hr-table th { cursor: pointer; user-select: none; }

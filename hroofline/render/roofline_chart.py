@@ -83,10 +83,12 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         )
         params.append(phase)
         base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
-    if len(levels) > 1:  # the legend filters too; this is the same as a control beside the chart
+    # the legend filters too; this is the same as a control beside the chart (a list, not radio buttons: those
+    # of several charts on one page would share one group)
+    if len(levels) > 1:
         names = [LEVEL_LABELS[lv] for lv in levels]
         level_pick = alt.param(
-            name="level_pick", value="all", bind=alt.binding_radio(options=["all", *names], name="memory level ")
+            name="level_pick", value="all", bind=alt.binding_select(options=["all", *names], name="memory level ")
         )
         params.append(level_pick)
         base = base.transform_filter("level_pick == 'all' || datum.level == level_pick")
