@@ -27,7 +27,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,10 +146,9 @@ class RunStore:
         staging = self.runs_dir / f".renaming-{new_name}-{uuid.uuid4().hex[:8]}"
         with locked(self.run_dir(name) / ".lock"):
             run = self.load(name)
-            run.meta.name = new_name
             try:
                 staging.mkdir()
-                write_run(staging, run.meta, run.launches)
+                write_run(staging, replace(run.meta, name=new_name), run.launches)
                 os.rename(staging, target)  # fails if a run of that name appeared meanwhile
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -157,6 +156,7 @@ class RunStore:
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(self.run_dir(name), trash)
         shutil.rmtree(trash, ignore_errors=True)
+        sweep_leftovers(self)
 
     def add_sources(
         self,
@@ -179,8 +179,9 @@ class RunStore:
         run_dir = self.run_dir(name)
         created = not run_dir.exists()
         if not self.runs_dir.is_dir():
-            self.runs_dir.mkdir(parents=True)
+            self.runs_dir.mkdir(parents=True, exist_ok=True)  # another import may be creating the store too
             write_store_file(self.root)
+        sweep_leftovers(self)
         run_dir.mkdir(exist_ok=True)
         try:
             return self._add_locked(run_dir, name, sources, defaults, start_fresh)
@@ -220,8 +221,7 @@ class RunStore:
                 meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
                 meta.updated = now
                 launches = conform_launches(pd.concat([f for f in frames if len(f)], ignore_index=True))
-                write_run(run_dir, meta, launches)
-                run = Run(meta, launches)
+                run = Run(write_run(run_dir, meta, launches), launches)
             else:
                 run = existing if existing else Run(meta, empty_launches())
             return AddResult(added=added, already_present=skipped, run=run)
@@ -254,13 +254,14 @@ def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
     return Run(meta=meta, launches=conform_launches(frame))
 
 
-def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
-    """Writes a run's launches and then its metadata (the commit point) into ``run_dir``."""
+def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
+    """Writes a run's launches and then its metadata (the commit point) into ``run_dir``; returns the metadata
+    written (``meta`` in today's schema, with the phases of ``launches``)."""
     launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
     new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
-    meta.schema_version = SCHEMA_VERSION
     present = set(launches["phase"].dropna())
-    meta.phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    meta = replace(meta, schema_version=SCHEMA_VERSION, phases=phases)
     try:
         pq.write_table(launches_table(launches, meta.name), new_files[0], compression="zstd")
         fsync_file(new_files[0])
@@ -279,11 +280,34 @@ def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> None:
     for stale in run_dir.glob("launches-*.parquet"):
         if stale.name != launches_file:
             stale.unlink(missing_ok=True)
+    return meta
+
+
+LEFTOVER_PREFIXES = (".migrating-", ".renaming-", ".removed-")  # working folders of a migration, rename, removal
+LEFTOVER_AGE_S = 3600.0  # older than any of those takes: left by one that was killed
+
+
+def sweep_leftovers(store: RunStore, older_than_s: float = LEFTOVER_AGE_S) -> None:
+    """Removes the working folders that a killed migration, rename or removal left in the runs folder (whole
+    copies of runs that readers of ``runs/**`` would see twice)."""
+    import time
+
+    if not store.runs_dir.is_dir():
+        return
+    now = time.time()
+    for folder in store.runs_dir.iterdir():
+        if folder.name.startswith(LEFTOVER_PREFIXES):
+            try:
+                stale = now - folder.stat().st_mtime >= older_than_s
+            except OSError:  # removed meanwhile
+                continue
+            if stale:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_store_file(root: Path) -> None:
     """Says which layout and schema the store's runs are in (atomically)."""
-    temporary = root / f".{STORE_FILE}.tmp"
+    temporary = root / f".{STORE_FILE}.{uuid.uuid4().hex[:8]}.tmp"
     text = json.dumps({"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION}, indent=2) + "\n"
     temporary.write_text(text)
     fsync_file(temporary)

@@ -26,6 +26,7 @@ from hroofline.store import (
     locked,
     read_meta_json,
     read_run,
+    sweep_leftovers,
     write_run,
     write_store_file,
 )
@@ -44,31 +45,39 @@ def migrate_if_old(store: RunStore) -> None:
     if not store.runs_dir.is_dir():
         return
     version = store_version(store.root)
-    if version == (LAYOUT_VERSION, SCHEMA_VERSION):
-        return
     if version is not None and version > (LAYOUT_VERSION, SCHEMA_VERSION):
         raise StoreError(
             f"store {store.root} was written by a newer hroofline (layout {version[0]}, schema {version[1]})",
             "upgrade hroofline",
         )
+    # A current store can still get an old-layout run: an older hroofline writing into it.
+    if version == (LAYOUT_VERSION, SCHEMA_VERSION) and not old_layout_folders(store):
+        return
     if not os.access(store.root, os.W_OK) or not os.access(store.runs_dir, os.W_OK):
         raise StoreError(
             f"store {store.root} was written by an older hroofline and must be migrated, but it is read-only",
             "run any hroofline command on it once with write access, or copy it somewhere writable",
         )
     with locked(store.root / ".lock"):
-        if store_version(store.root) != (LAYOUT_VERSION, SCHEMA_VERSION):  # not done by another process meanwhile
-            migrate(store)
+        if store_version(store.root) != (LAYOUT_VERSION, SCHEMA_VERSION) or old_layout_folders(store):
+            migrate(store)  # unless another process did it meanwhile
+
+
+def old_layout_folders(store: RunStore) -> list[Path]:
+    """Runs in layout 1 (``runs/NAME/``): one listing of the runs folder."""
+    return [
+        folder
+        for folder in store.runs_dir.iterdir()
+        if not folder.name.startswith((".", RUN_FOLDER_PREFIX)) and (folder / "meta.json").is_file()
+    ]
 
 
 def migrate(store: RunStore) -> None:
     """Every run to today's layout and schema; runs that cannot be read are left where they are, with a
     note. Ends by writing ``store.json``."""
     migrated, left = 0, []
+    sweep_leftovers(store)
     for folder in sorted(store.runs_dir.iterdir()):
-        if folder.name.startswith((".migrating-", ".renaming-", ".removed-")):
-            shutil.rmtree(folder, ignore_errors=True)  # left by an interrupted migration, rename or removal
-            continue
         if folder.name.startswith(".") or not (folder / "meta.json").is_file():
             continue
         try:
@@ -79,18 +88,22 @@ def migrate(store: RunStore) -> None:
     if migrated:
         _note(f"migrated {migrated} run(s) in {store.root} to store layout {LAYOUT_VERSION}, schema {SCHEMA_VERSION}")
     for entry in left:
-        _note(f"could not migrate run folder {entry}; it is left as it was and not listed")
+        _note(f"could not migrate run folder {entry}; it is left as it was")
 
 
 def _migrate_run(store: RunStore, folder: Path) -> int:
     """1 when the run was rewritten, 0 when it was current already."""
     legacy = not folder.name.startswith(RUN_FOLDER_PREFIX)
     name = folder.name if legacy else folder.name.removeprefix(RUN_FOLDER_PREFIX)
-    target = store.run_dir(name)
-    if legacy and (target / "meta.json").is_file():  # moved already by a migration stopped before removing it
-        shutil.rmtree(folder, ignore_errors=True)
-        return 0
     raw = read_meta_json(folder / "meta.json")
+    target = store.run_dir(name)
+    if legacy and (target / "meta.json").is_file():
+        if _same_run(raw, read_meta_json(target / "meta.json")):  # moved by a migration stopped before removing it
+            shutil.rmtree(folder, ignore_errors=True)
+            return 0
+        name = _free_name(store, f"{name}.old-layout")  # another run of that name: keep both
+        target = store.run_dir(name)
+        _note(f"run folder {folder.name} (old layout) and run {folder.name} differ: the old one is now run {name}")
     raw["name"] = name
     if not legacy and raw.get("schema_version", 0) == SCHEMA_VERSION:
         return 0
@@ -109,6 +122,24 @@ def _migrate_run(store: RunStore, folder: Path) -> int:
             raise
     shutil.rmtree(folder, ignore_errors=True)
     return 1
+
+
+def _same_run(old: dict[str, object], new: dict[str, object]) -> bool:
+    """The same run before and after its migration: the same sources (by checksum) and last update."""
+
+    def identity(data: dict[str, object]) -> tuple[object, ...]:
+        sources = data.get("sources") or []
+        return tuple(s.get("sha256") for s in sources if isinstance(s, dict)), data.get("updated")  # type: ignore[union-attr]
+
+    return identity(old) == identity(new)
+
+
+def _free_name(store: RunStore, name: str) -> str:
+    candidate, number = name, 1
+    while store.run_dir(candidate).exists():
+        number += 1
+        candidate = f"{name}{number}"
+    return candidate
 
 
 def _note(text: str) -> None:

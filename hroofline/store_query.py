@@ -2,20 +2,22 @@
 
 Two tables are defined for a query:
 
-- ``launches``: every run's launches, one row each, read straight from the Parquet files
-  (``runs/run=*/launches-*.parquet``, Hive partitioning; columns in ``docs/store.md``).
+- ``launches``: every run's launches, one row each, read straight from the Parquet file each run's
+  metadata names (its committed data: a file left by an interrupted write is not read); the columns are
+  in ``docs/store.md``.
 - ``runs``: one row per run, from its metadata: how it was collected (``kind``), GPU, precision, phases,
   sources, launches, ncu versions and dates.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
 
 from hroofline.errors import QueryError, StoreError
-from hroofline.store import RUN_FOLDER_PREFIX, RunStore
+from hroofline.store import RunStore
 
 RUN_LISTING_COLUMNS: tuple[str, ...] = (
     "run",
@@ -57,30 +59,48 @@ def run_listing(store: RunStore) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RUN_LISTING_COLUMNS))
 
 
-def launches_glob(store: RunStore) -> str:
-    return str(store.runs_dir / f"{RUN_FOLDER_PREFIX}*" / "launches-*.parquet")
+def launches_files(store: RunStore) -> list[str]:
+    """The launches file of every run, as its metadata names it."""
+    files = []
+    for name in store.run_names():
+        data = json.loads((store.run_dir(name) / "meta.json").read_text())
+        files.append(str(store.run_dir(name) / data["launches_file"]))
+    return files
 
 
 def query_store(store: RunStore, sql: str) -> pd.DataFrame:
     """The result of ``sql`` over the store's ``launches`` and ``runs`` tables."""
     import duckdb
+    import pyarrow.dataset
 
+    try:
+        statements = len(duckdb.extract_statements(sql))
+    except duckdb.Error as error:
+        raise QueryError(f"query failed: {_first_line(error)}", HINT) from None
+    if statements != 1:
+        raise QueryError(f"the SQL holds {statements} statements", "give one SELECT (or WITH ... SELECT) statement")
     listing = run_listing(store)
     if listing.empty:
         raise StoreError(f"no runs in store {store.root}", "import or profile a run first")
+    # The files each run's metadata names, as an Arrow dataset (read lazily, columns and filters pushed down):
+    # DuckDB would take each path as a pattern, and a store path with * ? [ in it would match other folders.
+    files = pyarrow.dataset.dataset(launches_files(store), format="parquet")
     connection = duckdb.connect(":memory:")
     try:
-        files = launches_glob(store).replace("'", "''")  # a SQL string literal; views take no parameters
-        connection.execute(
-            f"CREATE VIEW launches AS SELECT * FROM read_parquet('{files}', hive_partitioning = true, "
-            "hive_types = {'run': VARCHAR})"
-        )
+        connection.register("launches", files)
         connection.register("runs", listing)
-        return connection.execute(sql).df()
+        result = connection.execute(sql)
+        if result is None or result.description is None:
+            raise QueryError("the SQL returned no table", "give one SELECT (or WITH ... SELECT) statement")
+        return result.df()
     except duckdb.Error as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise QueryError(
-            f"query failed: {first}", "tables: launches (one row per launch), runs (one per run)"
-        ) from None
+        raise QueryError(f"query failed: {_first_line(error)}", HINT) from None
     finally:
         connection.close()
+
+
+HINT = "tables: launches (one row per launch), runs (one per run)"
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

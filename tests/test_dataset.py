@@ -179,3 +179,59 @@ def test_the_schema_document_lists_every_column(deepcam_store: Path) -> None:
     files = list(RunStore(deepcam_store).runs_dir.glob("run=*/launches-*.parquet"))
     for column in pq.read_schema(files[0]).names:
         assert f"`{column}`" in document, column
+
+
+def test_query_reads_only_the_store_asked_for(cli, tmp_path: Path) -> None:
+    """A store path with glob characters in it reads that store alone, and an uncommitted launches file (an
+    import killed before its commit) is not counted."""
+    for name in ("q?m", "qXm"):
+        shutil.copytree(REPO / "samples" / "store", tmp_path / name)
+    store = tmp_path / "q?m"
+    run_dir = store / "runs" / "run=resnet50-fp32-v100-predicted"
+    launches = next(run_dir.glob("launches-*.parquet"))
+    shutil.copy(launches, run_dir / "launches-000000000000.parquet")  # as left by a killed write
+    sql = "SELECT run, count(*) AS n FROM launches GROUP BY run ORDER BY run"
+    found = json.loads(cli("query", sql, "--format", "json", store_dir=store).out)
+    expected = {name: len(RunStore(store).load(name).launches) for name in RunStore(store).run_names()}
+    assert {row["run"]: row["n"] for row in found} == expected
+
+
+def test_a_query_that_returns_no_table_is_one_line(cli, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(REPO / "samples" / "store", store)
+    for sql in ("", "-- a comment", "SELECT 1; SELECT 2"):
+        result = cli("query", sql, store_dir=store)
+        assert result.code == 1 and result.err.count("\n") == 1 and "statement" in result.err, (sql, result.err)
+    listed = cli("query", "SELECT [1, 2] AS l", "--format", "json", store_dir=store)
+    assert json.loads(listed.out) == [{"l": [1, 2]}]
+
+
+def test_leftover_working_folders_are_swept_by_the_next_write(cli, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(REPO / "samples" / "store", store)
+    leftover = store / "runs" / ".renaming-r-0123abcd"  # a rename killed after copying the run
+    shutil.copytree(store / "runs" / "run=resnet50-fp32-v100-predicted", leftover)
+    recent = store / "runs" / ".removed-s-4567cdef"  # a removal that may still be under way
+    recent.mkdir()
+    hour_ago = __import__("time").time() - 3700
+    os.utime(leftover, (hour_ago, hour_ago))
+    assert cli("rename", "resnet50-amp-v100-predicted", "amp", store_dir=store).code == 0
+    assert not leftover.exists() and recent.exists()
+
+
+def test_an_old_layout_run_written_into_a_current_store_is_migrated_and_kept(cli, tmp_path: Path) -> None:
+    """An older hroofline writing runs/NAME/ into a migrated store: the run is migrated on the next use; where a
+    run of that name exists and differs, the old one is kept under another name, not deleted."""
+    root = tmp_path / "store"
+    _legacy_run(root, "first", raw_metric=False)
+    assert cli("runs", store_dir=root).code == 0  # migrated: run=first
+    later = _legacy_run(root, "second", raw_metric=True)
+    clash = _legacy_run(root, "first", raw_metric=True)  # the same name, other data (another update time)
+    meta = json.loads((root / "runs" / "first" / "meta.json").read_text())
+    (root / "runs" / "first" / "meta.json").write_text(json.dumps({**meta, "updated": "2025-06-01T00:00:00+00:00"}))
+    result = cli("runs", "--format", "json", store_dir=root)
+    assert result.code == 0 and "first.old-layout" in result.err
+    assert [row["run"] for row in json.loads(result.out)] == ["first", "first.old-layout", "second"]
+    kept = RunStore(root).load("first.old-layout").launches
+    assert kept["metric:dram__bytes.sum"].tolist()[0] == clash["metric:dram__bytes.sum"][0]
+    assert RunStore(root).load("second").launches["time_s"].tolist() == later["time_s"].tolist()

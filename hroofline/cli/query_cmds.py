@@ -41,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "launches (one row per launch of every run: run, phase, kernel, time_s, FLOPs per precision, bytes per "
         "level, ...; the columns are in docs/store.md) and runs (one row per run: kind, gpu, precision, phases, "
         "launches, dates). The same Parquet files read as one table in DuckDB, Polars or Spark: "
-        "read_parquet('STORE/runs/**/*.parquet', hive_partitioning=true).",
+        "read_parquet('STORE/runs/run=*/launches-*.parquet', hive_partitioning=true).",
         epilog="examples:\n"
         '  hroofline query "SELECT run, phase, sum(time_s) AS time_s FROM launches GROUP BY ALL ORDER BY ALL"\n'
         "  hroofline query \"SELECT kernel, sum(time_s) AS time_s FROM launches WHERE run = 'deepcam-fp32'\n"

@@ -57,6 +57,7 @@ class ComparisonTables:
 
     heading: str
     tables: list[TitledTable]
+    left_out: list[str]  # phases only one run has
     notes: list[str]
 
 
@@ -89,7 +90,7 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
         )
     header = ["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]
     tables = [TitledTable("phases", header, phases, 1)]
-    notes = [
+    left_out = [
         f"phases only in {side}, left out: {', '.join(names)}"
         for names, side in (
             (comparison.only_in_base, comparison.base),
@@ -97,7 +98,6 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
         )
         if names
     ]
-    notes += comparison.notes
     families = comparison.families
     matched = families[families["status"] == "matched"]
     plural = f"{key.replace('family', 'families')}{'s' if by_layer else ''}"
@@ -129,15 +129,15 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
             for record in part.to_dict(orient="records")
         ]
         tables.append(TitledTable(title, ["phase", key, "base", "candidate", "change"], rows, 2))
-    return ComparisonTables(heading, tables, notes)
+    return ComparisonTables(heading, tables, left_out, list(comparison.notes))
 
 
 def comparison_text(comparison: Comparison, count: int) -> str:
     laid_out = comparison_tables(comparison, count)
     phases, *others = laid_out.tables
     text = laid_out.heading + "\n\n" + text_table([phases.header, *[[c.text for c in row] for row in phases.rows]])
-    for note in laid_out.notes:
-        text += ("" if note.startswith("phases only") else "note: ") + note + "\n"
+    text += "".join(f"({line})\n" for line in laid_out.left_out)
+    text += "".join(f"note: {note}\n" for note in laid_out.notes)
     for table in others:
         rows = [[c.text[:60] if i == 1 else c.text for i, c in enumerate(row)] for row in table.rows]
         text += f"\n{table.title}:\n" + text_table([table.header, *rows])

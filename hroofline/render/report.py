@@ -144,7 +144,7 @@ def _comparison_html(laid_out: ComparisonTables) -> str:
             rows.append("<tr>" + "".join(cells) + "</tr>")
         parts.append(f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>')
         if not number:
-            parts += [f'<p class="note">{escape(note)}</p>' for note in laid_out.notes]
+            parts += [f'<p class="note">{escape(note)}</p>' for note in [*laid_out.left_out, *laid_out.notes]]
     return "\n".join(parts)
 
 

@@ -149,8 +149,8 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     if out_of_range and floor is not None:
         seconds = sum(float(row["time_s"]) for row in out_of_range)  # type: ignore[arg-type]
         subtitle.append(
-            f"▼ at the bottom edge: {len(out_of_range)} kernel group(s) below {si(floor, 'FLOP/s')}, the range drawn "
-            f"({si(seconds, 's')} in all; hover for their numbers)."
+            f"▼ at the bottom edge: {len(out_of_range)} kernel group(s) under {si(floor, 'FLOP/s')}, below the range "
+            f"drawn ({si(seconds, 's')} in all; hover for their numbers)."
         )
     below = _below_layer(out_of_range, levels, frame_axes, by_phase, points.group_by)
     top = top_dots(data, levels, options.labels)

@@ -34,6 +34,10 @@ def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def json_value(value: object) -> object:
+    if isinstance(value, list | tuple) or (hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0):
+        return [json_value(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]  # type: ignore[union-attr]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
     if value is None or value is pd.NA:
         return None
     if isinstance(value, float) and math.isnan(value):
@@ -85,6 +89,8 @@ def _cell(value: object, column: str = "") -> str:
     value = json_value(value)
     if value is None:
         return "-"
+    if isinstance(value, list | dict):
+        value = json.dumps(value)
     if isinstance(value, float):
         unit = column_unit(column)
         if column.endswith("_pct"):
