@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.calibrate import Sample, bound_error_factors, error_factors, fit, percentiles
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, op_classes
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_classes
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_line("estimate, fitted on all rows (in-sample)", error_factors(found, model)))
     for label, factors in out_of_sample.items():
         print(_line(f"estimate, {label}", factors))
-    efficiency = ", ".join(f"{name} {model.efficiency[name]:.2f}" for name in OP_CLASSES)
+    efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     if args.write:
         write_model(model, out_of_sample[STORED_PROTOCOL], len(found))

@@ -92,23 +92,24 @@ def predict(
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
+    target = _store(store)
     if run is not None:
         check_run_name(run)
-        if not replace and _store(store).has_run(run):
+        if not replace and target.has_run(run):
             raise UsageError(f"run {run!r} exists already", "pass replace=True, or another run name")
     estimate_model = None
     if calibrate is not None:
         from hroofline.analyze.calibrate import calibrate_on_run
         from hroofline.analyze.estimate import load_estimate_model
 
-        measured = calibrate if isinstance(calibrate, Run) else load(calibrate, store)
+        measured = calibrate if isinstance(calibrate, Run) else target.load(calibrate)
         estimate_model = calibrate_on_run(measured, load_estimate_model()).model
     spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
     options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
-        _store(store).replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
-        return load(run, store)
+        target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
+        return target.load(run)
     return result.as_run()
 
 

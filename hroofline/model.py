@@ -30,6 +30,12 @@ SCHEMA_VERSION = 6
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
+
+def ordered_phases(present: set[str]) -> list[str]:
+    """Phases in step order, any phase not in :data:`PHASES` after them by name."""
+    return [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+
+
 # Identity of a launch. ``launches`` is 1 for a real launch and N for a row that stands for N launches
 # of one kernel name (``--merge name``).
 IDENTITY_COLUMNS: dict[str, str] = {
@@ -189,6 +195,11 @@ class RunMeta:
     def predicted(self) -> bool:
         """A run made by ``predict``: every source analytic, its times estimates, no kernel ran."""
         return bool(self.sources) and all(source.kind == "analytic" for source in self.sources)
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The catalog GPU it ran on, else the device name its sources gave."""
+        return self.gpu or self.device_name
 
     @property
     def ncu_versions(self) -> list[str]:

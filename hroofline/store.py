@@ -40,12 +40,12 @@ import pyarrow.parquet as pq
 from hroofline.errors import MergeError, StoreError, UsageError, did_you_mean
 from hroofline.metricset import QUANTITIES, load_metric_set
 from hroofline.model import (
-    PHASES,
     SCHEMA_VERSION,
     Run,
     RunMeta,
     conform_launches,
     empty_launches,
+    ordered_phases,
     upgrade_launches,
 )
 from hroofline.store_format import launches_frame, launches_table
@@ -110,6 +110,11 @@ class RunStore:
 
     def load_meta(self, name: str) -> RunMeta:
         return RunMeta.from_json(self._read_meta_json(name))
+
+    def committed(self, name: str) -> tuple[RunMeta, Path]:
+        """A run's metadata and the launches file it names (what a reader of the run reads), in one read."""
+        raw = self._read_meta_json(name)
+        return RunMeta.from_json(raw), self.run_dir(name) / raw["launches_file"]
 
     def load(self, name: str) -> Run:
         raw = self._read_meta_json(name)
@@ -259,8 +264,7 @@ def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
     written (``meta`` in today's schema, with the phases of ``launches``)."""
     launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
     new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
-    present = set(launches["phase"].dropna())
-    phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    phases = ordered_phases(set(launches["phase"].dropna()))
     meta = replace(meta, schema_version=SCHEMA_VERSION, phases=phases)
     try:
         pq.write_table(launches_table(launches, meta.name), new_files[0], compression="zstd")
@@ -287,7 +291,7 @@ LEFTOVER_PREFIXES = (".migrating-", ".renaming-", ".removed-")  # working folder
 LEFTOVER_AGE_S = 3600.0  # older than any of those takes: left by one that was killed
 
 
-def sweep_leftovers(store: RunStore, older_than_s: float = LEFTOVER_AGE_S) -> None:
+def sweep_leftovers(store: RunStore) -> None:
     """Removes the working folders that a killed migration, rename or removal left in the runs folder (whole
     copies of runs that readers of ``runs/**`` would see twice)."""
     import time
@@ -298,7 +302,7 @@ def sweep_leftovers(store: RunStore, older_than_s: float = LEFTOVER_AGE_S) -> No
     for folder in store.runs_dir.iterdir():
         if folder.name.startswith(LEFTOVER_PREFIXES):
             try:
-                stale = now - folder.stat().st_mtime >= older_than_s
+                stale = now - folder.stat().st_mtime >= LEFTOVER_AGE_S
             except OSError:  # removed meanwhile
                 continue
             if stale:

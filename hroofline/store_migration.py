@@ -15,6 +15,7 @@ import shutil
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from hroofline.errors import StoreError
 from hroofline.model import SCHEMA_VERSION
@@ -124,12 +125,11 @@ def _migrate_run(store: RunStore, folder: Path) -> int:
     return 1
 
 
-def _same_run(old: dict[str, object], new: dict[str, object]) -> bool:
+def _same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """The same run before and after its migration: the same sources (by checksum) and last update."""
 
-    def identity(data: dict[str, object]) -> tuple[object, ...]:
-        sources = data.get("sources") or []
-        return tuple(s.get("sha256") for s in sources if isinstance(s, dict)), data.get("updated")  # type: ignore[union-attr]
+    def identity(data: dict[str, Any]) -> tuple[object, ...]:
+        return tuple(source.get("sha256") for source in data.get("sources") or []), data.get("updated")
 
     return identity(old) == identity(new)
 

@@ -11,12 +11,13 @@ Two tables are defined for a query:
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from hroofline.errors import QueryError, StoreError
+from hroofline.model import RunMeta
 from hroofline.store import RunStore
 
 RUN_LISTING_COLUMNS: tuple[str, ...] = (
@@ -37,14 +38,17 @@ RUN_LISTING_COLUMNS: tuple[str, ...] = (
 
 def run_listing(store: RunStore) -> pd.DataFrame:
     """One row per run, from the runs' metadata alone (no launches are read)."""
+    return listing_frame([store.load_meta(name) for name in store.run_names()])
+
+
+def listing_frame(metas: Sequence[RunMeta]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
-    for name in store.run_names():
-        meta = store.load_meta(name)
+    for meta in metas:
         rows.append(
             {
-                "run": name,
+                "run": meta.name,
                 "kind": "+".join(dict.fromkeys(source.collection for source in meta.sources)) or None,
-                "gpu": meta.gpu or meta.device_name,
+                "gpu": meta.gpu_name,
                 "cc": meta.cc,
                 "arch": meta.arch,
                 "precision": meta.precision,
@@ -59,15 +63,6 @@ def run_listing(store: RunStore) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RUN_LISTING_COLUMNS))
 
 
-def launches_files(store: RunStore) -> list[str]:
-    """The launches file of every run, as its metadata names it."""
-    files = []
-    for name in store.run_names():
-        data = json.loads((store.run_dir(name) / "meta.json").read_text())
-        files.append(str(store.run_dir(name) / data["launches_file"]))
-    return files
-
-
 def query_store(store: RunStore, sql: str) -> pd.DataFrame:
     """The result of ``sql`` over the store's ``launches`` and ``runs`` tables."""
     import duckdb
@@ -79,12 +74,13 @@ def query_store(store: RunStore, sql: str) -> pd.DataFrame:
         raise QueryError(f"query failed: {_first_line(error)}", HINT) from None
     if statements != 1:
         raise QueryError(f"the SQL holds {statements} statements", "give one SELECT (or WITH ... SELECT) statement")
-    listing = run_listing(store)
-    if listing.empty:
+    committed = [store.committed(name) for name in store.run_names()]
+    if not committed:
         raise StoreError(f"no runs in store {store.root}", "import or profile a run first")
+    listing = listing_frame([meta for meta, _ in committed])
     # The files each run's metadata names, as an Arrow dataset (read lazily, columns and filters pushed down):
     # DuckDB would take each path as a pattern, and a store path with * ? [ in it would match other folders.
-    files = pyarrow.dataset.dataset(launches_files(store), format="parquet")
+    files = pyarrow.dataset.dataset([str(path) for _, path in committed], format="parquet")
     connection = duckdb.connect(":memory:")
     try:
         connection.register("launches", files)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, estimate_times
 from hroofline.analyze.families import kernel_family
 from hroofline.errors import UsageError
 from hroofline.model import Run
@@ -160,7 +160,7 @@ def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:
         if share.measured_s > MIN_CLASS_SHARE * measured.sum() and share.bound_s > 0:
             efficiency[name] = round(min(1.0, share.bound_s / share.measured_s), 3)
             calibrated.append(name)
-    described = ", ".join(f"{name} {efficiency[name]:.2f}" for name in OP_CLASSES)
+    described = describe_efficiency(efficiency)
     model = EstimateModel(
         host_floor_s=base.host_floor_s,
         efficiency=efficiency,

@@ -282,7 +282,7 @@ def comparison_roofs(base: Run, candidate: Run, ceilings: str | None = None) -> 
 
     roofs = run_roofs(base, ceilings)
     peaks = roofs.representative(base.launches)
-    base_gpu, candidate_gpu = (run.meta.gpu or run.meta.device_name for run in (base, candidate))
+    base_gpu, candidate_gpu = (run.meta.gpu_name for run in (base, candidate))
     if ceilings is not None or base_gpu == candidate_gpu:
         return ComparisonRoofs(peaks, roofs.label)
     other = run_roofs(candidate)

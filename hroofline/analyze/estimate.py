@@ -53,8 +53,13 @@ def estimate_times(roof_s: np.ndarray, classes: np.ndarray, model: EstimateModel
     return np.maximum(model.host_floor_s, roof_s / efficiency[classes])
 
 
+def describe_efficiency(efficiency: dict[str, float]) -> str:
+    """``tensor 0.90, matmul_fp32 1.00, other 0.56``: the efficiency of each op class."""
+    return ", ".join(f"{name} {efficiency[name]:.2f}" for name in OP_CLASSES)
+
+
 def estimate_method(model: EstimateModel) -> str:
-    efficiency = ", ".join(f"{name} {model.efficiency[name]:.2f}" for name in OP_CLASSES)
+    efficiency = describe_efficiency(model.efficiency)
     return (
         f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us, time at roof / efficiency of the op's class: "
         f"{efficiency}), {model.source}"

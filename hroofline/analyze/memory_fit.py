@@ -41,6 +41,11 @@ class MemoryFit:
         return self.peak_bytes <= self.usable_bytes
 
 
+def usable_bytes(capacity_bytes: float) -> float:
+    """What a step may use of a GPU's memory (the rest goes to ECC, the CUDA context and allocator gaps)."""
+    return capacity_bytes * USABLE_SHARE
+
+
 def peak_phase(memory: Sequence[PhaseMemory]) -> PhaseMemory:
     return max(memory, key=lambda m: m.peak_bytes)
 
@@ -69,10 +74,9 @@ def memory_fit(
     """The fit of a step traced at ``batch``; with ``peak_at`` (a batch size to its traced peak) the largest batch
     is traced and the line redrawn until it fits, when the step as asked does not fit."""
     peak = peak_phase(memory)
-    usable = capacity_bytes * USABLE_SHARE
+    usable = usable_bytes(capacity_bytes)
     # each phase's own line: the smallest answer holds for all (the peak may move to another phase)
     largest = min(_solve(*batch_line(phase, batch), usable) for phase in memory)
-    fixed, per_sample = batch_line(peak, batch)
     traced = False
     if peak_at is not None and peak.peak_bytes > usable and largest >= 1:
         known = (batch, peak.peak_bytes)
@@ -81,7 +85,7 @@ def memory_fit(
             if traced_peak <= usable:
                 traced = True
                 break
-            slope = (known[1] - traced_peak) / (known[0] - largest) if known[0] != largest else per_sample
+            slope = (known[1] - traced_peak) / (known[0] - largest)  # largest < known[0]: it only goes down
             known = (largest, traced_peak)
             fixed = traced_peak - slope * largest
             largest = min(_solve(fixed, slope, usable), largest - 1)

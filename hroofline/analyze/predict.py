@@ -33,6 +33,7 @@ from hroofline.metricset import (
     GpuName,
     load_metric_set,
 )
+from hroofline.roofline import total_flops
 
 TIME_METHOD = (
     "predicted: time at roof (longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth), datasheet peaks"
@@ -166,7 +167,7 @@ def tensor_share(launches: pd.DataFrame, peaks: Peaks) -> float:
     """The share of the FLOPs the precision mode put on its tensor roof."""
     if peaks.route is None:
         return 0.0
-    total = launches[list(FLOP_QUANTITIES)].sum().sum()
+    total = total_flops(launches).sum()
     return float(launches["flops_" + peaks.route.roof].sum() / total) if total else 0.0
 
 

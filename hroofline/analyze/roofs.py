@@ -29,7 +29,7 @@ from hroofline.analyze.names import short_kernel_name
 from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs
 from hroofline.errors import HrooflineError
 from hroofline.metricset import COMPUTE_ROOF_OF, LEVELS, load_metric_set
-from hroofline.model import PHASES, Run
+from hroofline.model import Run, ordered_phases
 from hroofline.render.numbers import si
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
@@ -273,8 +273,7 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)
     points.insert(0, "kid", np.arange(len(points)))
-    present = set(points["phase"].astype(str))
-    phases = [p for p in PHASES if p in present] + sorted(present - set(PHASES))
+    phases = ordered_phases(set(points["phase"].astype(str)))
     launches = selected_launches(run, replace(query, group_by="launch"))
     return RooflinePoints(
         points=points,

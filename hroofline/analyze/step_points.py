@@ -8,7 +8,7 @@ Runs are grouped by GPU: each GPU's roofs are drawn with its own runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -18,7 +18,7 @@ from hroofline.ceilings import run_roofs
 from hroofline.errors import UsageError
 from hroofline.metricset import COMPUTE_ROOF_OF, load_metric_set
 from hroofline.model import PHASES, Run
-from hroofline.roofline import total_flops
+from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
 
 GROUPINGS: tuple[str, ...] = ("run", "phase")
 POINT_COLUMNS: tuple[str, ...] = (
@@ -52,6 +52,11 @@ class StepPoints:
         """Which points have an intensity and a FLOP/s, so that a chart can place them."""
         return self.points["intensity"].gt(0) & self.points["flop_rate"].gt(0)
 
+    @property
+    def skipped_runs(self) -> list[str]:
+        """The runs with no point a chart can place."""
+        return self.points.loc[~self.drawable, "run"].drop_duplicates().tolist()
+
     def table(self) -> pd.DataFrame:
         """The points as a table: their columns but the time at roof (attainable FLOP/s says it), bytes named
         after their level."""
@@ -60,7 +65,7 @@ class StepPoints:
 
 
 def gpu_label(run: Run) -> str:
-    return run.meta.gpu or run.meta.device_name or "unknown GPU"
+    return run.meta.gpu_name or "unknown GPU"
 
 
 def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings: str | None = None) -> StepPoints:
@@ -110,9 +115,9 @@ def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings
             )
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS[:8], *COMPUTE_ROOF_OF])
     points["series"] = points["run"].map(series_names(runs))
-    points["intensity"] = points["flops"] / points["bytes"].where(points["bytes"] > 0)
-    points["flop_rate"] = points["flops"] / points["time_s"].where(points["time_s"] > 0)
-    points["attainable_flop_rate"] = points["flops"] / points["time_at_roof_s"].where(points["time_at_roof_s"] > 0)
+    points["intensity"] = arithmetic_intensity(points["flops"], points["bytes"])
+    points["flop_rate"] = flop_rate(points["flops"], points["time_s"])
+    points["attainable_flop_rate"] = flop_rate(points["flops"], points["time_at_roof_s"])
     points["attainable_pct"] = 100.0 * points["flop_rate"] / points["attainable_flop_rate"]
     return StepPoints(points[[*POINT_COLUMNS, *COMPUTE_ROOF_OF]], peaks, labels, chosen)
 
@@ -162,20 +167,19 @@ def _common_level(runs: Sequence[Run]) -> str:
     return best
 
 
-def overview_table(found: StepPoints, runs: Sequence[Run]) -> pd.DataFrame:
+def overview_table(found: StepPoints, runs: Sequence[Run], totals: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
     """The points of whole runs with each run's roofline bound (predictions), peak memory and whether that
-    fits its GPU's usable memory (:mod:`hroofline.analyze.memory_fit`), where known."""
-    from hroofline.analyze.kernels import phase_summary
-    from hroofline.analyze.memory_fit import USABLE_SHARE
+    fits its GPU's usable memory (:mod:`hroofline.analyze.memory_fit`), where known. ``totals``: each run's
+    ``total`` row of :func:`hroofline.analyze.kernels.phase_summary`."""
+    from hroofline.analyze.memory_fit import usable_bytes
     from hroofline.ceilings import run_gpu
 
-    totals = {run.name: phase_summary(run)["total"] for run in runs}
     usable = {}
     for run in runs:
         gpu = run_gpu(run.meta)
         sold = _settings(run).get("gpu_memory_bytes")  # a prediction records the variant's memory it used
         capacity = float(sold) if sold else (gpu.memory_bytes if gpu is not None else None)
-        usable[run.name] = capacity * USABLE_SHARE if capacity else None
+        usable[run.name] = usable_bytes(capacity) if capacity else None
     table = found.points.copy()
     table["time_bound_s"] = table["run"].map(lambda name: totals[name].get("time_bound_s"))
     table["memory_peak_bytes"] = table["run"].map(lambda name: totals[name].get("memory_peak_bytes"))

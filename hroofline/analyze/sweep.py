@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from hroofline.analyze.estimate import StepTime
-from hroofline.analyze.memory_fit import MemoryFit
+from hroofline.analyze.memory_fit import MemoryFit, peak_phase
 from hroofline.model import PhaseMemory
 from hroofline.roofline import total_flops
 
@@ -72,7 +72,7 @@ def sweep_table(entries: Sequence[SweepEntry]) -> pd.DataFrame:
                 "bytes_hbm": moved,
                 "intensity": flops / moved if moved else None,
                 "attainable_flop_per_s": flops / entry.step.bound_s if entry.step.bound_s else None,
-                "memory_peak_bytes": max((m.peak_bytes for m in entry.memory), default=None),
+                "memory_peak_bytes": peak_phase(entry.memory).peak_bytes if entry.memory else None,
                 "memory_forward_retained_bytes": next(
                     (m.retained_bytes for m in entry.memory if m.phase == "forward"), None
                 ),

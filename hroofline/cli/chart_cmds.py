@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.names import short_kernel_name
@@ -26,8 +27,10 @@ from hroofline.metricset import LEVELS
 from hroofline.model import Run
 from hroofline.phases import parse_phase_option
 from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
-from hroofline.render.report import ComparisonSection, PhaseSection, RunSection, RunsSection, report_page
 from hroofline.render.text import render_frame
+
+if TYPE_CHECKING:  # the report's page and its sections are imported where a report is written
+    from hroofline.render.report import ComparisonSection, RunSection, RunsSection
 
 CEILINGS_HELP = (
     "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
@@ -223,11 +226,10 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     write_chart(runs_chart(found, title).to_dict(), out, title)
     table = found.table()
     write_out(points_text(table) if args.format == "table" else render_frame(table, args.format))
-    skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
-    if skipped:
-        say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(skipped)}")
-    gpus = found.points.loc[drawable, "gpu"].nunique()
-    say(f"wrote {out} ({int(drawable.sum())} dots on {gpus} GPU(s), bytes at {found.level.upper()})")
+    if found.skipped_runs:
+        say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(found.skipped_runs)}")
+    drawn_gpus = found.points.loc[drawable, "gpu"].nunique()
+    say(f"wrote {out} ({int(drawable.sum())} dots on {drawn_gpus} GPU(s), bytes at {found.level.upper()})")
     return 0
 
 
@@ -254,12 +256,15 @@ def show_top(args: argparse.Namespace) -> int:
 
 
 def write_report(args: argparse.Namespace) -> int:
+    from hroofline.render.report import report_page
+
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
     pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
     sections = [_run_section(run, run_roofs(run, args.ceilings), args.top) for run in runs]
     comparisons = [_comparison_section(base, candidate, args.top) for base, candidate in pairs]
-    overview = _overview_section(runs, args.ceilings) if len(runs) > 1 else None
+    totals = {section.name: section.summary["total"] for section in sections}
+    overview = _overview_section(runs, totals, args.ceilings) if len(runs) > 1 else None
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} exists and is not a folder")
@@ -279,11 +284,12 @@ def write_report(args: argparse.Namespace) -> int:
 
 
 def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
+    from hroofline.render.report import PhaseSection, RunSection
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 
     meta = run.meta
     facts = [
-        ("GPU", meta.gpu or meta.device_name or "unknown"),
+        ("GPU", meta.gpu_name or "unknown"),
         ("compute capability", f"{meta.cc or '-'} ({meta.arch or 'unknown architecture'})"),
         ("precision", meta.precision or "-"),
         ("kernel launches", str(int(run.launches["launches"].sum()))),
@@ -321,8 +327,11 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
     )
 
 
-def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | None:
+def _overview_section(
+    runs: list[Run], totals: dict[str, dict[str, float | int | None]], ceilings: str | None
+) -> RunsSection | None:
     """Every run as one dot on its GPU's roofline, where the runs share a memory level with bytes."""
+    from hroofline.render.report import RunsSection
     from hroofline.render.runs_chart import runs_chart
 
     try:
@@ -334,18 +343,18 @@ def _overview_section(runs: list[Run], ceilings: str | None) -> RunsSection | No
     if not drawable.any():
         say("hroofline: note: no all-runs chart in the report: no run has FLOPs, bytes and time")
         return None
-    skipped = found.points.loc[~drawable, "run"].drop_duplicates().tolist()
-    if skipped:
+    if found.skipped_runs:
         what = f"no FLOPs, {found.level.upper()} bytes or time"
-        say(f"hroofline: note: not on the all-runs chart ({what}): {', '.join(skipped)}")
+        say(f"hroofline: note: not on the all-runs chart ({what}): {', '.join(found.skipped_runs)}")
     spec = runs_chart(found, "All runs, one dot each").to_dict()
-    return RunsSection(spec=spec, table=overview_table(found, runs))
+    return RunsSection(spec=spec, table=overview_table(found, runs, totals))
 
 
 def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSection:
     from hroofline.analyze.compare import compare_runs, comparison_roofs, matched_points
     from hroofline.render.compare_chart import compare_chart
     from hroofline.render.compare_text import comparison_tables
+    from hroofline.render.report import ComparisonSection
 
     title = f"{base.name} -> {candidate.name}"
     tables = comparison_tables(compare_runs(base, candidate), count)

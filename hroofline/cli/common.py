@@ -103,10 +103,10 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
+    """The workload of --arch or --model, checked by form (torch is not imported here)."""
     from hroofline.collect.models import parse_input_shape, parse_model
     from hroofline.collect.workload import WorkloadConfig
 
-    """The workload of --arch or --model, checked by form (torch is not imported here)."""
     if bool(args.arch) == bool(args.model):
         raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")
     if args.arch and parse_model(args.arch).kind != "torchvision":

@@ -69,10 +69,9 @@ class OneLineParser(argparse.ArgumentParser):
     "did you mean"."""
 
     def error(self, message: str) -> NoReturn:
-        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-        if choice and self.prog == "hroofline":
-            commands = [c.strip(" '") for c in choice[2].split(",")]
-            message = f"unknown command {choice[1]!r} ({did_you_mean(choice[1], commands, 'commands')})"
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if choice and self.prog == "hroofline":  # an unknown command: every command was registered
+            message = f"unknown command {choice[1]!r} ({did_you_mean(choice[1], list(COMMAND_MODULES), 'commands')})"
         print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(2)
 

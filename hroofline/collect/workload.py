@@ -25,6 +25,7 @@ from hroofline.collect.models import ModelSpec, build_model, check_model, parse_
 from hroofline.errors import UsageError
 
 if TYPE_CHECKING:
+    from hroofline.collect.autocast_emulation import AutocastEmulation
     from hroofline.collect.memory_tracking import StorageLiveness
     from hroofline.collect.module_tracking import LayerTracker
 
@@ -181,19 +182,20 @@ class TrainingStep:
         model.train()
         self.built = built
         self.images = built.inputs
-        self.autocast_emulation: Any = None
+        self.autocast_emulation: AutocastEmulation | None = None
         self.model = model
         if tracker is not None:
             tracker.add_root(model)
         self.master_params: list[Any] = []
+        # autocast's 16-bit type for the AMP modes (none for the others)
+        self.amp_dtype = {"amp": torch.float16, "amp-bf16": torch.bfloat16}.get(config.precision)
         if config.precision == "o2":
             self._to_half(torch.float16)
-        elif device.type == "meta" and config.precision in ("amp", "amp-bf16"):
+        elif device.type == "meta" and self.amp_dtype is not None:
             # Autocast does not act on meta tensors: its casts at convolutions and linear layers are emulated.
             from hroofline.collect.autocast_emulation import AutocastEmulation
 
-            dtype = torch.float16 if config.precision == "amp" else torch.bfloat16
-            self.autocast_emulation = AutocastEmulation(model, dtype)
+            self.autocast_emulation = AutocastEmulation(model, self.amp_dtype)
         trained = self.master_params or list(model.parameters())
         # A traced step stands for a CUDA one: PyTorch's optimizers default to their foreach (multi-tensor)
         # implementation on CUDA, a few ops per step instead of a few per parameter.
@@ -219,11 +221,10 @@ class TrainingStep:
         self.master_params = [p.detach().float().requires_grad_(True) for p in self.model.parameters()]
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        dtypes = {"amp": self.torch.float16, "amp-bf16": self.torch.bfloat16}
-        if self.autocast_emulation is not None:
+        if self.autocast_emulation is not None:  # on the meta device
             return self.autocast_emulation.region()
-        if self.config.precision in dtypes and not self.master_params and self.images.device.type != "meta":
-            return self.torch.autocast(self.images.device.type, dtype=dtypes[self.config.precision])
+        if self.amp_dtype is not None:
+            return self.torch.autocast(self.images.device.type, dtype=self.amp_dtype)
         return contextlib.nullcontext()
 
     def forward(self) -> Any:

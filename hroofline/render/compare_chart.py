@@ -22,9 +22,9 @@ MIN_DOT_AREA = 12
 def compare_chart(
     matched: pd.DataFrame, found: ComparisonRoofs, level: str, names: tuple[str, str], title: str
 ) -> alt.LayerChart:
+    records = matched.to_dict(orient="records")
     rows: list[dict[str, object]] = []
-    arrows: list[dict[str, object]] = []
-    for key, record in enumerate(matched.to_dict(orient="records")):
+    for key, record in enumerate(records):
         for step, (side, name) in enumerate(zip(("base", "candidate"), names, strict=True)):
             rows.append(
                 {
@@ -40,7 +40,6 @@ def compare_chart(
                     "rate_text": si(float(record[f"flop_rate_{side}"]), "FLOP/s"),
                 }
             )
-        arrows.append({"key": key})
     frame = pd.DataFrame(rows)
     roof_frame = pd.DataFrame(
         {
@@ -60,7 +59,7 @@ def compare_chart(
     frame_axes = axes(roofs, list(frame["flop_rate"]) if len(frame) else [])
     heads = []
     still = set()  # families that barely moved: no arrow, whose head would sit alone on its dots
-    for key, record in enumerate(matched.to_dict(orient="records")):
+    for key, record in enumerate(records):
         ends = [(record[f"ai_{level}_{side}"], record[f"flop_rate_{side}"]) for side in ("base", "candidate")]
         (x0, y0), (x1, y1) = ((frame_axes.x_px(ai), frame_axes.y_px(rate)) for ai, rate in ends)
         if math.hypot(x1 - x0, y1 - y0) < MIN_ARROW_PX:

@@ -69,10 +69,10 @@ def place_texts(
     corners = []
     for x, y, radius, width in anchors:
         cx, cy = frame_axes.x_px(x), frame_axes.y_px(y)
-        own = (cx, cy, radius)
+        others = [c for c in circles if c != (cx, cy, radius)]
         box = min(
             (_text_box(cx, cy, radius, direction, width) for direction in DIRECTIONS),
-            key=lambda candidate: _cost(candidate, frame_axes, obstacles, placed, [c for c in circles if c != own]),
+            key=lambda candidate: _cost(candidate, frame_axes, obstacles, placed, others),
         )
         placed.append(box)
         corners.append((frame_axes.x_at(box.left), frame_axes.y_at(box.bottom)))

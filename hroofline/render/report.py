@@ -118,8 +118,7 @@ def _provenance_html(sources: Sequence[SourceInfo]) -> str:
         rows += [(quantity, formula) for quantity, formula in sorted(source.formulas_used.items())]
         rows += [(f"roof {key}", how) for key, how in sorted(source.roofs.items())]
         rows += [("note", note) for note in source.notes] + [("warning", warning) for warning in source.warnings]
-        body = "".join(f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in rows)
-        blocks.append(f'<table class="hr-provenance">{body}</table>')
+        blocks.append(f'<table class="hr-provenance">{_key_value_rows(rows)}</table>')
     summary = f"Provenance: {len(sources)} source(s), their settings and the formula behind each number"
     return f"<details><summary>{escape(summary)}</summary>{''.join(blocks)}</details>"
 
@@ -148,12 +147,13 @@ def _comparison_html(laid_out: ComparisonTables) -> str:
     return "\n".join(parts)
 
 
+def _key_value_rows(pairs: Sequence[tuple[str, str]]) -> str:
+    return "".join(f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in pairs)
+
+
 def _run_html(index: int, run: RunSection) -> str:
     parts = [f'<h2 id="run-{index}">{escape(run.name)}</h2>']
-    facts = "".join(
-        f'<tr><th class="text">{escape(k)}</th><td class="text">{escape(v)}</td></tr>' for k, v in run.facts
-    )
-    parts.append(f'<table class="hr-facts">{facts}</table>')
+    parts.append(f'<table class="hr-facts">{_key_value_rows(run.facts)}</table>')
     if run.sources:
         parts.append(_provenance_html(run.sources))
     parts.append(_summary_html(run.summary))

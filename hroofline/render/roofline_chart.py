@@ -38,6 +38,7 @@ from hroofline.render.roofs import (
 )
 
 ABOVE_ROOF_COLOUR = "#d00000"
+PHASE_FILTER = "phase_pick == 'all' || datum.phase == phase_pick"  # the phase selector, on every layer
 HIGHLIGHT_PARAM = "highlight"  # a kernel's full name: its dots are ringed
 
 
@@ -82,7 +83,7 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
             name="phase_pick", value="all", bind=alt.binding_select(options=["all", *points.phases], name="phase ")
         )
         params.append(phase)
-        base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+        base = base.transform_filter(PHASE_FILTER)
     # the legend filters too; this is the same as a control beside the chart (a list, not radio buttons: those
     # of several charts on one page would share one group)
     if len(levels) > 1:
@@ -193,12 +194,17 @@ def top_dots(data: list[dict[str, object]], levels: list[str], count: int) -> li
     largest = data_max_time(data)
     dots = []
     for row in sorted(data, key=lambda row: -float(row["time_s"]))[:count]:  # type: ignore[arg-type]
-        drawn = [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
+        drawn = _intensities(row, levels)
         rate, seconds = float(row["flop_rate"]), float(row["time_s"])  # type: ignore[arg-type]
         if drawn and rate > 0:
             radius = dot_radius_px(seconds, largest)
             dots.append(TopDot(max(drawn), rate, radius, str(row["short"]), str(row["phase"]), seconds))
     return dots
+
+
+def _intensities(row: dict[str, object], levels: list[str]) -> list[float]:
+    """A kernel's intensities at the levels where it has one (its dots)."""
+    return [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
 
 
 def _number_layer(
@@ -212,7 +218,7 @@ def _number_layer(
     ]
     base = alt.Chart(pd.DataFrame(rows))
     if phase_filter:
-        base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+        base = base.transform_filter(PHASE_FILTER)
     return [
         base.mark_text(align="left", baseline="bottom", fontSize=12, fontWeight="bold", color="#111111").encode(
             x=frame_axes.x("label_x"), y=frame_axes.y("label_y"), text="number:N"
@@ -231,12 +237,12 @@ def _below_layer(
     edge = y_low * (y_high / y_low) ** 0.015
     marked = []
     for row in rows:
-        intensities = [float(row[f"ai_{lv}"]) for lv in levels if row.get(f"ai_{lv}")]  # type: ignore[arg-type]
+        intensities = _intensities(row, levels)
         at = min(max(max(intensities, default=x_low), x_low * 1.2), x_high / 1.2)
         marked.append({**row, "edge_x": at, "edge_y": edge, "level": "below the range drawn"})
     base = alt.Chart(pd.DataFrame(marked))
     if phase_filter:
-        base = base.transform_filter("phase_pick == 'all' || datum.phase == phase_pick")
+        base = base.transform_filter(PHASE_FILTER)
     return [
         base.mark_point(shape="triangle-down", filled=True, size=70, color="#666666", opacity=0.9).encode(
             x=frame_axes.x("edge_x"), y=frame_axes.y("edge_y"), tooltip=_tooltip(group_by)

@@ -104,26 +104,27 @@ def roof_rows(
         colour = MUTED if muted else ROOF_GREY
         for x_value in (x_start, x_high):
             lines.append({"roof": prefix + name, "x": x_value, "y": peak, "colour": colour, "dash": "dash"})
+        text = f"{prefix}{name} {si(peak, 'FLOP/s', 4)}"
         if muted:  # at the left end of its line, clear of the first GPU's labels at the right
             labels.append(
-                {"x": x_start * 1.1, "y": peak, "label": f"{prefix}{name} {si(peak, 'FLOP/s', 4)}", "align": "left"}
+                {"x": x_start * 1.1, "y": peak, "label": text, "align": "left"}
                 | {"rotate": False, "colour": colour, "below": False}
             )
             continue
         # Two roofs close together (FP32 and the halved FP16 roof on a V100): the lower one's label goes
         # under its line, so that the two labels do not print over each other.
         close = above_at is not None and above_at / peak < CLOSE_ROOFS
-        text = f"{prefix}{name} {si(peak, 'FLOP/s', 4)}"
         # at the right end of the line, unless dots sit there: then where the fewest do, along the line,
         # above it or (where a close roof's label is above) below it, or above it left of that label
         places = [(x_high / 1.15, "right", close), (x_start * 1.1, "left", close)]
         places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", close) for k in range(1, 5)]
         if close:
             places += [(x_start * 1.1 * (x_high / x_start) ** (k / 6), "left", False) for k in range(0, 3)]
-        spot = min(
-            places, key=lambda place: _label_cost(_label_box(place, peak, text, label_axes), circles, taken, width)
+        box, spot = min(
+            ((_label_box(place, peak, text, label_axes), place) for place in places),
+            key=lambda pair: _label_cost(pair[0], circles, taken, width),
         )
-        taken.append(_label_box(spot, peak, text, label_axes))
+        taken.append(box)
         below = spot[2]
         above_at = above_at if below else peak
         labels.append(
@@ -155,9 +156,10 @@ def subtitle_lines(lines: list[str]) -> list[str]:
     return wrapped
 
 
-def dot_radius_px(seconds: float, longest: float) -> float:
-    """The radius of a dot of ``seconds`` when the longest dot's time is ``longest`` (area proportional)."""
-    return math.sqrt(MAX_DOT_AREA * seconds / longest / math.pi) if longest > 0 else 0.0
+def dot_radius_px(seconds: float, longest: float, max_area: float = MAX_DOT_AREA) -> float:
+    """The radius of a dot of ``seconds`` when the longest dot's time is ``longest`` (area proportional, the
+    longest's ``max_area``)."""
+    return math.sqrt(max_area * seconds / longest / math.pi) if longest > 0 else 0.0
 
 
 def _label_box(place: tuple[float, str, bool], peak: float, text: str, frame_axes: Axes) -> Box:
@@ -183,9 +185,11 @@ def _label_cost(box: Box, circles: list[tuple[float, float, float]], taken: list
     return cost
 
 
-def dot_positions(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, float, float]]:
+def dot_positions(
+    frame: pd.DataFrame, levels: list[str], max_area: float = MAX_DOT_AREA
+) -> list[tuple[float, float, float]]:
     """(intensity, FLOP/s, radius in pixels) of every dot drawn, where the frame has FLOP/s (and time: dots
-    are taken at most 17 px across, area proportional to time, as the charts draw them)."""
+    take ``max_area`` px² at most, area proportional to time, as the charts draw them)."""
     if "flop_rate" not in frame:
         return []
     longest = float(frame["time_s"].max()) if "time_s" in frame and frame["time_s"].notna().any() else 0.0
@@ -193,7 +197,7 @@ def dot_positions(frame: pd.DataFrame, levels: list[str]) -> list[tuple[float, f
     for level in levels:
         for ai, rate, seconds in frame[[f"ai_{level}", "flop_rate", "time_s"]].itertuples(index=False):
             if ai > 0 and rate > 0:
-                radius = dot_radius_px(float(seconds), longest) if seconds == seconds else 0.0
+                radius = dot_radius_px(float(seconds), longest, max_area) if seconds == seconds else 0.0
                 found.append((float(ai), float(rate), radius))
     return found
 
@@ -330,14 +334,11 @@ def roof_layers(roofs: RoofRows, frame_axes: Axes) -> list[alt.Chart]:
         )
     )
     diagonal = frame_axes.screen_angle(10.0, 10.0)
-    groups = sorted({(str(r["align"]), bool(r.get("below")), bool(r.get("rotate"))) for r in roofs.labels})
+    groups: dict[tuple[str, bool, bool], Rows] = {}  # one text mark per alignment, side of the line, angle
+    for r in roofs.labels:
+        groups.setdefault((str(r["align"]), bool(r.get("below")), bool(r.get("rotate"))), []).append(r)
     labels = []
-    for side, below, rotate in groups:
-        rows = [
-            r
-            for r in roofs.labels
-            if (r["align"], bool(r.get("below")), bool(r.get("rotate"))) == (side, below, rotate)
-        ]
+    for (side, below, rotate), rows in sorted(groups.items()):
         text = alt.Chart(alt.Data(values=rows)).encode(x=frame_axes.x("x"), y=frame_axes.y("y"), text="label:N")
         style = {
             "fontSize": 11,

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 import altair as alt
 import pandas as pd
 
@@ -12,7 +10,18 @@ from hroofline.analyze.step_points import StepPoints
 from hroofline.ceilings import LEVEL_LABELS
 from hroofline.render.numbers import si
 from hroofline.render.point_labels import place_texts
-from hroofline.render.roofs import HEIGHT, WIDTH, Axes, Box, axes, label_boxes, roof_layers, roof_rows, subtitle_lines
+from hroofline.render.roofs import (
+    HEIGHT,
+    WIDTH,
+    Axes,
+    Box,
+    axes,
+    dot_positions,
+    label_boxes,
+    roof_layers,
+    roof_rows,
+    subtitle_lines,
+)
 from hroofline.render.text import text_table
 
 MAX_DOT_AREA = 700
@@ -93,11 +102,7 @@ NAME_CHAR_PX = 5.6  # 10 px text
 
 def _name_layer(mine: pd.DataFrame, level: str, frame_axes: Axes, roof_labels: list[Box]) -> alt.Chart:
     """Each run's name beside its dot, where it covers no roof label, other name or dot."""
-    longest = float(mine["time_s"].max()) or 1.0
-    dots = [
-        (float(ai), float(rate), math.sqrt(MAX_DOT_AREA * float(t) / longest / math.pi))
-        for ai, rate, t in mine[[f"ai_{level}", "flop_rate", "time_s"]].itertuples(index=False)
-    ]
+    dots = dot_positions(mine, [level], MAX_DOT_AREA)  # one per (drawable) run, in its row's order
     anchors = [(*dot, NAME_CHAR_PX * len(label)) for dot, label in zip(dots, mine["label"], strict=True)]
     corners = place_texts(anchors, frame_axes, roof_labels, dots)
     names = pd.DataFrame({"label": list(mine["label"]), "x": [c[0] for c in corners], "y": [c[1] for c in corners]})

@@ -74,9 +74,9 @@ def column_unit(column: str) -> str | None:
     column = aggregate.group(1) if aggregate else column
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
         return "FLOP/s"
-    if column == "time_s" or column.endswith("_s"):
+    if column.endswith("_s"):
         return "s"
-    if column.startswith("flops") or column == "flops":
+    if column.startswith("flops"):
         return "FLOP"
     if column.startswith("ops_"):
         return "op"
@@ -85,7 +85,7 @@ def column_unit(column: str) -> str | None:
     return None
 
 
-def _cell(value: object, column: str = "") -> str:
+def _cell(value: object, column: str) -> str:
     value = json_value(value)
     if value is None:
         return "-"
