@@ -1,6 +1,6 @@
 """Build bench/data/timm-step-times.csv from timm's published benchmark tables (see README.md beside this file).
 
-The rule, fixed before looking at any error:
+The rule (see README.md for how it came about):
 - files: timm's eager (not ``-dynamo``) NCHW AMP tables, for each GPU that hroofline's catalog has peaks for and
   each mode (training, inference), the one of the newest PyTorch: the closest to the PyTorch hroofline traces
   with, and each GPU and model counted once;
