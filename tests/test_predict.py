@@ -24,7 +24,9 @@ def _published_flops(arch: str, batch: int = 1) -> float:
     return 2e9 * torchvision.models.get_model_weights(arch).DEFAULT.meta["_ops"] * batch
 
 
-@pytest.mark.parametrize("arch", ["resnet50", "vgg16", "vit_b_16", "resnet18", "convnext_tiny", "swin_t"])
+@pytest.mark.parametrize(
+    "arch", ["resnet50", "vgg16", "vit_b_16", "resnet18", "convnext_tiny", "swin_t", "regnet_x_3_2gf", "maxvit_t"]
+)
 def test_forward_flops_match_torchvision(arch: str) -> None:
     launches = trace_step(WorkloadConfig(arch, batch_size=1), "forward").assign(flops_tensor=0.0)
     split = flop_split(launches)
@@ -32,6 +34,19 @@ def test_forward_flops_match_torchvision(arch: str) -> None:
     total = split.matmul + split.other
     assert -0.01 <= total / published - 1 <= 0.03  # the issue's band: 1% below to 3% above
     assert split.matmul == pytest.approx(published, rel=1e-3)  # torchvision counts convolutions and matmuls
+
+
+def test_every_torchvision_classifier_builds_on_the_meta_device() -> None:
+    """`--arch` takes any of them: RegNet, which works out its widths with tensors, included."""
+    import torch
+
+    from hroofline.collect.models import torchvision_model
+
+    names = tomllib.loads((metrics_dir() / "torchvision_models.toml").read_text())["classification"]
+    for name in names:
+        with torch.device("meta"):
+            network = torchvision_model(name)
+        assert next(network.parameters()).device.type == "meta", name
 
 
 def test_depthwise_models_say_what_the_other_ops_add() -> None:

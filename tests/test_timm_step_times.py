@@ -19,6 +19,7 @@ from hroofline.analyze.calibrate import error_factors, fit, percentiles
 from hroofline.analyze.estimate import OP_CLASSES, load_estimate_model
 from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.collect.meta_trace import trace_step
+from hroofline.collect.models import torchvision_model
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.metricset import FLOP_QUANTITIES
 
@@ -40,10 +41,9 @@ def estimate_error_bench() -> ModuleType:
 
 
 def test_the_rows_say_what_timm_published() -> None:
-    assert len(ROWS) == 122 and len(MODELS) == 42
+    assert len(ROWS) == 165 and len(MODELS) == 58
     assert set(ROWS["source"]) == {"timm-pt112-rtx3090", "timm-pt240-rtx3090", "timm-pt291-rtx4090"}
     assert set(ROWS["precision"]) == {"amp"} and set(ROWS["gpu"]) == {"rtx3090", "rtx4090"}
-    assert ROWS["setup"].str.contains("224 px").all()
     for row in ROWS.itertuples():
         published = re.fullmatch(r"([\d.]+) ms/step \(([\d.]+) samples/s\)", row.as_published)
         assert published, row.as_published
@@ -60,10 +60,9 @@ def test_each_model_is_the_torchvision_architecture(model: str) -> None:
     lie between hroofline's multiply-accumulates in convolutions and matrix products and half its FLOPs of all
     ops, within timm's rounding."""
     import torch
-    import torchvision
 
     with torch.device("meta"):
-        network = torchvision.models.get_model(model)
+        network = torchvision_model(model)
     parameters = sum(p.numel() for p in network.parameters()) / 1e6
     rows = ROWS[ROWS["model"] == model]
     assert rows["param_count_m"].nunique() == 1
@@ -78,7 +77,8 @@ def test_each_model_is_the_torchvision_architecture(model: str) -> None:
     macs_products, macs_all = flops[products].sum() / 2e9, flops.sum() / 2e9
     for count in gmacs:
         assert macs_products - 0.005 <= count <= macs_all + 0.005
-        assert count / macs_products < 1.07  # the normalisation layers add a few percent (mobile networks)
+        # the normalisation layers add a few percent (mobile networks); timm rounds to 0.01 GMAC
+        assert count <= 1.07 * macs_products + 0.005
 
 
 def test_the_bundled_estimate_meets_the_goal_on_another_source() -> None:

@@ -6,7 +6,7 @@ The rule (see README.md for how it came about):
   with, and each GPU and model counted once;
 - rows: every model at 224 px (what ``predict`` traces) that is a torchvision classifier under the same name or
   the timm name in ``TIMM_NAMES``, and has torchvision's parameter count to timm's two decimals (the same
-  architecture; a different one, such as timm's RegNets, differs there).
+  architecture; a different one, such as timm's paper-width RegNet-X 400MF, differs there).
 
 Run as ``.venv/bin/python bench/data/build_timm_step_times.py PATH/TO/pytorch-image-models/results``.
 """
@@ -57,7 +57,7 @@ TABLES = (
     ),
 )
 
-# torchvision name: timm name, where they differ (same architecture; the parameter count checks it).
+# torchvision name: timm's name for the same network, where they differ (the parameter count checks it).
 TIMM_NAMES = {
     "mobilenet_v2": "mobilenetv2_100",
     "mobilenet_v3_large": "mobilenetv3_large_100",
@@ -73,6 +73,23 @@ TIMM_NAMES = {
     "swin_t": "swin_tiny_patch4_window7_224",
     "swin_s": "swin_small_patch4_window7_224",
     "swin_b": "swin_base_patch4_window7_224",
+    "maxvit_t": "maxvit_tiny_tf_224",
+    # timm names RegNets by their FLOPs in hundreds of MFLOP; its *_tv models are torchvision's variants
+    "regnet_x_400mf": "regnetx_004_tv",
+    "regnet_x_800mf": "regnetx_008",
+    "regnet_x_1_6gf": "regnetx_016",
+    "regnet_x_3_2gf": "regnetx_032",
+    "regnet_x_8gf": "regnetx_080",
+    "regnet_x_16gf": "regnetx_160",
+    "regnet_x_32gf": "regnetx_320",
+    "regnet_y_400mf": "regnety_004",
+    "regnet_y_800mf": "regnety_008_tv",
+    "regnet_y_1_6gf": "regnety_016",
+    "regnet_y_3_2gf": "regnety_032",
+    "regnet_y_8gf": "regnety_080_tv",
+    "regnet_y_16gf": "regnety_160",
+    "regnet_y_32gf": "regnety_320",
+    "regnet_y_128gf": "regnety_1280",
 }
 
 
@@ -82,11 +99,13 @@ def torchvision_parameters(timm_names: set[str]) -> dict[str, float]:
     import torch
     import torchvision
 
+    from hroofline.collect.models import torchvision_model
+
     counts = {}
     for name in torchvision.models.list_models(module=torchvision.models):
         if TIMM_NAMES.get(name, name) in timm_names:
             with torch.device("meta"):
-                network = torchvision.models.get_model(name)
+                network = torchvision_model(name)
             counts[name] = sum(p.numel() for p in network.parameters()) / 1e6
     return counts
 

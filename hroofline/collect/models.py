@@ -20,7 +20,8 @@ import importlib
 import importlib.util
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -207,7 +208,7 @@ def build_model(
             raise UsageError(f"{spec.name} takes token ids: give --seq-len, not --input-shape")
         return _build_hf(spec, batch_size, seq_len or DEFAULT_SEQ_LEN)
     if spec.kind == "torchvision":
-        module = _torchvision_model(spec.name)
+        module = torchvision_model(spec.name)
         size = LARGE_INPUT_MODELS.get(spec.name, 224)
         shape = input_shape or (3, size, size)
     elif spec.kind == "instance":
@@ -225,7 +226,9 @@ def build_model(
     return BuiltModel(module, torch.randn(batch_size, *shape), _logits_loss, floating_input=True)
 
 
-def _torchvision_model(name: str) -> Any:
+def torchvision_model(name: str) -> Any:
+    """torchvision's model ``name`` with random weights, built on the caller's default device (the meta device
+    included)."""
     import torchvision
 
     extra: dict[str, Any] = (
@@ -233,7 +236,28 @@ def _torchvision_model(name: str) -> Any:
     )
     if torchvision_kind(name) == "segmentation":
         extra = {"weights_backbone": None, "aux_loss": False}
-    return torchvision.models.get_model(name, weights=None, **extra)
+    with _regnet_widths_on_cpu() if name.startswith("regnet") else nullcontext():
+        return torchvision.models.get_model(name, weights=None, **extra)
+
+
+@contextmanager
+def _regnet_widths_on_cpu() -> Iterator[None]:
+    """RegNet computes its stage widths with tensors and reads them back (``.tolist()``), which the meta device
+    cannot do: that arithmetic runs on the CPU, the model's own tensors stay on the caller's device."""
+    import torch
+    from torchvision.models import regnet
+
+    original = regnet.BlockParams.__dict__["from_init_params"]
+
+    def on_cpu(cls: type, *args: Any, **kwargs: Any) -> Any:
+        with torch.device("cpu"):
+            return original.__func__(cls, *args, **kwargs)
+
+    regnet.BlockParams.from_init_params = classmethod(on_cpu)
+    try:
+        yield
+    finally:
+        regnet.BlockParams.from_init_params = original
 
 
 def _user_model(spec: ModelSpec) -> Any:
