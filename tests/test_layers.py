@@ -357,6 +357,9 @@ def test_profile_from_a_model_factory(cli, tmp_path: Path) -> None:
     assert integers.code == 2 and "floating-point tensor output" in integers.err
     tokens = cli("predict", "--model", "hf:gpt2", "--input-shape", "3,4,4", "--gpu", "t4", "--store", store)
     assert tokens.code == 2 and "--seq-len, not --input-shape" in tokens.err
+    # a factory of torchvision's RegNet, which works out its widths with tensors, builds on the meta device too
+    regnet = cli("predict", "--model", "torchvision.models:regnet_x_400mf", "--gpu", "t4", "--store", store)
+    assert regnet.code == 0, regnet.err
 
 
 def test_import_hroofline_is_light() -> None:

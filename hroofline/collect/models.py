@@ -274,8 +274,11 @@ def _user_model(spec: ModelSpec) -> Any:
         factory = getattr(code, factory_name, None)
         if not callable(factory):
             raise UsageError(f"--model {spec.name}: {where} has no function {factory_name}")
+        # a factory that builds torchvision's RegNet (the user's code imported torchvision) needs its widths
+        regnet = "torchvision.models.regnet" in sys.modules
         try:
-            module = factory()
+            with _regnet_widths_on_cpu() if regnet else nullcontext():
+                module = factory()
         except Exception as error:
             raise UsageError(f"--model {spec.name}: {factory_name}() failed: {type(error).__name__}: {error}") from None
     finally:
