@@ -116,9 +116,9 @@ def per_table(rows: pd.DataFrame, found: Sequence[Sample], model: EstimateModel)
     lines = []
     for source, table in rows.groupby("source", sort=False):
         mine = [found[i] for i in table.index]
-        estimates = np.array([estimated_step(s, model) for s in mine])
-        leaning = float(np.median(estimates / table["measured_s"].to_numpy()))
-        median, p90 = percentiles(error_factors(mine, model))
+        ratios = np.array([estimated_step(s, model) for s in mine]) / table["measured_s"].to_numpy()
+        leaning = float(np.median(ratios))
+        median, p90 = percentiles(np.maximum(ratios, 1 / ratios))  # the error factors, from the same estimates
         bound_median, bound_p90 = percentiles(bound_error_factors(mine))
         low, high = table["batch"].min(), table["batch"].max()
         batches = f"batch {low}" if low == high else f"batch {low} to {high}"

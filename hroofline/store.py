@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -148,16 +149,9 @@ class RunStore:
         target = self.run_dir(new_name)
         if target.exists():
             raise UsageError(f"run {new_name!r} exists already", "remove it first: hroofline rm " + new_name)
-        staging = self.runs_dir / f".renaming-{new_name}-{uuid.uuid4().hex[:8]}"
         with locked(self.run_dir(name) / ".lock"):
             run = self.load(name)
-            try:
-                staging.mkdir()
-                write_run(staging, replace(run.meta, name=new_name), run.launches)
-                os.rename(staging, target)  # fails if a run of that name appeared meanwhile
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+            write_run_into_place(self, target, replace(run.meta, name=new_name), run.launches, "renaming")
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(self.run_dir(name), trash)
         shutil.rmtree(trash, ignore_errors=True)
@@ -287,6 +281,19 @@ def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
     return meta
 
 
+def write_run_into_place(store: RunStore, target: Path, meta: RunMeta, launches: pd.DataFrame, purpose: str) -> None:
+    """Writes a whole run into a working folder (``.PURPOSE-NAME-...``), then renames it to ``target`` in one step,
+    which fails if a run appeared there meanwhile; the working folder goes on any failure."""
+    staging = store.runs_dir / f".{purpose}-{meta.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        staging.mkdir()
+        write_run(staging, meta, launches)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 LEFTOVER_PREFIXES = (".migrating-", ".renaming-", ".removed-")  # working folders of a migration, rename, removal
 LEFTOVER_AGE_S = 3600.0  # older than any of those takes: left by one that was killed
 
@@ -294,8 +301,6 @@ LEFTOVER_AGE_S = 3600.0  # older than any of those takes: left by one that was k
 def sweep_leftovers(store: RunStore) -> None:
     """Removes the working folders that a killed migration, rename or removal left in the runs folder (whole
     copies of runs that readers of ``runs/**`` would see twice)."""
-    import time
-
     if not store.runs_dir.is_dir():
         return
     now = time.time()

@@ -49,13 +49,13 @@ def launches_frame(table: pa.Table) -> pd.DataFrame:
     frame = table.drop_columns([c for c in derived if c in table.column_names]).to_pandas()
     if RAW_METRICS_COLUMN not in table.column_names:
         return frame
-    raw = _raw_metrics_columns(table.column(RAW_METRICS_COLUMN), len(frame))
+    raw = _raw_metrics_columns(table.column(RAW_METRICS_COLUMN))
     return pd.concat([frame, raw], axis=1) if len(raw.columns) else frame
 
 
 def _raw_metrics_map(raw: pd.DataFrame) -> pa.Array:
     """One map per row: each raw metric the row has a value for (missing ones are left out)."""
-    values = raw.to_numpy(dtype="float64") if len(raw.columns) else np.empty((len(raw), 0))
+    values = raw.to_numpy(dtype="float64")
     present = ~np.isnan(values)
     offsets = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype("int32")
     names = np.array([c[len(RAW_METRIC_PREFIX) :] for c in raw.columns], dtype=object)
@@ -65,14 +65,14 @@ def _raw_metrics_map(raw: pd.DataFrame) -> pa.Array:
     )
 
 
-def _raw_metrics_columns(column: pa.ChunkedArray, rows: int) -> pd.DataFrame:
+def _raw_metrics_columns(column: pa.ChunkedArray) -> pd.DataFrame:
     maps = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     offsets = maps.offsets.to_numpy()
     row = np.repeat(np.arange(len(maps)), np.diff(offsets))
     start, end = offsets[0], offsets[-1]
-    keys = maps.keys.to_numpy(zero_copy_only=False)[start:end] if len(maps.keys) else np.array([], dtype=object)
-    values = maps.items.to_numpy(zero_copy_only=False)[start:end] if len(maps.items) else np.array([])
+    keys = maps.keys.to_numpy(zero_copy_only=False)[start:end]
+    values = maps.items.to_numpy(zero_copy_only=False)[start:end]
     codes, names = pd.factorize(keys, sort=True)
-    filled = np.full((rows, len(names)), np.nan)
+    filled = np.full((len(maps), len(names)), np.nan)
     filled[row, codes] = values
     return pd.DataFrame(filled, columns=[RAW_METRIC_PREFIX + str(n) for n in names])

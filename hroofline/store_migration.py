@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from hroofline.store import (
     read_run,
     sweep_leftovers,
     write_run,
+    write_run_into_place,
     write_store_file,
 )
 
@@ -113,14 +113,7 @@ def _migrate_run(store: RunStore, folder: Path) -> int:
         if not legacy:
             write_run(folder, run.meta, run.launches)  # in place: meta.json is the commit point
             return 1
-        staging = store.runs_dir / f".migrating-{name}-{uuid.uuid4().hex[:8]}"
-        try:
-            staging.mkdir()
-            write_run(staging, run.meta, run.launches)
-            os.rename(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        write_run_into_place(store, target, run.meta, run.launches, "migrating")
     shutil.rmtree(folder, ignore_errors=True)
     return 1
 

@@ -69,7 +69,13 @@ def place_texts(
     corners = []
     for x, y, radius, width in anchors:
         cx, cy = frame_axes.x_px(x), frame_axes.y_px(y)
-        others = [c for c in circles if c != (cx, cy, radius)]
+        # only the dots a box beside this one can reach: the others add nothing to any candidate's cost
+        reach = radius + NUMBER_OFFSET_PX + max(width, NUMBER_HEIGHT_PX)
+        others = [
+            c
+            for c in circles
+            if c != (cx, cy, radius) and abs(c[0] - cx) <= reach + c[2] and abs(c[1] - cy) <= reach + c[2]
+        ]
         box = min(
             (_text_box(cx, cy, radius, direction, width) for direction in DIRECTIONS),
             key=lambda candidate: _cost(candidate, frame_axes, obstacles, placed, others),

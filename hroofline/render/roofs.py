@@ -164,10 +164,15 @@ def dot_radius_px(seconds: float, longest: float, max_area: float = MAX_DOT_AREA
 
 def _label_box(place: tuple[float, str, bool], peak: float, text: str, frame_axes: Axes) -> Box:
     """Where a compute roof's label at ``place`` (x, align, below its line) is drawn, in pixels."""
-    x0 = frame_axes.x_px(place[0])
+    return _horizontal_label_box(frame_axes.x_px(place[0]), frame_axes.y_px(peak), place[1], place[2], text)
+
+
+def _horizontal_label_box(x: float, y: float, align: str, below: bool, text: str, gap: float = 0.0) -> Box:
+    """The box of a horizontal label anchored at pixel (x, y) on its line: starting or ending there (``align``
+    left or right), above or below the line, ``gap`` pixels off it (pixels grow downwards)."""
     width = LABEL_CHAR_PX * len(text)
-    left = x0 - width if place[1] == "right" else x0
-    top = frame_axes.y_px(peak) - (0 if place[2] else LABEL_HEIGHT_PX)  # pixels grow downwards
+    left = x - width if align == "right" else x
+    top = y + gap if below else y - gap - LABEL_HEIGHT_PX
     return Box(left, top, left + width, top + LABEL_HEIGHT_PX)
 
 
@@ -239,9 +244,8 @@ def label_boxes(roofs: RoofRows, frame_axes: Axes) -> list[Box]:
                 half = LABEL_HEIGHT_PX / 2
                 boxes.append(Box(cx - half, cy - half, cx + half, cy + half))
             continue
-        left = x if label["align"] == "left" else x - width
-        top = y + 3 if label.get("below") else y - 3 - LABEL_HEIGHT_PX
-        boxes.append(Box(left, top, left + width, top + LABEL_HEIGHT_PX))
+        align, below = str(label["align"]), bool(label.get("below"))
+        boxes.append(_horizontal_label_box(x, y, align, below, str(label["label"]), gap=3.0))  # drawn 3 px off
     return boxes
 
 
