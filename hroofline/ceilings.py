@@ -26,6 +26,7 @@ import pandas as pd
 
 from hroofline.errors import InputError, UsageError
 from hroofline.metricset import (
+    COMPUTE_ROOF_OF,
     LEVELS,
     ROOF_KEYS,
     GpuName,
@@ -35,6 +36,7 @@ from hroofline.metricset import (
     resolve_gpu,
 )
 from hroofline.model import PEAK_PREFIX, Run, RunMeta
+from hroofline.rates import SPARSE_SUFFIX
 
 CPU = "cpu"  # the --gpu name of CPU runs
 LEVEL_LABELS: dict[str, str] = {"l1": "L1", "l2": "L2", "hbm": "HBM"}
@@ -53,11 +55,20 @@ ROOF_LABELS: dict[str, str] = {
     "tensor_int8": "INT8 tensor",
     "tensor_int4": "INT4 tensor",
     "tensor_int1": "INT1 tensor",
+    "tensor_tf32_sparse": "TF32 tensor 2:4 sparse",
+    "tensor_fp16_sparse": "FP16 tensor 2:4 sparse",
+    "tensor_fp16_acc16_sparse": "FP16 tensor (FP16 acc.) 2:4 sparse",
+    "tensor_bf16_sparse": "BF16 tensor 2:4 sparse",
+    "tensor_fp8_sparse": "FP8 tensor 2:4 sparse",
+    "tensor_int8_sparse": "INT8 tensor 2:4 sparse",
+    "tensor_int4_sparse": "INT4 tensor 2:4 sparse",
 }
 # "tensor" is the FP16 tensor peak in ceilings files written before tensor peaks had a precision.
 FILE_KEYS: frozenset[str] = frozenset({*ROOF_KEYS, "tensor"})
 # Where a GPU has one rate for both accumulators the catalog gives only the FP32-accumulator peak.
 FALLBACK_KEYS: dict[str, str] = {"tensor_fp16_acc16": "tensor_fp16"}
+# 2:4-sparse tensor work runs at twice the dense rate (metrics/rates.toml sparse_factor); sets give dense peaks.
+SPARSE_FACTOR = 2.0
 # ncu's FP16 counters count a packed half2 instruction once (metrics/hierarchical.toml): the FP16 roof of
 # FLOPs counted that way is half the packed rate datasheets, ERT and ncu's own Half roofline quote.
 COUNTED_FP16_FACTOR = 0.5
@@ -79,9 +90,14 @@ class Ceilings:
         value = self.peaks.get(key)
         if value is None and key in FALLBACK_KEYS:
             return self.peaks.get(FALLBACK_KEYS[key])
+        if value is None and key.endswith(SPARSE_SUFFIX):
+            dense = self.peak(key.removesuffix(SPARSE_SUFFIX))
+            return dense * SPARSE_FACTOR if dense is not None else None
         return value
 
     def clock_of(self, key: str) -> float | None:
+        if key not in self.peaks and key.endswith(SPARSE_SUFFIX):
+            return self.clock_of(key.removesuffix(SPARSE_SUFFIX))
         if key in self.peaks or key not in FALLBACK_KEYS:
             return self.quoted_clock.get(key)
         return self.quoted_clock.get(FALLBACK_KEYS[key])
@@ -107,8 +123,9 @@ def from_peaks(label: str, source: str, peaks: dict[str, float]) -> Ceilings:
 
 def datasheet_ceilings(gpu: GpuName) -> Ceilings:
     if not gpu.peaks:
+        why = f" ({gpu.roofs_from_reports_only})" if gpu.roofs_from_reports_only else ""
         raise UsageError(
-            f"the catalog has no datasheet peaks for {gpu.name}",
+            f"the catalog has no datasheet peaks for {gpu.name}{why}",
             "pass --ceilings FILE with measured ceilings (format: metrics/ceilings/v100-yang-ert.toml)",
         )
     clocks = {key: clock for key in gpu.peaks if (clock := gpu.quoted_clock(key)) is not None}
@@ -297,7 +314,7 @@ def _from_set(launches: pd.DataFrame, ceilings: Ceilings) -> RunRoofs:
         else:
             columns[key] = pd.Series(value, index=launches.index, dtype=float)
         origins[key] = ceilings.label
-    quoted_default = ceilings.quoted_clock.get("fp32") or next(iter(ceilings.quoted_clock.values()), None)
+    quoted_default = _quoted_clocks_text(ceilings)
     median = weighted_median(clock, launches["time_s"]) if scaled_any else None
     label = ceilings.label
     if ceilings.quoted_clock:
@@ -310,11 +327,21 @@ def _from_set(launches: pd.DataFrame, ceilings: Ceilings) -> RunRoofs:
     )
 
 
-def _clock_phrase(median: float | None, quoted: float | None, measured: bool) -> str:
-    quoted_text = f"{quoted / 1e9:.3g} GHz" if quoted else "boost"
+def _quoted_clocks_text(ceilings: Ceilings) -> str:
+    """The SM clocks a set's compute peaks are quoted at: '1.98 GHz', or '1.98 GHz; tensor 1.83 GHz'."""
+    clocks = ceilings.quoted_clock
+    main = clocks.get("fp32") or next(iter(clocks.values()), None)
+    if main is None:
+        return "boost"
+    text = f"{main / 1e9:.3g} GHz"
+    others = sorted({c for k, c in clocks.items() if k.startswith("tensor_") and c != main})
+    return text + "".join(f"; tensor {c / 1e9:.3g} GHz" for c in others)
+
+
+def _clock_phrase(median: float | None, quoted_text: str, measured: bool) -> str:
     if measured and median:
         return f", scaled to each launch's measured SM clock (median {median / 1e9:.3g} GHz; quoted at {quoted_text})"
-    return f", at the quoted {quoted_text} SM clock (no clock measured)"
+    return f", at the quoted SM clocks ({quoted_text}; no clock measured)"
 
 
 # How a report roof was derived, from the formula its source recorded: what the label must say about it.
@@ -322,7 +349,8 @@ REPORT_KINDS: tuple[tuple[str, str], ...] = (
     ("not measured", "device attributes at the GPU's maximum clock (not measured)"),
     ("device__attribute_memory_clock_rate", "memory clock x bus width (device attributes)"),
     ("units x", "device attributes x the clocks each launch ran at"),
-    ("lanes per SM", "device attributes x the clocks each launch ran at"),
+    ("is not dense", "dense rates (metrics/rates.toml) x SMs x the clocks each launch ran at"),
+    ("rates.toml", "dense rates (metrics/rates.toml) x SMs x the clocks each launch ran at"),
     ("", "ncu peak metrics x the clocks each launch ran at"),
 )
 
@@ -336,21 +364,30 @@ def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_re
     maximum one), which from the datasheet."""
     if not from_report:
         return roofs.label, roofs.source
+    used = _roofs_in_use(run)  # the label names these; the source says how every roof was made
     how = {k: h for s in run.meta.sources for k, h in s.roofs.items() if k in from_report}
     kinds: dict[str, list[str]] = {}
     for key in ROOF_KEYS:
-        if key in from_report:
+        if key in from_report and key in used:
             kinds.setdefault(_report_kind(how.get(key, "")), []).append(ROOF_LABELS[key])
     parts = [f"{', '.join(names)}: {kind}" for kind, names in kinds.items()]
     clock = weighted_median(run.launches["clock_hz"], run.launches["time_s"])
     at = f"; median SM clock {clock / 1e9:.3g} GHz" if clock else ""
     label = f"from the report ({'; '.join(parts)}{at})"
     source = "; ".join(f"{k}: {h}" for k, h in sorted(how.items())) or "ncu peak metrics"
-    rest = [k for k in ROOF_KEYS if k not in from_report and roofs.per_launch[k].notna().any()]
+    rest = [k for k in ROOF_KEYS if k not in from_report and k in used and roofs.per_launch[k].notna().any()]
     if datasheet is not None and rest:
         label += f"; {', '.join(ROOF_LABELS[k] for k in rest)} from the {roofs.label}"
         source += f"; {datasheet.source}"
     return label, source
+
+
+def _roofs_in_use(run: Run) -> set[str]:
+    """The roofs some launch of the run has work or bytes for: the ones worth naming."""
+    launches = run.launches
+    used = {level for level in LEVELS if (launches[f"bytes_{level}"].fillna(0) > 0).any()}
+    used |= {key for column, key in COMPUTE_ROOF_OF.items() if (launches[column].fillna(0) > 0).any()}
+    return used
 
 
 def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:

@@ -27,10 +27,22 @@ TENSOR_FLOP_QUANTITIES: tuple[str, ...] = (
     "flops_tensor_fp8",
     "flops_tensor_fp4",
     "flops_tensor_fp64",
+    # 2:4-sparse tensor work (ncu's _sparsity_on paths), judged against the sparse roof (twice the dense one)
+    "flops_tensor_tf32_sparse",
+    "flops_tensor_fp16_sparse",
+    "flops_tensor_fp16_acc16_sparse",
+    "flops_tensor_bf16_sparse",
+    "flops_tensor_fp8_sparse",
 )
 FLOP_QUANTITIES: tuple[str, ...] = CORE_FLOP_QUANTITIES + TENSOR_FLOP_QUANTITIES
 # Integer tensor operations: counted and shown, never mixed into FLOPs.
-OP_QUANTITIES: tuple[str, ...] = ("ops_tensor_int8", "ops_tensor_int4", "ops_tensor_int1")
+OP_QUANTITIES: tuple[str, ...] = (
+    "ops_tensor_int8",
+    "ops_tensor_int4",
+    "ops_tensor_int1",
+    "ops_tensor_int8_sparse",
+    "ops_tensor_int4_sparse",
+)
 BYTE_QUANTITIES: tuple[str, ...] = ("bytes_l1", "bytes_l2", "bytes_hbm")
 QUANTITIES: tuple[str, ...] = FLOP_QUANTITIES + OP_QUANTITIES + BYTE_QUANTITIES
 
@@ -54,6 +66,7 @@ DEVICE_ATTRIBUTES: tuple[str, ...] = (
     "device__attribute_memory_clock_rate",
     "device__attribute_global_memory_bus_width",
     "device__attribute_clock_rate",
+    "device__attribute_l2_cache_size",
 )
 
 
@@ -75,6 +88,9 @@ class Formula:
     pattern: str | None = None
     arch: tuple[str, ...] | None = None
     roof: str | None = None  # for bytes: the roof definition of the same traffic
+    # architectures where this counter cannot see all of the level's traffic (Hopper's TMA and wgmma
+    # bypass the L1TEX t-stage and the LSU writeback filters): see [l1_blind] in hierarchical.toml
+    blind_on: tuple[str, ...] = ()
 
     def applies_to(self, arch: str | None) -> bool:
         # An architecture-specific formula needs a known architecture: a wrong guess gives wrong FLOPs.
@@ -94,15 +110,14 @@ class RoofAlternative:
     per_cycle: dict[str, float] = field(default_factory=dict)
     per_unit: float | None = None
     units: str | None = None
-    lanes: bool = False
+    rate: bool = False  # the dense rate per SM per cycle of metrics/rates.toml x SMs
     memory_bus: bool = False
-    factor: float = 1.0
 
     def describe(self, clock: str) -> str:
         if self.memory_bus:
             return "device__attribute_memory_clock_rate x 2 x device__attribute_global_memory_bus_width / 8"
-        if self.lanes:
-            return f"{self.factor:g} x FP32 lanes per SM (compute capability) x SMs x {clock}"
+        if self.rate:
+            return f"dense rate per SM per cycle (metrics/rates.toml) x SMs x {clock}"
         if self.per_cycle:
             parts = [name if coef == 1 else f"{coef:g} x {name}" for name, coef in self.per_cycle.items()]
             units = f" x {self.units} units" if self.units else ""
@@ -132,6 +147,16 @@ class TensorKernelHints:
     integer_names: tuple[str, ...]
     integer_metrics: tuple[str, ...]
     precision_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # FLOP column -> name fragments
+    compute_names: tuple[str, ...] = ()  # GEMM, convolution and attention kernels: where an op's FLOPs go
+    cuda_core_names: tuple[str, ...] = ()  # products that run on the CUDA cores (GEMV, SIMT, FFMA GEMMs)
+
+
+@dataclass(frozen=True)
+class L1Blindness:
+    """When an L1 count cannot be trusted on architectures with TMA (see [l1_blind] in hierarchical.toml)."""
+
+    min_share_of_l2: float = 0.25
+    evidence: tuple[str, ...] = ()  # metrics (any submetric) whose non-zero value shows wgmma / TMA use
 
 
 @dataclass(frozen=True)
@@ -145,7 +170,7 @@ class MetricSet:
     collect: dict[str, tuple[str, ...]]
     roofs: dict[str, RoofDefinition] = field(default_factory=dict)
     clocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    fp32_lanes: dict[str, int] = field(default_factory=dict)
+    l1_blind: L1Blindness = field(default_factory=L1Blindness)
     pipes: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     tensor_hints: TensorKernelHints = field(default_factory=lambda: TensorKernelHints((), (), ()))
     display_names: dict[str, str] = field(default_factory=dict)
@@ -231,7 +256,7 @@ class MetricSet:
     @cached_property
     def _evidence_prefixes(self) -> tuple[str, ...]:
         hints = self.tensor_hints
-        return tuple(f"{m}." for m in hints.integer_metrics)
+        return tuple(f"{m}." for m in (*hints.integer_metrics, *self.l1_blind.evidence))
 
     @cached_property
     def _formula_patterns(self) -> tuple[re.Pattern[str], ...]:
@@ -272,9 +297,8 @@ def _roof_definitions(data: dict) -> dict[str, RoofDefinition]:
                 per_cycle={k: float(v) for k, v in alt.get("per_cycle", {}).items()},
                 per_unit=float(alt["per_unit"]) if "per_unit" in alt else None,
                 units=alt.get("units"),
-                lanes=bool(alt.get("lanes", False)),
+                rate=bool(alt.get("rate", False)),
                 memory_bus=bool(alt.get("memory_bus", False)),
-                factor=float(alt.get("factor", 1.0)),
             )
             for alt in entry["alternatives"]
         )
@@ -296,6 +320,7 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
                 pattern=entry.get("pattern"),
                 arch=tuple(entry["arch"]) if "arch" in entry else None,
                 roof=entry.get("roof"),
+                blind_on=tuple(entry.get("blind_on", ())),
             )
             for entry in entries
         )
@@ -310,13 +335,18 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
         collect={k: tuple(v) for k, v in data["collect"].items()},
         roofs=_roof_definitions(data.get("roofs", {})),
         clocks={k: tuple(v) for k, v in data.get("clocks", {}).items()},
-        fp32_lanes={normalize_cc(k): int(v) for k, v in data.get("fp32_lanes", {}).items()},
+        l1_blind=L1Blindness(
+            min_share_of_l2=float(data["l1_blind"]["min_share_of_l2"]),
+            evidence=tuple(data["l1_blind"]["evidence"]),
+        ),
         pipes={k: tuple(tuple(g) for g in v) for k, v in data.get("pipes", {}).items()},
         tensor_hints=TensorKernelHints(
             float_names=tuple(hints.get("float", ())),
             integer_names=tuple(hints.get("integer", ())),
             integer_metrics=tuple(hints.get("integer_metrics", ())),
             precision_names={k: tuple(v) for k, v in hints.get("precision", {}).items()},
+            compute_names=tuple(hints.get("compute", ())),
+            cuda_core_names=tuple(hints.get("cuda_cores", ())),
         ),
         display_names=dict(data.get("display_names", {})),
     )
@@ -336,11 +366,16 @@ class GpuName:
     peaks: dict[str, float] = field(default_factory=dict)
     peak_source: str | None = None
     clocks: dict[str, float] = field(default_factory=dict)
+    clock_source: str | None = None
     link_bandwidth: float | None = None  # GPU-to-GPU link, per direction (byte/s): the communication roof
     link_source: str | None = None
     memory_bytes: float | None = None  # device memory as sold (metrics/gpus.toml memory_gib)
     memory_by_alias: dict[str, float] = field(default_factory=dict)  # larger variants named by an alias
     variant: str | None = None  # the alias that chose a variant's memory (v100-sxm2-32gb)
+    sms: int | None = None  # streaming multiprocessors
+    l2_bytes: float | None = None  # L2 cache
+    consumer: bool = False  # a GeForce part (half-rate FP32 accumulation: metrics/rates.toml [consumer])
+    roofs_from_reports_only: str | None = None  # why the catalog gives it no peaks (a laptop's clock varies)
 
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
@@ -357,6 +392,7 @@ def load_gpu_names() -> dict[str, GpuName]:
         peak = dict(value.get("peak", {}))
         source = peak.pop("source", None)
         clocks = {k: float(v) for k, v in value.get("clock", {}).items() if k != "source"}
+        clock_source = value.get("clock", {}).get("source")
         gpus[key] = GpuName(
             name=key,
             cc=value["cc"],
@@ -365,10 +401,15 @@ def load_gpu_names() -> dict[str, GpuName]:
             peaks={k: float(v) for k, v in peak.items()},
             peak_source=source,
             clocks=clocks,
+            clock_source=clock_source,
             link_bandwidth=float(value["link"]["bandwidth"]) if "link" in value else None,
             link_source=value.get("link", {}).get("source"),
             memory_bytes=float(value["memory_gib"]) * GIB if "memory_gib" in value else None,
             memory_by_alias={k: float(v) * GIB for k, v in value.get("memory_gib_by_alias", {}).items()},
+            sms=int(value["sms"]) if "sms" in value else None,
+            l2_bytes=float(value["l2_mib"]) * 2**20 if "l2_mib" in value else None,
+            consumer=bool(value.get("consumer", False)),
+            roofs_from_reports_only=value.get("roofs_from_reports_only"),
         )
     return gpus
 

@@ -26,7 +26,10 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 #    in each source's metadata.
 # 6: the Parquet file has a run column and the raw metrics in one map column (hroofline/store_format.py),
 # the metadata lists the run's phases.
-SCHEMA_VERSION = 6
+# 7: 2:4-sparse tensor work apart (flops_tensor_<p>_sparse, ops_tensor_int8/int4_sparse); compute roofs from a
+#    report checked against the dense rates (Hopper's tensor peaks were the sparse rate); an L1 count blind to
+#    TMA is null (hroofline/roof_upgrade.py corrects runs written before).
+SCHEMA_VERSION = 7
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 

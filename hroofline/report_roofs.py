@@ -3,9 +3,12 @@
 Nsight Compute stores, with each launch, the per-cycle peaks of its counters (``X.peak_sustained``), the
 clock of each unit and the device's attributes (SM count, L2 slices, memory clock and bus width). That
 is what ncu draws its own roofline from, for any GPU, and what hroofline uses before its catalog. The
-definitions, and the order of the alternatives, are data: ``[roofs]``, ``[clocks]`` and ``[fp32_lanes]``
-in ``metrics/hierarchical.toml``. Pure functions: metrics in, ``peak_<key>`` columns out (FLOP/s or
-byte/s; null where the report cannot say).
+definitions, and the order of the alternatives, are data: ``[roofs]`` and ``[clocks]`` in
+``metrics/hierarchical.toml``, the dense rates per SM per cycle in ``metrics/rates.toml``. A compute roof
+from peak metrics is checked against the dense rate x SMs x clock: ncu's tensor ``.peak_sustained`` on
+Hopper is the 2:4-sparse rate, twice the dense one, so where the two differ by more than the table's
+tolerance the rate is used and the import says so once. Pure functions: metrics in, ``peak_<key>``
+columns out (FLOP/s or byte/s; null where the report cannot say).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import MetricSet, RoofAlternative, RoofDefinition, normalize_cc
+from hroofline.metricset import COMPUTE_ROOFS, MetricSet, RoofAlternative, RoofDefinition
 from hroofline.model import PEAK_PREFIX
+from hroofline.rates import DenseRates
 
 # Unit counts from device attributes, for peaks given per unit.
 UNIT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -37,13 +41,25 @@ class ReportRoofs:
     peaks: pd.DataFrame
     how: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # roof key -> (the report's median per SM per cycle, the dense rate) where they disagree
+    disagreements: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoofContext:
+    """What a roof needs beside the metrics: each launch's compute capability, the GPU's dense rates, and
+    its SM count where the report has no device attributes (the catalog's)."""
+
+    cc: pd.Series
+    rates: DenseRates = field(default_factory=DenseRates)
+    catalog_sms: int | None = None
 
 
 def report_roofs(
     metrics: pd.DataFrame,
     metric_set: MetricSet,
     seconds: pd.Series,
-    cc: pd.Series,
+    context: RoofContext,
     level_roofs: dict[str, str],
 ) -> ReportRoofs:
     """The roofs each launch's own metrics give. ``level_roofs`` names, per measured memory level, the
@@ -53,31 +69,81 @@ def report_roofs(
     definitions: list[RoofDefinition] = [d for d in metric_set.roofs.values() if d.key not in ("l1", "l2", "hbm")]
     definitions += [metric_set.roofs[name] for level, name in level_roofs.items() if name in metric_set.roofs]
     for definition in definitions:
-        values, how = _evaluate(definition, metrics, metric_set, clocks, cc)
+        measured, how = _evaluate(definition, metrics, clocks, context, table=False)
+        table, table_how = _evaluate(definition, metrics, clocks, context, table=True)
+        if measured is None and _units(metrics, "sm") is None:
+            # Without the report's own SM count a roof from the rates is the catalog's: the datasheet's
+            # peaks (hroofline.ceilings) say it, with their sources.
+            table = None
+        values = _reconcile(definition.key, measured, table, metrics, clocks, context, result)
         if values is None:
             continue
         result.peaks[PEAK_PREFIX + definition.key] = values
+        if measured is None or definition.key in result.disagreements:
+            how = table_how if measured is None else f"{table_how} (the report's {how} is not dense)"
+        elif table is not None and table.notna().any():
+            how += f"; else {table_how}"
         result.how[definition.key] = how
     if result.how and clocks.sm_from_attribute:
         result.notes.append(
             "the report has no measured SM clock: its compute and L1 roofs are at the GPU's maximum clock "
             f"({MAX_CLOCK_ATTRIBUTE}), which the kernels may not have run at"
         )
+    if result.disagreements:
+        result.notes.append(_disagreement_note(result.disagreements, context.rates))
     return result
+
+
+def _reconcile(
+    key: str,
+    measured: pd.Series | None,
+    table: pd.Series | None,
+    metrics: pd.DataFrame,
+    clocks: _Clocks,
+    context: RoofContext,
+    result: ReportRoofs,
+) -> pd.Series | None:
+    """The report's roof where it agrees with the dense rate (or there is none), else the rate's."""
+    if measured is None or table is None:
+        return measured if table is None else table
+    ratio = measured / table
+    disagree = ((ratio - 1).abs() > context.rates.tolerance).fillna(False)
+    if disagree.any():
+        clock, _ = clocks.of("sm")
+        sms = _sm_count(metrics, context)
+        per_sm_cycle = (measured / clock / sms)[disagree].median()
+        rate = context.rates.get(key)
+        if rate is not None and np.isfinite(per_sm_cycle):
+            result.disagreements[key] = (float(per_sm_cycle), rate)
+    return table.where(disagree | measured.isna(), measured)
+
+
+def _disagreement_note(disagreements: dict[str, tuple[float, float]], rates: DenseRates) -> str:
+    parts = [f"{key} {report:,.0f} vs {rate:,.0f}" for key, (report, rate) in disagreements.items()]
+    doubled = all(abs(report / rate - 2) < 0.05 for report, rate in disagreements.values())
+    why = "twice the dense rate: ncu's .peak_sustained there is the 2:4-sparse rate; " if doubled else ""
+    return (
+        f"the report's peaks differ from the dense rates by more than {rates.tolerance:.0%} (per SM per cycle, "
+        f"report vs table: {', '.join(parts)}): {why}the dense rates of {rates.source.split(' (')[0]} are used "
+        "(--ceilings FILE|GPU to judge against others)"
+    )
 
 
 def _evaluate(
     definition: RoofDefinition,
     metrics: pd.DataFrame,
-    metric_set: MetricSet,
     clocks: _Clocks,
-    cc: pd.Series,
+    context: RoofContext,
+    table: bool,
 ) -> tuple[pd.Series | None, str]:
+    """The roof from the report's own alternatives, or (``table``) from the dense rate x SMs x clock."""
     clock, clock_how = clocks.of(definition.clock)
     combined = pd.Series(np.nan, index=metrics.index)
     hows: list[str] = []
     for alternative in definition.alternatives:
-        per_cycle = _per_cycle(alternative, metrics, metric_set, cc)
+        if alternative.rate != table:
+            continue
+        per_cycle = _per_cycle(alternative, definition.key, metrics, context)
         if per_cycle is None:
             continue
         values = per_cycle if alternative.memory_bus else per_cycle * clock
@@ -93,20 +159,20 @@ def _evaluate(
     return combined, "; else ".join(hows)
 
 
-def _per_cycle(
-    alternative: RoofAlternative, metrics: pd.DataFrame, metric_set: MetricSet, cc: pd.Series
-) -> pd.Series | None:
+def _per_cycle(alternative: RoofAlternative, key: str, metrics: pd.DataFrame, context: RoofContext) -> pd.Series | None:
     if alternative.memory_bus:
         if MEMORY_CLOCK_ATTRIBUTE not in metrics or BUS_WIDTH_ATTRIBUTE not in metrics:
             return None
         # deviceQuery's formula: two transfers per memory clock over the bus, 8 bits a byte
         return metrics[MEMORY_CLOCK_ATTRIBUTE] * KHZ * 2 * metrics[BUS_WIDTH_ATTRIBUTE] / 8
-    if alternative.lanes:
-        sms = _units(metrics, "sm")
-        if sms is None:
+    if alternative.rate:
+        rate = context.rates.get(key) if key in COMPUTE_ROOFS else None
+        sms = _sm_count(metrics, context)
+        if rate is None or sms is None:
             return None
-        lanes = cc.map(lambda c: metric_set.fp32_lanes.get(normalize_cc(str(c))) if isinstance(c, str) else None)
-        return sms * pd.to_numeric(lanes, errors="coerce") * alternative.factor
+        # the rates are of the source's GPU: a launch of another compute capability has none
+        same_gpu = context.cc.astype("string").str.strip().eq(context.rates.cc).fillna(False).to_numpy()
+        return (pd.Series(sms, index=metrics.index, dtype=float) * rate).where(same_gpu)
     if alternative.per_cycle:
         if not all(name in metrics for name in alternative.per_cycle):
             return None
@@ -117,6 +183,14 @@ def _per_cycle(
         return total
     units = _units(metrics, alternative.units or "")
     return None if units is None or alternative.per_unit is None else units * alternative.per_unit
+
+
+def _sm_count(metrics: pd.DataFrame, context: RoofContext) -> pd.Series | float | None:
+    """SMs per launch from the device attributes, else the catalog's count."""
+    sms = _units(metrics, "sm")
+    if sms is not None and sms.notna().any():
+        return sms.where(sms > 0, context.catalog_sms)
+    return float(context.catalog_sms) if context.catalog_sms else None
 
 
 def _units(metrics: pd.DataFrame, unit: str) -> pd.Series | None:

@@ -21,7 +21,9 @@ import pandas as pd
 
 from hroofline.metricset import (
     FLOP_QUANTITIES,
+    OP_QUANTITIES,
     QUANTITIES,
+    TENSOR_FLOP_QUANTITIES,
     Formula,
     MetricSet,
     other_prefix,
@@ -81,6 +83,7 @@ def derive_quantities(metrics: pd.DataFrame, metric_set: MetricSet, arch: str | 
     formulas_used: dict[str, str] = {}
     level_roofs: dict[str, str] = {}
     used = set(time.used)
+    chosen: dict[str, Formula] = {}
     for quantity in QUANTITIES:
         result = _evaluate_first(metric_set.formulas[quantity], metrics, arch, time)
         if result is None:
@@ -88,11 +91,44 @@ def derive_quantities(metrics: pd.DataFrame, metric_set: MetricSet, arch: str | 
             continue
         values, formula, columns, how = result
         quantities[quantity] = values
+        chosen[quantity] = formula
         formulas_used[quantity] = formula.describe() + (f" [{how}]" if how else "")
         if formula.roof:
             level_roofs[quantity.removeprefix("bytes_")] = formula.roof
         used.update(columns)
-    return Derived(quantities, formulas_used, used, _tensor_notes(metrics, arch, formulas_used), level_roofs)
+    notes = _tensor_notes(metrics, arch, formulas_used)
+    l1 = chosen.get("bytes_l1")
+    if l1 is not None and arch in l1.blind_on:
+        blind = l1_blind_launches(quantities, metrics, metric_set)
+        if blind.any():
+            quantities.loc[blind, "bytes_l1"] = np.nan
+            notes.append(_blind_note(blind, time.seconds, l1, arch, metric_set))
+    return Derived(quantities, formulas_used, used, notes, level_roofs)
+
+
+def l1_blind_launches(quantities: pd.DataFrame, metrics: pd.DataFrame, metric_set: MetricSet) -> pd.Series:
+    """Launches whose L1 count missed their operands ([l1_blind] in hierarchical.toml): tensor-core work or
+    wgmma/TMA evidence, and an L1 count below a share of the L2 count (or no L2 count to check it against)."""
+    blindness = metric_set.l1_blind
+    work = quantities[[*TENSOR_FLOP_QUANTITIES, *OP_QUANTITIES]].fillna(0).gt(0).any(axis=1)
+    evidence = pd.Series(False, index=quantities.index)
+    for column in metrics.columns:
+        if str(column).startswith(tuple(f"{m}." for m in blindness.evidence)):
+            evidence |= metrics[column].fillna(0) > 0
+    l1, l2 = quantities["bytes_l1"], quantities["bytes_l2"]
+    short = (l1 < blindness.min_share_of_l2 * l2) | (l2.isna() & l1.notna())
+    return (work | evidence) & short
+
+
+def _blind_note(blind: pd.Series, seconds: pd.Series, formula: Formula, arch: str, metric_set: MetricSet) -> str:
+    total = seconds.sum(min_count=1)
+    share = f", {100 * seconds[blind].sum() / total:.1f}% of the time" if pd.notna(total) and total > 0 else ""
+    return (
+        f"L1 unknown for {int(blind.sum())} launch(es){share}: on {arch.title()} their tensor-core operands move "
+        f"by TMA and wgmma, which {formula.label.split(' (')[0]} does not see (it counted under "
+        f"{metric_set.l1_blind.min_share_of_l2:.0%} of their L2 bytes); they have no L1 intensity and L1 does "
+        "not bound them. Profile again with this hroofline to count them (l1tex__lsu_writeback_active)"
+    )
 
 
 def _tensor_notes(metrics: pd.DataFrame, arch: str | None, formulas_used: dict[str, str]) -> list[str]:

@@ -49,6 +49,7 @@ from hroofline.model import (
     ordered_phases,
     upgrade_launches,
 )
+from hroofline.roof_upgrade import DENSE_SCHEMA, upgrade_roofs
 from hroofline.store_format import launches_frame, launches_table
 
 if TYPE_CHECKING:
@@ -249,6 +250,8 @@ def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
         raise StoreError(f"run {raw['name']!r}: cannot read {path} ({error})") from None
     meta = RunMeta.from_json(raw)
     frame = upgrade_launches(frame, meta.schema_version, meta.predicted)
+    if meta.schema_version < DENSE_SCHEMA:
+        frame = upgrade_roofs(meta, frame)
     meta.schema_version = SCHEMA_VERSION
     return Run(meta=meta, launches=conform_launches(frame))
 

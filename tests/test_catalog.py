@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hroofline.metricset import load_gpu_names, metrics_dir, resolve_gpu
+from hroofline.rates import rates_for
 from tests.conftest import SHARED, need, run_program
 
 REQUIRED = [
@@ -86,6 +87,14 @@ def test_gpus_command() -> None:
     listed = json.loads(run_program("gpus", "--format", "json").out)
     v100 = next(g for g in listed if g["gpu"] == "v100-sxm2")
     assert v100["arch"] == "volta" and v100["peaks"]["fp32"] == 15.7e12 and "v100" in v100["aliases"]
+    lines = table.out.splitlines()
+    for name in ("h20", "h800", "gh200", "b200", "rtx5090"):
+        (row,) = [line for line in lines if line.startswith(name + " ")]
+        (source,) = [line for line in lines if line.startswith(f"  {name}: ")]
+        assert row.split()[3].isdigit() and len(source) > 40, name
+    h20 = next(g for g in listed if g["gpu"] == "h20")
+    assert h20["sms"] == 78 and h20["peaks"]["tensor_bf16"] == 148e12 and "quarter" in h20["source"]
+    assert "roofs from their own ncu reports only" in table.out and "  rtx4060-laptop (cc 8.9" in table.out
 
 
 def test_catalog_file_is_where_the_package_finds_it() -> None:
@@ -110,17 +119,70 @@ SMS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SMS))
-def test_quoted_clocks_reproduce_the_fp32_peak(name: str) -> None:
-    """The clock a peak is quoted at is what roofs are scaled from: SMs x FP32 lanes x 2 x that clock must
-    give the datasheet's FP32 peak."""
-    from hroofline.metricset import load_metric_set
+def test_sm_counts_are_the_references() -> None:
+    for name, sms in SMS.items():
+        assert load_gpu_names()[name].sms == sms, name
 
+
+COMPUTE_KEYS = [
+    (gpu.name, key)
+    for gpu in load_gpu_names().values()
+    for key in gpu.peaks
+    if key not in ("hbm", "l1", "l2")
+]
+
+
+@pytest.mark.parametrize(("name", "key"), COMPUTE_KEYS)
+def test_every_peak_is_its_dense_rate_times_sms_times_its_clock(name: str, key: str) -> None:
+    """Two independent data files agree: the catalog's datasheet peak (metrics/gpus.toml) and the per-SM dense
+    rate (metrics/rates.toml) x SMs x the clock the peak is quoted at, to 3%. A sparse peak typed as dense, a
+    GeForce half rate missed or a wrong quoted clock shows here."""
     gpu = load_gpu_names()[name]
-    lanes = load_metric_set().fp32_lanes[gpu.cc]
-    clock = gpu.quoted_clock("fp32")
-    assert clock is not None and gpu.quoted_clock("hbm") is None
-    assert SMS[name] * lanes * 2 * clock == pytest.approx(gpu.peaks["fp32"], rel=0.01)
+    rate = rates_for(gpu.cc, gpu).get(key)
+    clock = gpu.quoted_clock(key)
+    assert rate is not None and gpu.sms is not None and clock is not None, (name, key)
+    assert rate * gpu.sms * clock == pytest.approx(gpu.peaks[key], rel=0.03), (name, key)
+    assert gpu.quoted_clock("hbm") is None
+
+
+def test_every_catalog_gpu_has_peaks_or_says_why_not() -> None:
+    for gpu in load_gpu_names().values():
+        assert gpu.sms, gpu.name
+        if gpu.roofs_from_reports_only:
+            assert not gpu.peaks, gpu.name
+            continue
+        assert (gpu.peak_source and gpu.peaks.get("fp32")) or gpu.name == "h20", gpu.name
+        assert any(key.startswith("tensor_") for key in gpu.peaks), gpu.name
+
+
+@pytest.mark.parametrize("name", ["h20", "h800", "gh200", "b200", "rtx5090"])
+def test_new_gpus_have_dense_tensor_peaks_with_sources(name: str) -> None:
+    gpu = load_gpu_names()[name]
+    assert (gpu.peak_source and "tensor_bf16" in gpu.peaks) or "tensor_fp16" in gpu.peaks
+    dense = rates_for(gpu.cc, gpu).get("tensor_fp16")
+    assert dense is not None and gpu.peaks["tensor_fp16"] == pytest.approx(
+        dense * gpu.sms * gpu.quoted_clock("tensor_fp16"), rel=0.03
+    )
+
+
+def test_h20_is_a_quarter_of_an_h100_per_sm() -> None:
+    h100, h20 = (rates_for("9.0", load_gpu_names()[n]) for n in ("h100-sxm", "h20"))
+    for key in ("tensor_tf32", "tensor_fp16", "tensor_bf16", "tensor_fp8", "tensor_int8"):
+        assert h20.get(key) == h100.get(key) / 4, key
+    assert h20.get("tensor_fp64") is None and h100.get("tensor_fp64") == 256
+    # 148 TFLOP/s dense BF16 = 1,024 FLOP x 78 SMs x 1.853 GHz (the issue's arithmetic)
+    assert pytest.approx(load_gpu_names()["h20"].peaks["tensor_bf16"], rel=0.001) == 1024 * 78 * 1.853e9
+
+
+def test_geforce_parts_accumulate_in_fp32_at_half_rate() -> None:
+    from hroofline.rates import is_consumer
+
+    gpus = load_gpu_names()
+    assert rates_for("8.9", gpus["rtx4090"]).get("tensor_fp16") == 512
+    assert rates_for("8.9", gpus["l4"]).get("tensor_fp16") == 1024
+    assert is_consumer(None, "NVIDIA GeForce RTX 3060 Ti") and not is_consumer(None, "NVIDIA A10")
+    assert rates_for("8.6", None, "NVIDIA GeForce RTX 3080").get("tensor_bf16") == 512
+    assert rates_for("9.0").get("tensor_fp16_sparse") == 8192 and rates_for("9.0").get("tensor_fp64_sparse") is None
 
 
 def test_h100_tensor_peaks_are_quoted_at_their_own_clock() -> None:

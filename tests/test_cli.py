@@ -56,7 +56,10 @@ def test_summary_json_shape(sam) -> None:
     assert set(data) == {"run", "phases", "total"}
     assert list(data["phases"]) == ["forward"]
     per_precision = {"flops_tensor_" + p for p in ("tf32", "fp16", "fp16_acc16", "bf16", "fp8", "fp4", "fp64")}
+    per_precision |= {f"flops_tensor_{p}_sparse" for p in ("tf32", "fp16", "fp16_acc16", "bf16", "fp8")}
     assert set(data["total"]) == {
+        "ops_tensor_int8_sparse",
+        "ops_tensor_int4_sparse",
         "time_s",
         "flops",
         "flops_tensor",

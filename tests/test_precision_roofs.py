@@ -294,8 +294,10 @@ def test_rtx_pro_6000_hbm_roof_from_its_memory_bus(cli, ncu_dir: Path) -> None:
     assert run.launches["bytes_hbm"].sum() == 256 + 327_936 + 182_528
     # Its roofs come from device attributes; the SM clock was not measured, and the roofs say so.
     top = cli("top", "pro")
-    assert "FP32: device attributes at the GPU's maximum clock (not measured)" in top.out
     assert "HBM: memory clock x bus width (device attributes)" in top.out
+    shown = cli("ceilings", "--run", "pro", "--store", cli.store)
+    assert "fp32: dense rate per SM per cycle (metrics/rates.toml) x SMs x device__attribute_clock_rate (maximum, " \
+        "not measured)" in shown.out
     # Its cutlass bf16 GEMM runs on tensor cores, which this file did not count: said so, once.
     assert result.err.count("tensor-core work") == 1 and "cutlass_80_tensorop_s16816gemm_bf16" in result.err
 
@@ -474,3 +476,29 @@ def test_a_precision_left_uncollected_is_said(cli, tmp_path: Path) -> None:
     warning = next(line for line in result.err.splitlines() if "tensor-core work" in line)
     assert "floating-point (TF32)" in warning and "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in warning
     assert "fp16_dst_fp32" not in warning
+
+
+def test_sparse_tensor_work_is_its_own_quantity_against_the_sparse_roof(cli, tmp_path: Path) -> None:
+    """A100 2:4-sparse FP16 work (ncu's _sparsity_on path) is counted apart from the dense work and judged
+    against twice the dense roof: from the report's sparse peak where it has one, else the datasheet's x 2."""
+    clock = 1.41e9
+    dense, sparse = 1.0e12, 3.0e12
+    launch = {
+        "sm__cycles_elapsed.avg.per_second": ("cycle/second", clock),
+        "gpu__time_duration.sum": ("second", 0.01),
+        "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_off.sum": ("", dense),
+        "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on.sum": ("", sparse),
+    }
+    with_peak = {**launch, "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on.sum.peak_sustained": ("", 4096 * 108)}
+    for name, metrics in (("peak", with_peak), ("datasheet", launch)):
+        path = tmp_path / f"{name}.csv"
+        _write_long_csv(path, [("sm80_sparse_gemm", metrics)])
+        assert cli("import", path, "--run", name, "--gpu", "a100").code == 0
+        kernels = pd.read_csv(io.StringIO(cli("kernels", name, "--format", "csv").out))
+        assert kernels["flops_tensor_fp16"].iloc[0] == dense
+        assert kernels["flops_tensor_fp16_sparse"].iloc[0] == sparse
+        top, err = _top(cli, name)
+        # FP16 tensor work, dense and sparse, share the tensor pipe: their times at roof add up
+        expected = dense / (2048 * 108 * clock) + sparse / (4096 * 108 * clock)
+        assert top["time_at_roof_s"].iloc[0] == pytest.approx(expected, rel=2e-3), name
+        assert top["bound"].iloc[0] == "FP16 tensor 2:4 sparse" and "beats" not in err

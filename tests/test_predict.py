@@ -171,7 +171,7 @@ def test_precision_and_gpu_combinations(cli, tmp_path: Path) -> None:
     assert bf16.code == 2 and "no BF16 tensor cores" in bf16.err
     unknown = cli("predict", "--arch", "resnet7", "--gpu", "v100", "--store", store)
     assert unknown.code == 2 and unknown.err.count("\n") == 1
-    no_peaks = cli("predict", "--arch", "resnet18", "--gpu", "titan-v", "--store", store)
+    no_peaks = cli("predict", "--arch", "resnet18", "--gpu", "rtx4060-laptop", "--store", store)
     assert no_peaks.code == 2 and "no FP32 or HBM peak" in no_peaks.err
 
 

@@ -146,8 +146,15 @@ def test_wrong_ceilings_put_dots_above_roofs_and_say_so(cli, deepcam_store: Path
     assert result.code == 0
     top = pd.read_csv(io.StringIO(result.out))
     beaten = top[top["recoverable_s"] < 0]
-    warnings = [line for line in result.err.splitlines() if "beats its HBM roof (too low)" in line]
-    assert len(beaten) > 20 and len(warnings) == len(beaten)
+    # Said once for all of them (a wrong roof is one error, not one per kernel), each one listed on request.
+    (warning,) = [line for line in result.err.splitlines() if "faster than their roofs allow" in line]
+    assert warning.startswith(f"hroofline: warning: {len(beaten)} kernel(s) in ")
+    assert "ceilings or the metrics are wrong" in warning and "HBM roof(s) of too low" in warning
+    explained = cli(
+        "top", "deepcam-O0", "-n", "1000", "--ceilings", str(wrong), "--explain", "--store", str(deepcam_store)
+    )
+    listed = [line for line in explained.err.splitlines() if "beats its HBM roof" in line]
+    assert len(beaten) > 20 and len(listed) == len(beaten)
     assert (top.loc[top["flop_rate"].fillna(0) == 0, "recoverable_s"] < 0).any()  # zero-FLOP kernels count too
     assert "no FP16 peak" not in result.err  # FP32 run: no FP16 FLOPs to miss a roof for
 

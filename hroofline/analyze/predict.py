@@ -24,6 +24,7 @@ import pandas as pd
 
 from hroofline.analyze.roofs import roof_times
 from hroofline.ceilings import datasheet_ceilings
+from hroofline.collect.op_names import CONVOLUTION_OPS, MATMUL_OPS
 from hroofline.errors import UsageError
 from hroofline.metricset import (
     CORE_FLOP_QUANTITIES,
@@ -37,22 +38,6 @@ from hroofline.roofline import total_flops
 
 TIME_METHOD = (
     "predicted: time at roof (longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth), datasheet peaks"
-)
-CONVOLUTION_OPS: frozenset[str] = frozenset({"aten::convolution", "aten::convolution_backward"})
-# ATen ops that are matrix products: what cuBLAS/cuDNN run on tensor cores when the inputs allow.
-MATMUL_OPS: frozenset[str] = CONVOLUTION_OPS | frozenset(
-    {
-        "aten::mm",
-        "aten::addmm",
-        "aten::bmm",
-        "aten::baddbmm",
-        "aten::_scaled_dot_product_flash_attention",
-        "aten::_scaled_dot_product_flash_attention_backward",
-        "aten::_scaled_dot_product_efficient_attention",
-        "aten::_scaled_dot_product_efficient_attention_backward",
-        "aten::_scaled_dot_product_flash_attention_for_cpu",
-        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-    }
 )
 # The first compute capability whose tensor cores take TF32 (Ampere): where PyTorch's TF32 defaults act.
 TF32_FROM_CC = (8, 0)
@@ -98,7 +83,11 @@ def _cc(gpu: GpuName) -> tuple[int, int]:
 def prediction_peaks(gpu: GpuName, precision: str) -> Peaks:
     peaks = dict(gpu.peaks)
     if "fp32" not in peaks or "hbm" not in peaks:
-        raise UsageError(f"the catalog has no FP32 or HBM peak for {gpu.name}", "see `hroofline gpus`")
+        why = f" ({gpu.roofs_from_reports_only})" if gpu.roofs_from_reports_only else ""
+        raise UsageError(
+            f"the catalog has no FP32 or HBM peak for {gpu.name}{why}",
+            "profile it to get its roofs from its ncu reports, or predict on a GPU `hroofline gpus` gives peaks for",
+        )
     notes = []
     for key in ("fp64", "fp16"):
         if key not in peaks:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
 from hroofline.analyze.names import short_kernel_name
-from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs
+from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs, run_gpu
 from hroofline.errors import HrooflineError
 from hroofline.metricset import COMPUTE_ROOF_OF, LEVELS, load_metric_set
 from hroofline.model import Run, ordered_phases
@@ -54,12 +54,39 @@ TOP_SORTS: tuple[str, ...] = ("time_s", "recoverable_s", "time_at_roof_s", "flop
 LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_COLUMNS[3:])
 
 
+# Why a kernel group ran faster than its roofs allow (the kinds of AboveRoof, one warning line each).
+RESIDENT = "resident"  # analytic bytes judged at HBM: data an earlier kernel left in L2 served it
+LESS_ARITHMETIC = "less-arithmetic"  # analytic FLOPs: the kernel did less arithmetic than the op's formula
+MEASURED = "measured"  # measured counters above a roof: the ceilings or the metrics are wrong
+
+
+@dataclass(frozen=True)
+class AboveRoof:
+    """A kernel group (a kernel name in a phase) some of whose launches took less time than their roofs allow."""
+
+    kernel: str
+    phase: str
+    bound: str
+    launches_above: int
+    count: int
+    time_s: float
+    time_at_roof_s: float
+    kind: str
+
+
 @dataclass
 class RoofNotes:
-    """What the roof analysis could not do, in sentences for the user."""
+    """What the roof analysis could not do, in sentences for the user; kernels above a roof as records, said
+    once per kind (:func:`above_roof_lines`), listed one by one on request (:func:`above_roof_details`)."""
 
-    above_roof: list[str] = field(default_factory=list)
+    above: list[AboveRoof] = field(default_factory=list)
     missing_roofs: list[str] = field(default_factory=list)
+    roofs_label: str = ""
+    l2_bytes: float | None = None  # the GPU's L2, which can hold what an earlier kernel wrote
+
+    @property
+    def above_roof(self) -> list[str]:
+        return above_roof_lines(self)
 
 
 @dataclass(frozen=True)
@@ -105,7 +132,10 @@ def roof_times(
                 f"{LEVEL_LABELS[level]} traffic: it does not enter their time at roof"
             )
     frame = pd.DataFrame({"compute": compute.where(compute > 0), **levels})
-    time_at_roof = frame.max(axis=1, skipna=True)
+    # A launch whose work was not counted at all (a log of durations and throughputs) has no bound: its
+    # memory time alone would call it memory-bound without evidence.
+    uncounted = launches[list(COMPUTE_ROOF_OF)].isna().all(axis=1)
+    time_at_roof = frame.max(axis=1, skipna=True).where(~uncounted)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
     bound = binding_key.map(ROOF_LABELS).where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
@@ -187,28 +217,76 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
         analytic = any(source.analytic_work for source in run.meta.sources)
-        notes.above_roof.extend(_above_roof_sentences(table, roofs, analytic))
+        notes.roofs_label = roofs.label
+        gpu = run_gpu(run.meta)
+        notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
+        notes.above.extend(_above_roof_records(table, analytic))
     return table
 
 
-# Why an analytic run's kernel can beat the HBM roof without any error: its bytes are judged at HBM.
-_ANALYTIC_ABOVE = (
-    "its bytes are analytic and judged at HBM, so data the GPU kept in L2 from an earlier kernel makes it look "
-    "faster than HBM allows; or check the ceilings"
-)
-
-
-def _above_roof_sentences(table: pd.DataFrame, roofs: RunRoofs, analytic: bool = False) -> list[str]:
-    sentences = []
+def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
+    records = []
     for row in table[table["above_roof"]].itertuples(index=False):
-        launches = f"{row.above_launches} of its {row.count} launches" if row.count > 1 else "its launch"
-        sentences.append(
-            f"{short_kernel_name(str(row.kernel))} ({row.phase}) beats its {row.bound} roof ({roofs.label}): "
-            f"{launches} took less than the roofs allow ({si(row.time_s, 's')} in all against "
-            f"{si(row.time_at_roof_s, 's')} at roof); "
-            + (_ANALYTIC_ABOVE if analytic and row.bound == "HBM" else "check the ceilings or the metrics")
+        kind = _above_kind(str(row.bound), analytic)
+        records.append(
+            AboveRoof(
+                str(row.kernel),
+                str(row.phase),
+                str(row.bound),
+                int(row.above_launches),
+                int(row.count),
+                float(row.time_s),
+                float(row.time_at_roof_s),
+                kind,
+            )
         )
-    return sentences
+    return records
+
+
+def _above_kind(bound: str, analytic: bool) -> str:
+    if not analytic:
+        return MEASURED
+    return RESIDENT if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
+
+
+# Per kind: what it means, said once for all the kernel groups of that kind.
+_ABOVE_WHY = {
+    RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
+    "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
+    LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "
+    "than the op's formula (Winograd or FFT convolutions, a fused kernel that skips masked work)",
+    MEASURED: "faster than their roofs allow for what the counters measured: the ceilings or the metrics are "
+    "wrong (check --ceilings, the clock, the metric formulas)",
+}
+
+
+def above_roof_lines(notes: RoofNotes) -> list[str]:
+    """One line per kind of kernel above a roof: how many, how much time, why."""
+    lines = []
+    for kind, why in _ABOVE_WHY.items():
+        found = [a for a in notes.above if a.kind == kind]
+        if not found:
+            continue
+        launches = sum(a.launches_above for a in found)
+        time_s = sum(a.time_s for a in found)
+        at_roof = sum(a.time_at_roof_s for a in found)
+        roofs = sorted({a.bound for a in found})
+        l2 = f"{notes.l2_bytes / 2**20:g} MiB " if notes.l2_bytes else ""
+        lines.append(
+            f"{len(found)} kernel(s) in {launches} launch(es) ran {why.format(l2=l2)} ({si(time_s, 's')} in all "
+            f"against {si(at_roof, 's')} at the {', '.join(roofs)} roof(s) of {notes.roofs_label}); --explain lists "
+            "them"
+        )
+    return lines
+
+
+def above_roof_details(notes: RoofNotes) -> list[str]:
+    """One line per kernel group above a roof."""
+    return [
+        f"{short_kernel_name(a.kernel)} ({a.phase}) beats its {a.bound} roof in {a.launches_above} of "
+        f"{a.count} launch(es): {si(a.time_s, 's')} in all against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
+        for a in notes.above
+    ]
 
 
 def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:

@@ -33,7 +33,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "and datasheet peaks in TFLOP/s (compute) and GB/s (HBM; L2 and L1 theoretical, where given) in the "
         "table, with the SM clock they are quoted at (compute, L1 and L2 roofs are scaled from it to the clock "
         "a kernel ran at); the JSON gives SI values (FLOP/s, byte/s, Hz) and each entry's source. "
-        "Tensor peaks are dense, per input precision (H100 tensor peaks are quoted at 1.83 GHz).",
+        "Tensor peaks are dense (2:4 sparsity runs at twice them), per input precision (H100 tensor peaks are "
+        "quoted at 1.83 GHz); each equals its per-SM rate (metrics/rates.toml) x SMs x that clock. Each GPU's "
+        "sources follow the table; GPUs listed apart get their roofs from their own ncu reports only.",
     )
     gpus.add_argument("--format", choices=("table", "json"), default="table")
     gpus.set_defaults(run_command=list_gpus)
@@ -51,24 +53,36 @@ def list_gpus(args: argparse.Namespace) -> int:
                         "aliases": list(g.aliases),
                         "cc": g.cc,
                         "arch": metric_set.arch_of(g.cc),
+                        "sms": g.sms,
                         "peaks": g.peaks,
                         "clocks": g.clocks,
                         "source": g.peak_source,
+                        "clock_source": g.clock_source,
+                        "roofs_from_reports_only": g.roofs_from_reports_only,
                     }
                     for g in catalog
                 ]
             )
         )
         return 0
-    header = ["gpu", "cc", "arch", "GHz", *(c + (" GB/s" if c in BANDWIDTH_COLUMNS else " TF/s") for c in PEAK_COLUMNS)]
+    header = ["gpu", "cc", "arch", "SMs", "GHz"]
+    header += [c + (" GB/s" if c in BANDWIDTH_COLUMNS else " TF/s") for c in PEAK_COLUMNS]
     rows = [header]
-    for gpu in catalog:
+    listed = [gpu for gpu in catalog if gpu.peaks]
+    for gpu in listed:
         peaks = [_scaled(gpu.peaks.get(c), 1e9 if c in BANDWIDTH_COLUMNS else 1e12) for c in PEAK_COLUMNS]
         clock = _scaled(gpu.clocks.get("default"), 1e9)
-        rows.append([gpu.name, gpu.cc, metric_set.arch_of(gpu.cc) or "-", clock, *peaks])
-    write_out(text_table(rows))
+        sms = str(gpu.sms) if gpu.sms else "-"
+        rows.append([gpu.name, gpu.cc, metric_set.arch_of(gpu.cc) or "-", sms, clock, *peaks])
+    lines = [text_table(rows).rstrip("\n"), "", "sources:"]
+    lines += [f"  {gpu.name}: {gpu.peak_source}; clock: {gpu.clock_source}" for gpu in listed]
+    apart = [gpu for gpu in catalog if not gpu.peaks]
+    if apart:
+        lines += ["", "roofs from their own ncu reports only (no datasheet peaks):"]
+        lines += [f"  {gpu.name} (cc {gpu.cc}, {gpu.sms} SMs): {gpu.roofs_from_reports_only}" for gpu in apart]
+    write_out("\n".join(lines) + "\n")
     return 0
 
 
 def _scaled(value: float | None, unit: float) -> str:
-    return "-" if value is None else f"{value / unit:g}"
+    return "-" if value is None else f"{value / unit:.4g}"

@@ -85,6 +85,8 @@ def _measure(args: argparse.Namespace) -> int:
     write_out("read bandwidth by working set:\n")
     for point in result.bandwidth:
         write_out(f"  {point.working_set / 2**10:>10,.0f} KiB  {point.level:<5} {si(point.bytes_per_s, 'B/s')}\n")
+    for note in (*result.notes, *result.ordered_levels()[1]):
+        say(f"hroofline: note: {note}")
     if args.out:
         write_atomically(Path(args.out), result.toml().encode())
         say(f"wrote {args.out}: use it with --ceilings {args.out}")

@@ -12,6 +12,7 @@ from hroofline.analyze.roofs import (
     TOP_COLUMNS,
     TOP_SORTS,
     RoofNotes,
+    above_roof_details,
     has_times,
     levels_with_dots,
     ranked,
@@ -39,6 +40,11 @@ CEILINGS_HELP = (
 )
 LEVEL_ALIASES = {"l1": "l1", "l2": "l2", "hbm": "hbm", "dram": "hbm"}
 DOT_NOUNS = {"name": "kernels", "layer": "layers", "launch": "launches"}
+
+
+EXPLAIN_HELP = (
+    "list every kernel behind a warning (kernels faster than their roofs allow are said in one line per kind)"
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -84,6 +90,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         + " (default: RUN[-PHASE].html; several runs: runs.html)",
     )
     chart.add_argument("--title", help="chart title (default: run and phase)")
+    chart.add_argument("--explain", action="store_true", help=EXPLAIN_HELP)
     chart.add_argument(
         "--format", choices=("table", "csv", "json"), default="table", help="several runs: their table's format"
     )
@@ -116,6 +123,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     top.add_argument("--format", choices=("table", "csv", "json"), default="table")
     top.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
+    top.add_argument("--explain", action="store_true", help=EXPLAIN_HELP)
     add_store_option(top)
     top.set_defaults(run_command=show_top)
 
@@ -156,9 +164,12 @@ def parse_levels(text: str) -> tuple[str, ...]:
     return tuple(level for level in LEVELS if level in chosen)
 
 
-def _warn(notes: RoofNotes) -> None:
+def _warn(notes: RoofNotes, explain: bool = False) -> None:
     for line in notes.above_roof + notes.missing_roofs:
         say(f"hroofline: warning: {line}")
+    if explain:
+        for line in above_roof_details(notes):
+            say(f"  {line}")
 
 
 def draw_chart(args: argparse.Namespace) -> int:
@@ -194,7 +205,7 @@ def draw_chart(args: argparse.Namespace) -> int:
     title = args.title or f"{run.name}" + (f" · {phase}" if phase else "")
     spec = roofline_chart(points, roofs, ChartOptions(title=title, levels=levels)).to_dict()
     write_chart(spec, out, title)
-    _warn(points.notes)
+    _warn(points.notes, args.explain)
     drawn = f"{len(points.points)} {DOT_NOUNS[group_by]}"
     at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
     say(f"wrote {out} ({drawn} at {at}; roofs: {roofs.label})")
@@ -242,7 +253,7 @@ def show_top(args: argparse.Namespace) -> int:
     table = top_kernels(run, roofs, query, notes)
     if args.format == "table":
         table["kernel"] = table["kernel"].map(short_kernel_name)
-        write_out(f"roofs: {roofs.describe()}\n")
+        write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")
         if run.meta.predicted:
@@ -251,7 +262,7 @@ def show_top(args: argparse.Namespace) -> int:
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
             )
     write_out(render_frame(table, args.format))
-    _warn(notes)
+    _warn(notes, args.explain)
     return 0
 
 
@@ -307,7 +318,8 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
         top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
         notes = points.notes
-        warnings.extend(w for w in notes.above_roof + notes.missing_roofs if w not in warnings)
+        lines = notes.above_roof + notes.missing_roofs + above_roof_details(notes)
+        warnings.extend(w for w in lines if w not in warnings)
         spec = None
         note = None
         if not points.points.empty:

@@ -64,6 +64,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "e.g. for tensor FLOPs from old CSV exports)",
     )
     parser.add_argument(
+        "--force-gpu",
+        action="store_true",
+        help="judge a report as --gpu even where the device it states has another SM count (default: refused)",
+    )
+    parser.add_argument(
         "--merge",
         choices=("launch", "name"),
         default="launch",
@@ -104,12 +109,15 @@ def parse_steps(text: str) -> frozenset[int]:
 
 def run(args: argparse.Namespace) -> int:
     name = check_run_name(args.run)
+    if args.force_gpu and not args.gpu:
+        raise UsageError("--force-gpu needs --gpu: the GPU to judge the report as")
     options = ImportOptions(
         phase=parse_phase_option(args.phase) if args.phase else None,
         gpu=resolve_gpu(args.gpu) if args.gpu else None,
         merge=args.merge,
         steps=parse_steps(args.steps) if args.steps else None,
         rank=args.rank,
+        force_gpu=args.force_gpu,
     )
     store = open_store(args)
     replacing = args.replace and store.has_run(name)

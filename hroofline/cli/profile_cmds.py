@@ -265,7 +265,7 @@ def _ncu_arch(gpu: GpuName) -> str:
 def _preflight(args: argparse.Namespace, gpu: GpuName) -> NcuTool:
     from hroofline.collect.preflight import preflight
 
-    return preflight(args.ncu, _ncu_arch(gpu), gpu.name)
+    return preflight(args.ncu, _ncu_arch(gpu), gpu)
 
 
 def _profile_gpu(

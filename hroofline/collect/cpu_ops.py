@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -24,10 +25,12 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from hroofline.collect.module_tracking import LayerTracker
+from hroofline.collect.op_names import ATTENTION_OPS
 from hroofline.errors import ProfilingError
 from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, metrics_dir
 
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
+
 NO_PHASE = "other"
 _PRECISION_COLUMN = {
     torch.float64: "flops_fp64",
@@ -97,16 +100,37 @@ def _op_name(packet: Any) -> str:
     return str(packet).split(".")[-1]
 
 
+# Gathers read the rows they select, not the whole table they select from (an embedding lookup of 5 tokens
+# reads 5 rows of a 50,257-word table): op name -> the argument that is the table.
+_GATHERED_FROM = {"embedding": "weight", "index_select": "self", "gather": "self"}
+
+
+def _argument_values(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """(schema argument, value) of each argument the call passed or defaulted."""
+    positional = list(args)
+    for index, argument in enumerate(func._schema.arguments):
+        if index < len(positional) and not argument.kwarg_only:
+            yield argument, positional[index]
+        elif argument.name in kwargs:
+            yield argument, kwargs[argument.name]
+        elif argument.has_default_value():
+            yield argument, argument.default_value
+
+
 def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
     """Every tensor the op reads, once, plus every tensor it writes, once: its outputs and the arguments
-    its schema marks as written (in-place ops, ``out=``). An ``out=`` argument is written, not read."""
-    schema = func._schema
+    its schema marks as written (in-place ops, ``out=``). An ``out=`` argument is written, not read. A
+    gather's table counts as the rows it selected (as many bytes as its output)."""
     reads: list[torch.Tensor] = []
     writes: list[torch.Tensor] = _tensors(out)
-    positional = list(args)
-    for index, argument in enumerate(schema.arguments):
-        value = positional[index] if index < len(positional) and not argument.kwarg_only else kwargs.get(argument.name)
+    table = _GATHERED_FROM.get(_op_name(func.overloadpacket))
+    gathered = 0.0
+    for argument, value in _argument_values(func, args, kwargs):
         if value is None:
+            continue
+        if argument.name == table:
+            table_bytes = _distinct_bytes(_tensors(value))
+            gathered = min(table_bytes, _distinct_bytes(_tensors(out))) if _tensors(out) else table_bytes
             continue
         written = argument.alias_info is not None and argument.alias_info.is_write
         if written:
@@ -116,7 +140,7 @@ def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         )
         if not overwritten:
             reads += _tensors(value)
-    return _distinct_bytes(reads) + _distinct_bytes(writes)
+    return _distinct_bytes(reads) + _distinct_bytes(writes) + gathered
 
 
 # Ops that only allocate or relabel memory: no kernel touches the data.
@@ -169,12 +193,35 @@ def convolution_backward_flops(args: tuple[Any, ...]) -> float:
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+def causal_share(query_length: int, key_length: int) -> float:
+    """The share of query-key pairs causal attention computes (a query attends to keys up to its own position,
+    top-left aligned as PyTorch's is_causal): about half, S(S+1)/2 of S x S pairs."""
+    if query_length <= 0 or key_length <= 0:
+        return 1.0
+    if query_length <= key_length:
+        pairs = query_length * (query_length + 1) / 2
+    else:
+        pairs = key_length * (key_length + 1) / 2 + (query_length - key_length) * key_length
+    return pairs / (query_length * key_length)
+
+
+def _attention_causal_share(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+    values = {argument.name: value for argument, value in _argument_values(func, args, kwargs)}
+    query, key = values.get("query"), values.get("key")
+    if not values.get("is_causal") or not isinstance(query, torch.Tensor) or not isinstance(key, torch.Tensor):
+        return 1.0
+    return causal_share(int(query.shape[-2]), int(key.shape[-2]))
+
+
 def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
     packet = _SAME_FORMULA_AS.get(func.overloadpacket, func.overloadpacket)
     if packet is torch.ops.aten.convolution_backward:
         return convolution_backward_flops(args)
     if packet in flop_registry:
-        return float(flop_registry[packet](*args, **kwargs, out_val=out))
+        flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
+        if str(func.overloadpacket).replace(".", "::", 1) in ATTENTION_OPS:
+            flops *= _attention_causal_share(func, args, kwargs)  # a causal kernel skips the masked blocks
+        return flops
     name = _op_name(packet)
     base = name.removeprefix("_foreach_")
     costs = element_costs()

@@ -5,8 +5,13 @@ convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastes
 Bandwidth: ``sum`` over a stride-0 view of a buffer, so one call reads the same working set over and
 over (``repeats x size`` bytes from a ``size``-byte buffer); working sets sized to half of each cache
 level, then one far larger than the last cache, so each level shows. Best time of several.
-The same code runs on a CUDA device (timed with CUDA events), where TF32, FP16 and BF16 matmuls use
-the tensor cores.
+On a CUDA device the matmuls are timed with CUDA events (TF32, FP16 and BF16 on the tensor cores) and the
+bandwidth of each level is read by a kernel of its own (:mod:`hroofline.collect.gpu_bandwidth`: every SM at
+once, wide loads, working sets from the device's own L1 and L2 sizes).
+
+On a GPU a level must be faster than the one below it (L1 above L2 above main memory): one that is not was
+not measured at its level, and is left out of the ceilings with a note instead of being written. (On a CPU the
+summing loop is bound by its adds in L1 and L2 alike, two cores at a time: both are kept as what ops reach.)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 import torch
 
 from hroofline.ceilings import Ceilings, from_peaks
+from hroofline.collect.gpu_bandwidth import measure_levels, triton_available
 
 BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
 DRAM_WORKING_SET = 512 * 2**20
@@ -39,11 +45,35 @@ class Measurement:
     device_name: str
     matmul: dict[str, float]  # precision -> FLOP/s
     bandwidth: list[BandwidthPoint]
+    notes: tuple[str, ...] = ()
+
+    def ordered_levels(self) -> tuple[dict[str, float], list[str]]:
+        """The levels' bandwidths that order L1 > L2 > main memory (on a GPU), and why any other was left out."""
+        by_level = {point.level: point.bytes_per_s for point in self.bandwidth}
+        if self.device != "cuda":
+            return by_level, []
+        kept: dict[str, float] = {}
+        left_out = []
+        below: tuple[str, float] | None = None
+        for level in ("dram", "l3", "l2", "l1"):  # from the slowest up: each must beat the one below it
+            if level not in by_level:
+                continue
+            value = by_level[level]
+            if below is not None and value <= below[1]:
+                left_out.append(
+                    f"{level.upper()} not measured: its working set read at {value / 1e9:,.1f} GB/s, no faster "
+                    f"than {below[0].upper()} ({below[1] / 1e9:,.1f} GB/s), so the read did not run at that level"
+                )
+                continue
+            kept[level] = value
+            below = (level, value)
+        return kept, left_out
 
     def ceilings(self) -> Ceilings:
-        """Roofs from the measurement: L1 and L2 from their working sets, HBM from main memory."""
+        """Roofs from the measurement: L1 and L2 from their working sets, HBM from main memory; a level that does
+        not order above the one below it is left out."""
         peaks: dict[str, float] = {}
-        by_level = {point.level: point.bytes_per_s for point in self.bandwidth}
+        by_level, _ = self.ordered_levels()
         for level, key in (("l1", "l1"), ("l2", "l2"), ("dram", "hbm")):
             if level in by_level:
                 peaks[key] = by_level[level]
@@ -62,6 +92,7 @@ class Measurement:
             + ", ".join(
                 f"{p.working_set / 2**10:g} KiB ({p.level}) {p.bytes_per_s / 1e9:.1f} GB/s" for p in self.bandwidth
             ),
+            *(f"# {note}" for note in (*self.notes, *self.ordered_levels()[1])),
             f'name = "{ceilings.label}"',
             f'source = "{ceilings.source}"',
             "",
@@ -176,7 +207,7 @@ def working_sets(device: torch.device) -> list[tuple[int, str]]:
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
         l2 = int(getattr(properties, "L2_cache_size", 0) or 6 * 2**20)
-        return [(64 * 2**10, "l1"), (l2 // 2, "l2"), (max(DRAM_WORKING_SET, 8 * l2), "dram")]
+        return [(max(DRAM_WORKING_SET, 8 * l2), "dram")]
     sizes = cache_sizes()
     if not sizes:
         return [(16 * 2**10, "l1"), (DRAM_WORKING_SET, "dram")]
@@ -201,9 +232,18 @@ def measure(
             say(f"convolutions {precision} (oneDNN)")
             rates = [convolution_rate(precision, shape, repeats) for shape in CPU_CONVOLUTIONS]
             matmul[precision] = max(matmul[precision], *rates)
-    bandwidth = []
-    for working_set, level in working_sets(device):
-        say(f"read bandwidth, {working_set / 2**10:g} KiB working set ({level})")
-        bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
+    bandwidth: list[BandwidthPoint] = []
+    notes: list[str] = []
+    if device.type == "cuda" and triton_available():
+        for plan, rate in measure_levels(device, repeats, say):
+            bandwidth.append(BandwidthPoint(plan.working_set, plan.level, rate))
+    else:
+        sets = working_sets(device)
+        if device.type == "cuda":  # without Triton, a PyTorch reduction reads main memory only
+            sets = [entry for entry in sets if entry[1] == "dram"]
+            notes.append("L1 and L2 not measured: their read kernel needs Triton (pip install triton)")
+        for working_set, level in sets:
+            say(f"read bandwidth, {working_set / 2**10:g} KiB working set ({level})")
+            bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-    return Measurement(device=device.type, device_name=name, matmul=matmul, bandwidth=bandwidth)
+    return Measurement(device.type, name, matmul, bandwidth, tuple(notes))

@@ -17,6 +17,8 @@ from hroofline.metricset import GpuName, MetricSet
 from hroofline.model import CUDA_MEMORY_METHOD, PhaseMemory
 
 _PROFILED = re.compile(r"==PROF== Profiling \"")
+# A CSV log's result rows start with the launch's ID: ncu --csv prints no "Profiling" line per kernel.
+_CSV_LAUNCH = re.compile(r'^"(\d+)","', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
     if ncu_pass.writes_log_file and ncu_pass.output.is_file():
         logged = ncu_pass.output.read_text(errors="replace")
         output += logged
-        kernels = max(kernels, len(_PROFILED.findall(logged)))
+        kernels = max(kernels, len(_PROFILED.findall(logged)), len(set(_CSV_LAUNCH.findall(logged))))
     failure = explain_ncu_failure(output, returncode, str(log))
     if failure is None and kernels == 0 and ncu_pass.writes_log_file:
         failure = explain_ncu_failure(output + "\n==WARNING== No kernels were profiled.", returncode, str(log))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hroofline.errors import ProfilingError
+from hroofline.metricset import GpuName, gpu_from_display_name
 
 NCU_DOWNLOAD = "https://developer.nvidia.com/nsight-compute"
 # The newest ncu that still profiles each architecture (later releases dropped it).
@@ -70,8 +71,27 @@ def gpu_visible() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def preflight(ncu_option: str | None, arch: str, gpu: str) -> NcuTool:
-    """ncu found and new enough, a GPU visible: else one line naming everything that is missing."""
+def visible_device() -> tuple[str, int]:
+    """The name and SM count of the GPU the workload will run on (device 0)."""
+    import torch
+
+    properties = torch.cuda.get_device_properties(0)
+    return str(properties.name), int(properties.multi_processor_count)
+
+
+def check_device_is(gpu: GpuName, name: str, sms: int) -> None:
+    """The GPU here must be the one named: its roofs and rates are that GPU's."""
+    if gpu.sms is None or sms == gpu.sms:
+        return
+    here = gpu_from_display_name(name)
+    raise ProfilingError(
+        f"this machine's GPU is {name} with {sms} SMs, not {gpu.name} ({gpu.sms} SMs)",
+        f"pass --gpu {here.name}" if here is not None else "pass --gpu with the GPU that is here (hroofline gpus)",
+    )
+
+
+def preflight(ncu_option: str | None, arch: str, gpu: GpuName) -> NcuTool:
+    """ncu found and new enough, a GPU visible and the one named: else one line naming what is wrong."""
     missing = []
     ncu = find_ncu(ncu_option)
     if ncu is None:
@@ -81,11 +101,12 @@ def preflight(ncu_option: str | None, arch: str, gpu: str) -> NcuTool:
         missing.append("PyTorch sees no NVIDIA GPU")
     if missing:
         raise ProfilingError(
-            f"cannot profile on {gpu} here: " + "; ".join(missing),
+            f"cannot profile on {gpu.name} here: " + "; ".join(missing),
             "instead: profile this machine's CPU with GPU=cpu (hroofline profile --gpu cpu), or predict the cost "
-            f"on the GPU with hroofline predict --gpu {gpu}",
+            f"on the GPU with hroofline predict --gpu {gpu.name}",
         )
     assert ncu is not None
+    check_device_is(gpu, *visible_device())
     tool = ncu_version(ncu)
     check_ncu_supports(tool, arch)
     return tool

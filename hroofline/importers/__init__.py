@@ -45,7 +45,8 @@ from hroofline.layers import layer_from_ranges, phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name, normalize_cc
 from hroofline.model import RAW_METRIC_PREFIX, SourceInfo, conform_launches
 from hroofline.phases import phase_from_ranges
-from hroofline.report_roofs import report_roofs
+from hroofline.rates import rates_for
+from hroofline.report_roofs import RoofContext, report_roofs
 from hroofline.roofline import Derived, derive_quantities, kernel_time
 
 
@@ -57,6 +58,7 @@ class ImportOptions:
     steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
     rank: int | None = None  # traces: the rank, where the trace does not say
     cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
+    force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,9 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
         )
     launch_cc = identity["cc"] if "cc" in identity else pd.Series([None] * len(identity))
     launch_cc = launch_cc.where(launch_cc.notna(), cc)
-    roofs = report_roofs(metrics, metric_set, seconds, launch_cc, derived.level_roofs)
+    gpu = _source_gpu(profile, metrics, options, path)
+    context = RoofContext(launch_cc, rates_for(cc, gpu, profile.device_name), gpu.sms if gpu else None)
+    roofs = report_roofs(metrics, metric_set, seconds, context, derived.level_roofs)
     launches = pd.DataFrame(
         {
             "source": 0,
@@ -286,6 +290,28 @@ def _tensor_warnings(
             to_collect = [m for m in to_collect if precision in m]
         warnings.append(uncounted_work_warning(work, where, to_collect))
     return warnings
+
+
+SM_COUNT = "device__attribute_multiprocessor_count"
+
+
+def _source_gpu(profile: RawProfile, metrics: pd.DataFrame, options: ImportOptions, path: Path) -> GpuName | None:
+    """The catalog GPU of a source: the one the report states wins over ``--gpu``. A report whose SM count
+    differs from the named GPU's is refused unless ``force_gpu``: its roofs would be another GPU's."""
+    stated = gpu_from_display_name(profile.device_name) if profile.device_name else None
+    named = options.gpu
+    if named is None:
+        return stated
+    counts = metrics[SM_COUNT].dropna() if SM_COUNT in metrics else pd.Series(dtype=float)
+    sms = int(counts.iloc[0]) if len(counts) else (stated.sms if stated is not None else None)
+    if sms is not None and named.sms is not None and sms != named.sms and not options.force_gpu:
+        device = f" ({profile.device_name})" if profile.device_name else ""
+        raise InputError(
+            f"{path}: the profiled device{device} has {sms} SMs, --gpu {named.name} has {named.sms}",
+            "leave out --gpu (the report says which GPU it is), or add --force-gpu to judge it as "
+            f"{named.name} anyway",
+        )
+    return named
 
 
 def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path) -> str | None:

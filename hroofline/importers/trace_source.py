@@ -33,6 +33,7 @@ from hroofline.importers.source import ImportedSource
 from hroofline.layers import phase_label
 from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name
 from hroofline.model import SourceInfo, conform_launches
+from hroofline.rates import DenseRates, rates_for
 from hroofline.roofline import KernelTime, derive_quantities
 
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
@@ -109,7 +110,9 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     frame = _identity(trace, activities, kept_links, options, cc)
     from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
 
-    frame = pd.concat([frame, activity_work(activities, kept_links, metric_set)], axis=1)
+    gpu = options.gpu or (gpu_from_display_name(name) if name else None)
+    rates = DenseRates() if options.cpu_ops else rates_for(gpu.cc if options.gpu else cc, gpu, name)
+    frame = pd.concat([frame, activity_work(activities, kept_links, metric_set, rates)], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
     info = _info(trace, digest, frame, options)

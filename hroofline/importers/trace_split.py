@@ -9,8 +9,13 @@
   bfloat16 inputs) and any op that encloses an op another launch counts (so no work counts twice). The op's
   bytes are split over its kernels in proportion to their durations, its FLOPs likewise over its tensor-core
   kernels where it has some (a split-K GEMM's reduction kernel does none of the multiply-adds), else over all.
-- Tensor-core kernels' FLOPs move to the tensor column of their input precision: 16-bit to FP16 (BF16 where
-  the op's inputs were bfloat16 or the kernel's name says so), FP32 to TF32, FP64 to FP64.
+- Whether an op's matrix products, convolutions and fused attention ran on tensor cores follows from its
+  input dtype and the GPU's rules, as ``predict`` decides: 16-bit products on the FP16 or BF16 tensor cores,
+  float64 ones on the FP64 tensor cores, float32 convolutions in TF32 (cuDNN's default) and float32 matrix
+  products in FP32 (PyTorch's default), wherever the GPU has that tensor path (a rate in
+  ``metrics/rates.toml``). The kernels' names are a cross-check only: a name that says TF32 (a float32 product
+  run with TF32 allowed) or CUDA cores (``gemv``, ``simt``, ``f32f32_f32f32``) decides between the two
+  where the dtype cannot. A trace of an unknown GPU falls back to the names alone.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ import pandas as pd
 from hroofline.importers.collectives import bus_bytes, collective_name, is_communication
 from hroofline.importers.kineto import CpuEvent, GpuActivity
 from hroofline.importers.kineto_links import LaunchLink
-from hroofline.importers.trace_work import FLOAT_TYPE_NAMES, OpWork, op_work
-from hroofline.metricset import FLOP_QUANTITIES, MetricSet
+from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, OpWork, op_work
+from hroofline.metricset import FLOP_QUANTITIES, MetricSet, TensorKernelHints
+from hroofline.rates import DenseRates
 
 
-def activity_work(activities: list[GpuActivity], links: list[LaunchLink], metric_set: MetricSet) -> pd.DataFrame:
+def activity_work(
+    activities: list[GpuActivity], links: list[LaunchLink], metric_set: MetricSet, rates: DenseRates
+) -> pd.DataFrame:
     """Per activity: FLOPs per precision, fewest HBM bytes, link bytes and the op the work was counted as
-    (null where unknown)."""
+    (null where unknown); ``rates`` are the traced GPU's (empty where it is unknown)."""
     count = len(activities)
     columns: dict[str, Any] = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
     columns["work_op"] = np.full(count, None, dtype=object)
@@ -49,22 +57,62 @@ def activity_work(activities: list[GpuActivity], links: list[LaunchLink], metric
         elif (counted := counted_ops[index]) is not None:
             kernels_of_op[id(counted[0])].append(index)
             works[id(counted[0])] = counted[1]
-    names = [a.name.lower() for a in activities]
-    tensor = np.array([any(f in name for f in metric_set.tensor_hints.float_names) for name in names], dtype=bool)
-    bf16 = np.array([any(f in name for f in _bf16_names(metric_set)) for name in names], dtype=bool)
+    names = KernelNames([a.name.lower() for a in activities], metric_set.tensor_hints)
     for key, indices in kernels_of_op.items():
         work = works[key]
-        computing = [i for i in indices if tensor[i]] or indices
+        # the op's FLOPs go to the kernels that compute (a split-K GEMM's reduction kernel does none of them)
+        computing = [i for i in indices if names.computing[i]] or indices
         flop_shares = dict(zip(computing, _duration_shares(activities, computing), strict=True))
         for share, index in zip(_duration_shares(activities, indices), indices, strict=True):
             for column in FLOP_QUANTITIES:
                 columns[column][index] = 0.0
             for column, flops in work.flops.items():
                 columns[column][index] = flops * flop_shares.get(index, 0.0)
+            for column, flops in (work.matmul_flops or {}).items():
+                target = tensor_column(column, work, rates, names, index)
+                if target is not None:
+                    moved = flops * flop_shares.get(index, 0.0)
+                    columns[column][index] -= moved
+                    columns[target][index] += moved
             columns["bytes_hbm"][index] = work.bytes * share
             columns["work_op"][index] = work.main_op
-            bf16[index] = bf16[index] or work.bf16
-    return _route_tensor_work(pd.DataFrame(columns), tensor, bf16)
+    return pd.DataFrame(columns)
+
+
+class KernelNames:
+    """What kernel names show, per activity: a computing kernel (a GEMM, convolution or attention kernel), a
+    tensor-core one, a CUDA-core one, TF32 or BF16 inputs."""
+
+    def __init__(self, names: list[str], hints: TensorKernelHints) -> None:
+        def showing(fragments: tuple[str, ...]) -> np.ndarray:
+            return np.array([any(f in name for f in fragments) for name in names], dtype=bool)
+
+        self.computing = showing(hints.compute_names)
+        self.tensor = showing(hints.float_names)
+        self.cuda_cores = showing(hints.cuda_core_names)
+        self.tf32 = showing(hints.precision_names.get("flops_tensor_tf32", ("tf32",)))
+        self.bf16 = showing(hints.precision_names.get("flops_tensor_bf16", ("bf16",)))
+
+
+def tensor_column(column: str, work: OpWork, rates: DenseRates, names: KernelNames, index: int) -> str | None:
+    """The tensor column an op's matrix-product FLOPs in ``column`` move to on this kernel, or None."""
+    if names.cuda_cores[index] and not names.tensor[index]:
+        return None
+    if column == "flops_fp16":
+        key = "tensor_bf16" if work.bf16 or names.bf16[index] else "tensor_fp16"
+    elif column == "flops_fp32":
+        # TF32 for a product only where its kernel's name says so; for a convolution unless it says CUDA cores
+        tf32 = names.tf32[index] or (work.convolution and not names.cuda_cores[index])
+        key = "tensor_tf32" if tf32 else None
+    elif column == "flops_fp64":
+        key = "tensor_fp64"
+    else:
+        key = None
+    if key is None:
+        return None
+    if rates.per_sm_cycle:
+        return "flops_" + key if rates.get(key) is not None else None
+    return "flops_" + key if names.tensor[index] else None  # an unknown GPU: the names alone
 
 
 def choose_counted_ops(links: list[LaunchLink]) -> list[tuple[CpuEvent, OpWork] | None]:
@@ -101,6 +149,8 @@ def _counted_op(
     for position, op in enumerate(candidates):
         if id(op) in passed_over or _recast_inside(op, candidates[position + 1 :]):
             continue
+        if op.name in DISPATCHING_OPS and position < len(candidates) - 1:
+            continue  # what it dispatched to is recorded inside it: that ran
         if id(op) not in works:
             works[id(op)] = op_work(op.name, op.args)
         work = works[id(op)]
@@ -136,21 +186,3 @@ def copy_bytes(activity: GpuActivity) -> float:
 def _duration_shares(activities: list[GpuActivity], indices: list[int]) -> np.ndarray:
     durations = np.array([activities[i].duration_s for i in indices])
     return durations / durations.sum() if durations.sum() > 0 else np.full(len(indices), 1 / len(indices))
-
-
-def _bf16_names(metric_set: MetricSet) -> tuple[str, ...]:
-    return metric_set.tensor_hints.precision_names.get("flops_tensor_bf16", ("bf16",))
-
-
-def _route_tensor_work(frame: pd.DataFrame, tensor: np.ndarray, bf16: np.ndarray) -> pd.DataFrame:
-    moves = (
-        ("flops_fp16", "flops_tensor_fp16", tensor & ~bf16),
-        ("flops_fp16", "flops_tensor_bf16", tensor & bf16),
-        ("flops_fp32", "flops_tensor_tf32", tensor),
-        ("flops_fp64", "flops_tensor_fp64", tensor),
-    )
-    for source, target, mask in moves:
-        moving = mask & (frame[source].fillna(0.0).to_numpy() > 0)
-        frame.loc[moving, target] = frame.loc[moving, source]
-        frame.loc[moving, source] = 0.0
-    return frame

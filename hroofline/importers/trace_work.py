@@ -18,9 +18,12 @@ from functools import lru_cache
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch.utils._pytree import tree_leaves
 
 from hroofline.collect.cpu_ops import OpRecorder
+from hroofline.collect.fused_attention import fused_attention
+from hroofline.collect.op_names import MATMUL_OPS
 from hroofline.importers.kineto import input_dims
 
 # The dtype names the profiler writes (c10's type names), current and 2021.
@@ -43,6 +46,9 @@ DTYPES: dict[str, torch.dtype] = {
     "c10::complex<double>": torch.complex128,
 }
 FLOAT_TYPE_NAMES = frozenset(name for name, dtype in DTYPES.items() if dtype.is_floating_point)
+# Ops that dispatch to one of several kernels on a GPU but decompose on the meta device: what they dispatched to
+# (a fused attention op, recorded inside them) is what ran; alone, they replay as their fused kernel.
+DISPATCHING_OPS = frozenset({"aten::scaled_dot_product_attention"})
 # What a tensor without a recorded type is taken to be (the 2021 schema records shapes only).
 ASSUMED_DTYPE = torch.float32
 # c10::ScalarType codes, as Concrete Inputs write a dtype argument.
@@ -63,12 +69,17 @@ SCALAR_TYPES: dict[int, torch.dtype] = {
 @dataclass(frozen=True)
 class OpWork:
     """FLOPs per precision column (``flops_fp32``, ...) and the fewest bytes of one op call, and the ATen op
-    that does most of it as ``predict`` names it (``aten::linear`` replays as ``aten::addmm``)."""
+    that does most of it as ``predict`` names it (``aten::linear`` replays as ``aten::addmm``).
+
+    ``matmul_flops`` are the FLOPs of its matrix products, convolutions and fused attention (by column): the
+    work cuBLAS and cuDNN run on tensor cores where the GPU and the dtype allow."""
 
     flops: dict[str, float]
     bytes: float
     main_op: str | None = None
     bf16: bool = False  # bfloat16 inputs (their FLOPs share the flops_fp16 column with float16's)
+    matmul_flops: dict[str, float] | None = None
+    convolution: bool = False  # cuDNN runs float32 convolutions in TF32 by default, cuBLAS float32 products not
 
 
 class _Unreplayable(Exception):
@@ -140,9 +151,10 @@ def _replay(
     overload: Any, positional: list[Any], keywords: dict[str, Any], guessed: bool, output_dims: Any
 ) -> OpWork | None:
     recorder = OpRecorder()
+    call = F.scaled_dot_product_attention if overload.name() == "aten::scaled_dot_product_attention" else overload
     try:
-        with recorder:
-            result = overload(*positional, **keywords)
+        with recorder, fused_attention():
+            result = call(*positional, **keywords)
     except Exception:  # an op PyTorch cannot run with these arguments on meta: the work stays unknown
         return None
     if guessed or output_dims:
@@ -151,11 +163,20 @@ def _replay(
         if not wanted or [o for o in outputs if o] != wanted:
             return None
     flops: dict[str, float] = {}
+    matmul: dict[str, float] = {}
     for record in recorder.records:
         if record.flop_column and record.flops:
             flops[record.flop_column] = flops.get(record.flop_column, 0.0) + record.flops
+            if record.op in MATMUL_OPS:
+                matmul[record.flop_column] = matmul.get(record.flop_column, 0.0) + record.flops
     main = max(recorder.records, key=lambda r: (r.flops, r.bytes), default=None)
-    return OpWork(flops=flops, bytes=float(sum(r.bytes for r in recorder.records)), main_op=main.op if main else None)
+    return OpWork(
+        flops=flops,
+        bytes=float(sum(r.bytes for r in recorder.records)),
+        main_op=main.op if main else None,
+        matmul_flops=matmul,
+        convolution=any(r.op.startswith("aten::convolution") for r in recorder.records),
+    )
 
 
 def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[Any], dict[str, Any], bool]:
@@ -189,6 +210,9 @@ def _value(argument: Any, entry: _Recorded | None, list_dtype: torch.dtype) -> t
             return None, False
         if entry is not None and not entry.type and entry.dims:  # 2021 traces record no types: float32
             return _meta_tensor(entry.dims, ASSUMED_DTYPE, entry.strides), False
+        if entry is not None and not entry.type and entry.dims == []:
+            # an undefined tensor (the profiler records neither type nor shape): ops that take one accept it empty
+            return torch.empty(0, device="meta"), False
         raise _Unreplayable
     if base in ("List[Tensor]", "List[Optional[Tensor]]"):
         if entry is not None and isinstance(entry.dims, list) and all(isinstance(d, list) for d in entry.dims):

@@ -16,7 +16,7 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import RooflinePoints, levels_with_dots
+from hroofline.analyze.roofs import MEASURED, RooflinePoints, levels_with_dots
 from hroofline.ceilings import LEVEL_LABELS, RunRoofs
 from hroofline.metricset import LEVELS
 from hroofline.render.numbers import si
@@ -338,11 +338,14 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -
             "it must move (at one level: HBM on a GPU, L1 on a CPU); ops without shapes or formula are not drawn."
         )
     lines += points.notes.missing_roofs
-    if points.notes.above_roof:
-        lines.append(
-            f"⚠ {len(points.notes.above_roof)} kernel(s) beat a roof (red diamonds mark their dots): "
+    if points.notes.above:
+        measured = any(above.kind == MEASURED for above in points.notes.above)
+        why = (
             "check the ceilings or the metrics."
+            if measured
+            else "their analytic work is more than the kernels did (L2-resident data, cheaper algorithms)."
         )
+        lines.append(f"⚠ {len(points.notes.above)} kernel(s) beat a roof (red diamonds mark their dots): {why}")
     return lines
 
 

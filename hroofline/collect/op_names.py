@@ -1,0 +1,24 @@
+"""Which ATen ops are which kind of work: names only, no torch (the CLI checks its arguments before torch loads)."""
+
+from __future__ import annotations
+
+CONVOLUTION_OPS: frozenset[str] = frozenset({"aten::convolution", "aten::convolution_backward"})
+# Fused attention: one kernel on a GPU (FlashAttention, memory-efficient, cuDNN), its FLOPs those of its two
+# matrix products (forward) or five (backward, the scores recomputed), halved where attention is causal.
+ATTENTION_OPS: frozenset[str] = frozenset(
+    f"aten::{name}{suffix}"
+    for name in (
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_flash_attention",
+        "_efficient_attention",
+        "_cudnn_attention",
+    )
+    for suffix in ("", "_forward", "_backward")
+)
+# ATen ops that are matrix products: what cuBLAS/cuDNN run on tensor cores when the inputs allow.
+MATMUL_OPS: frozenset[str] = (
+    CONVOLUTION_OPS | ATTENTION_OPS | frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+)
