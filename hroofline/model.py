@@ -172,6 +172,11 @@ class SourceInfo:
         return self.kind in ("kineto", "kineto+ncu")
 
     @property
+    def counted_work(self) -> bool:
+        """FLOPs and bytes from hardware counters (ncu, CUPTI), not from the ops' shapes."""
+        return self.kind.startswith("ncu") or "cupti" in self.kind
+
+    @property
     def counts_fp16_instructions(self) -> bool:
         """ncu's FP16 counters (and CUPTI's, in a trace) count a packed half2 instruction once; analytic sources
         count arithmetic."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,6 +37,20 @@ def ncu_dir() -> Path:
 @pytest.fixture(scope="session")
 def deepcam_dir() -> Path:
     return need(SHARED / "fixtures" / "deepcam")
+
+
+@pytest.fixture(scope="session")
+def h100_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared H100 files, decompressed once (``lzma``)."""
+    shared = need(SHARED / "fixtures" / "h100")
+    folder = tmp_path_factory.mktemp("h100")
+    for path in shared.iterdir():
+        if path.suffix == ".xz":
+            with lzma.open(path) as packed, (folder / path.stem).open("wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        elif path.is_file():
+            shutil.copy(path, folder / path.name)
+    return folder
 
 
 STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart", "report", "rm", "rename"}

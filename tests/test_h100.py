@@ -11,32 +11,14 @@ from __future__ import annotations
 import io
 import json
 import re
-import lzma
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.conftest import SHARED, need
-
 H100_SMS = 132
 DENSE_PER_SM_CYCLE = {"tensor_bf16": 4096, "tensor_fp16": 4096, "tensor_tf32": 2048, "tensor_fp64": 256, "fp32": 256}
 CALIBRATIONS = ("gemm-calibration-base-clock", "gemm-calibration-no-clock-control")
-
-
-@pytest.fixture(scope="session")
-def h100_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared H100 files, decompressed once (``lzma``)."""
-    shared = need(SHARED / "fixtures" / "h100")
-    folder = tmp_path_factory.mktemp("h100")
-    for path in shared.iterdir():
-        if path.suffix == ".xz":
-            with lzma.open(path) as packed, (folder / path.stem).open("wb") as plain:
-                shutil.copyfileobj(packed, plain)
-        elif path.is_file():
-            shutil.copy(path, folder / path.name)
-    return folder
 
 
 @pytest.fixture(scope="session")

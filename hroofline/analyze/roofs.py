@@ -56,6 +56,7 @@ LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_
 
 # Why a kernel group ran faster than its roofs allow (the kinds of AboveRoof, one warning line each).
 RESIDENT = "resident"  # analytic bytes judged at HBM: data an earlier kernel left in L2 served it
+CACHE_CEILING = "cache-ceiling"  # analytic bytes judged at a measured cache ceiling (a CPU's) the ops outrun
 LESS_ARITHMETIC = "less-arithmetic"  # analytic FLOPs: the kernel did less arithmetic than the op's formula
 MEASURED = "measured"  # measured counters above a roof: the ceilings or the metrics are wrong
 
@@ -216,7 +217,7 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
-        analytic = any(source.analytic_work for source in run.meta.sources)
+        analytic = any(not source.counted_work for source in run.meta.sources)
         notes.roofs_label = roofs.label
         gpu = run_gpu(run.meta)
         notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
@@ -246,13 +247,17 @@ def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
 def _above_kind(bound: str, analytic: bool) -> str:
     if not analytic:
         return MEASURED
-    return RESIDENT if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
+    if bound == LEVEL_LABELS["hbm"]:
+        return RESIDENT
+    return CACHE_CEILING if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
 
 
 # Per kind: what it means, said once for all the kernel groups of that kind.
 _ABOVE_WHY = {
     RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
     "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
+    CACHE_CEILING: "faster than their bytes allow at a cache level: their bytes are the fewest their ops must move, "
+    "and the ceiling measured there (a summing loop) is below what these ops reach",
     LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "
     "than the op's formula (Winograd or FFT convolutions, a fused kernel that skips masked work)",
     MEASURED: "faster than their roofs allow for what the counters measured: the ceilings or the metrics are "

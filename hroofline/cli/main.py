@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, str] = {
     "predict": "predict_cmd",
     "compare": "compare_cmd",
     "gpus": "catalog_cmds",
+    "doctor": "doctor_cmd",
 }
 
 DESCRIPTION = """\

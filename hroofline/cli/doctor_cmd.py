@@ -1,0 +1,180 @@
+"""``hroofline doctor``: does hroofline put known work where it must be, on this GPU or in a calibration report?"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hroofline.cli.common import say, write_out
+from hroofline.errors import InputError, ProfilingError, UsageError
+from hroofline.metricset import GpuName, gpu_from_display_name, load_metric_set, resolve_gpu
+
+if TYPE_CHECKING:
+    from hroofline.analyze.doctor import Check, Diagnosis
+    from hroofline.importers.source import ImportedSource
+    from hroofline.model import Run
+
+HELP = """\
+Check hroofline's counters and roofs on work whose answer is known: large cuBLAS GEMMs per precision (BF16,
+FP16 and TF32 on the tensor cores, FP32 on the CUDA cores, FP64) and a 1 GiB device copy, one profiled step
+under ncu. Each GEMM must reach 80-100% of its dense roof (65-100% for FP32 on the CUDA cores) and be bound by
+it, with FLOPs within 2% of 2 x M x N x K (up to 5% above: tile padding); the copy's main-memory bytes within
+5% of what it reads and writes. A GEMM near 47% of its tensor roof has a roof twice too high: the 2:4-sparse
+rate taken as dense, what ncu's .peak_sustained gives on Hopper.
+
+On a machine with an NVIDIA GPU and ncu, `hroofline doctor` profiles the calibration there and keeps its
+report (--keep DIR). Without one, `hroofline doctor --report FILE` checks a calibration report made on a GPU
+(by `hroofline doctor --keep DIR`, or ../shared/fixtures/h100/gemm-calibration-*.ncu-rep). Exit 0 when every
+check passes, 1 when one fails (each failure says what to look at).
+"""
+
+EPILOG = """\
+examples:
+  hroofline doctor                                         profile the calibration on this machine's GPU
+  hroofline doctor --keep doctor-h100/                     ... and keep its report to share
+  hroofline doctor --report gemm-calibration.ncu-rep       check a report made elsewhere
+"""
+
+WHAT = {"roof": "% of its roof", "bound": "bound by", "flops": "FLOPs vs 2·M·N·K", "bytes": "bytes vs the copy's"}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="check hroofline's counters and roofs on GEMMs and a copy of known work (this GPU, or a report)",
+        description=HELP,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    doctor.add_argument("--report", metavar="FILE", help="check this calibration report instead of profiling")
+    doctor.add_argument("--gpu", help="the GPU (default: the one the report states, or this machine's)")
+    doctor.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: ncu on PATH)")
+    doctor.add_argument("--keep", metavar="DIR", help="keep the calibration's ncu report and logs in DIR")
+    doctor.set_defaults(run_command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    gpu = resolve_gpu(args.gpu) if args.gpu else None
+    if args.report and args.keep:
+        raise UsageError("--keep: only when doctor profiles (without --report)")
+    if args.report:
+        source = _read_report(Path(args.report), gpu)
+        where = args.report
+    elif args.keep:
+        source = _profile_calibration(args, gpu, Path(args.keep))
+        where = f"the calibration profiled here, kept in {args.keep}"
+    else:
+        with tempfile.TemporaryDirectory(prefix="hroofline-doctor-") as folder:
+            source = _profile_calibration(args, gpu, Path(folder))
+        where = "the calibration profiled here (--keep DIR keeps its report)"
+    calibration = _run_of(source, gpu)
+    from hroofline.analyze.doctor import diagnose
+    from hroofline.ceilings import run_roofs
+
+    roofs = run_roofs(calibration)
+    diagnosis = diagnose(calibration, roofs)
+    device = calibration.meta.device_name or (gpu.name if gpu else "an unknown GPU")
+    versions = ", ".join(f"ncu {v}" for v in calibration.meta.ncu_versions)
+    write_out(f"hroofline doctor: {where} ({device}{', ' + versions if versions else ''})\n")
+    write_out(f"roofs: {roofs.label}\n")
+    for note in source.info.notes:
+        say(f"  note: {note}")
+    write_out(_table(diagnosis))
+    if not diagnosis.passed:
+        failed = diagnosis.failed
+        if not failed:
+            raise InputError(f"{where} holds no calibration GEMM", "make one on a GPU: hroofline doctor --keep DIR")
+        for check in failed:
+            say(f"hroofline: doctor: {check.case} {WHAT.get(check.what, check.what)} failed: {check.hint}")
+        return 1
+    write_out(f"all {sum(1 for c in diagnosis.checks if c.passed)} checks passed\n")
+    return 0
+
+
+def _read_report(path: Path, gpu: GpuName | None) -> ImportedSource:
+    from hroofline.importers import ImportOptions, import_source
+
+    if not path.exists():
+        raise InputError(f"--report {path}: no such file")
+    return import_source(path, ImportOptions(gpu=gpu), load_metric_set())
+
+
+def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: Path) -> ImportedSource:
+    """ncu on the calibration on this machine's GPU, its report and logs written to ``out``."""
+    from hroofline.collect.ncu_backend import profile_with_ncu
+    from hroofline.collect.ncu_command import NcuSettings, ncu_passes, script_command
+    from hroofline.collect.preflight import gpu_visible, preflight, visible_device
+
+    if not gpu_visible():
+        raise ProfilingError(
+            "no NVIDIA GPU here: doctor profiles its calibration on one",
+            "check a calibration report made on a GPU instead: hroofline doctor --report FILE",
+        )
+    name, _ = visible_device()
+    gpu = named or gpu_from_display_name(name)
+    if gpu is None:
+        raise UsageError(f"the catalog does not know {name}", "pass --gpu with the catalog GPU it is (hroofline gpus)")
+    metric_set = load_metric_set()
+    arch = metric_set.arch_of(gpu.cc)
+    if arch is None or arch not in metric_set.collect:
+        raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
+    tool = preflight(args.ncu, arch, gpu)
+    settings = NcuSettings(warmup=1, steps=1)
+    from hroofline.collect import calibration
+
+    cases = [case.name for case in calibration.CASES if _runs_here(case.name, gpu)]
+    workload = script_command(Path(calibration.__file__), cases, settings, layers=False)
+    say(f"doctor: profiling the calibration ({', '.join(cases)}) on {gpu.name} with {tool.path}")
+    passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out)
+    return profile_with_ncu(passes, settings, metric_set, gpu, say)
+
+
+def _runs_here(case: str, gpu: GpuName) -> bool:
+    """The tensor precisions this GPU has (a V100 has no BF16 or TF32 tensor cores); the others always run."""
+    from hroofline.rates import rates_for
+
+    tensor = {"bf16": "tensor_bf16", "tf32": "tensor_tf32", "fp16": "tensor_fp16"}.get(case)
+    return tensor is None or rates_for(gpu.cc, gpu).get(tensor) is not None
+
+
+def _run_of(source: ImportedSource, gpu: GpuName | None) -> Run:
+    """The calibration as a run in no store."""
+    from hroofline.model import Run, RunMeta
+
+    meta = RunMeta(name="doctor", gpu=gpu.name if gpu else None, device_name=source.device_name, cc=source.cc)
+    meta.arch = load_metric_set().arch_of(meta.cc)
+    meta.sources.append(source.info)
+    return Run(meta, source.launches.assign(source=0))
+
+
+def _table(diagnosis: Diagnosis) -> str:
+    from hroofline.render.text import text_table
+
+    rows = [["case", "launches", "check", "measured", "must be", "result"]]
+    for check in diagnosis.checks:
+        launches = str(diagnosis.launches.get(check.case, 0))
+        if check.passed is None:
+            rows.append([check.case, launches, "-", "-", "-", "not in this run"])
+            continue
+        rows.append([check.case, launches, WHAT[check.what], _value(check), _band(check), _result(check)])
+    return text_table(rows)
+
+
+def _value(check: Check) -> str:
+    if isinstance(check.measured, str) or check.measured is None:
+        return str(check.measured or "-")
+    return f"{check.measured:+.1f}%" if check.what in ("flops", "bytes") else f"{check.measured:.1f}%"
+
+
+def _band(check: Check) -> str:
+    if check.what == "bound":
+        return str(check.low)
+    if check.what == "bytes":
+        return f"within {check.high:g}%"
+    return f"{check.low:+g}% to {check.high:+g}%" if check.what == "flops" else f"{check.low:g}% to {check.high:g}%"
+
+
+def _result(check: Check) -> str:
+    return "ok" if check.passed else "FAILED"

@@ -1,0 +1,103 @@
+"""`hroofline doctor`: known work where it must be, on the shared H100 calibration reports; a sparse roof taken as
+dense is caught; on a GPU machine (here a stand-in ncu replaying the real report) the calibration is profiled."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from hroofline import rates
+from hroofline.collect import calibration
+from hroofline.metricset import metrics_dir
+from tests.conftest import REPO
+
+CALIBRATIONS = ("gemm-calibration-base-clock", "gemm-calibration-no-clock-control")
+
+
+def _rows(out: str) -> dict[tuple[str, str], list[str]]:
+    """The doctor's table: (case, check) -> its cells."""
+    rows = {}
+    for line in out.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 6 and cells[0] in {c.name for c in calibration.CASES}:
+            rows[(cells[0], cells[2])] = cells
+    return rows
+
+
+@pytest.mark.parametrize("report", CALIBRATIONS)
+def test_doctor_passes_on_the_h100_calibrations(cli, h100_dir: Path, report: str) -> None:
+    result = cli("doctor", "--report", h100_dir / f"{report}.ncu-rep")
+    assert result.code == 0, result.err
+    rows = _rows(result.out)
+    for case in ("bf16", "fp16", "tf32", "fp64"):
+        measured = float(rows[(case, "% of its roof")][3].rstrip("%"))
+        assert 90 <= measured <= 97, case
+        assert rows[(case, "bound by")][5] == "ok" and rows[(case, "FLOPs vs 2·M·N·K")][5] == "ok"
+    assert 72 <= float(rows[("fp32", "% of its roof")][3].rstrip("%")) <= 82
+    assert rows[("bf16", "FLOPs vs 2·M·N·K")][3] == "+1.6%"  # 320-wide tiles pad 8192 to 8320
+    assert result.out.rstrip().endswith("all 15 checks passed")
+    assert "not in this run" in result.out  # the shared reports hold no copy
+
+
+def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
+    cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rates table that takes Hopper's sparse .peak_sustained at its word (its dense tensor rates doubled):
+    the report's peaks then agree with it, and the GEMMs sit at half their roof."""
+    table = tomllib.loads((metrics_dir() / "rates.toml").read_text())
+    hopper = table["arch"]["9.0"]
+    for key in list(hopper):
+        if key.startswith("tensor_") and key != "tensor_fp64":
+            hopper[key] *= 2
+    monkeypatch.setattr(rates, "_table", lambda: table)
+    result = cli("doctor", "--report", h100_dir / f"{CALIBRATIONS[0]}.ncu-rep")
+    assert result.code == 1
+    rows = _rows(result.out)
+    assert float(rows[("bf16", "% of its roof")][3].rstrip("%")) == pytest.approx(46.9, abs=0.1)
+    assert rows[("bf16", "% of its roof")][5] == "FAILED" and rows[("fp64", "% of its roof")][5] == "ok"
+    failures = [line for line in result.err.splitlines() if line.startswith("hroofline: doctor:")]
+    assert any("bf16 % of its roof failed" in line and "2:4-sparse rate taken as dense" in line for line in failures)
+    assert any("tf32 bound by failed" in line for line in failures)  # the doubled TF32 roof let L2 bind it
+
+
+def test_doctor_without_a_gpu_says_to_check_a_report(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hroofline.collect import preflight
+
+    monkeypatch.setattr(preflight, "gpu_visible", lambda: False)
+    result = cli("doctor")
+    assert result.code == 1 and result.err.count("\n") == 1
+    assert "no NVIDIA GPU here" in result.err and "hroofline doctor --report FILE" in result.err
+
+
+def test_doctor_profiles_the_calibration_on_a_gpu(
+    cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The GPU path end to end: preflight (this machine's GPU and SM count), ncu on the calibration script,
+    import, checks. A stand-in ncu checks the command and replays the real H100 report."""
+    from hroofline.collect import preflight
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").symlink_to(REPO / "tests" / "standin" / "ncu")
+    arguments = tmp_path / "ncu-arguments.txt"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep"))
+    monkeypatch.setenv("HROOFLINE_STANDIN_ARGS", str(arguments))
+    monkeypatch.setattr(preflight, "gpu_visible", lambda: True)
+    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H100 80GB HBM3", 132))
+    kept = tmp_path / "kept"
+    result = cli("doctor", "--keep", kept)
+    assert result.code == 0, result.err
+    assert "all 15 checks passed" in result.out and (kept / "profile.ncu-rep").is_file()
+    command = arguments.read_text().splitlines()
+    script = next(part for part in command if part.endswith(".py"))
+    assert Path(script) == Path(calibration.__file__)
+    assert command[command.index(script) + 1 :] == [case.name for case in calibration.CASES]
+    # an H20 (78 SMs) named as an H100: refused before ncu runs
+    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H20", 78))
+    refused = cli("doctor", "--gpu", "h100")
+    assert refused.code == 1 and "this machine's GPU is NVIDIA H20 with 78 SMs, not h100-sxm" in refused.err
