@@ -43,6 +43,14 @@ def test_doctor_passes_on_the_h100_calibrations(cli, h100_dir: Path, report: str
     assert "not in this run" in result.out  # the shared reports hold no copy
 
 
+def test_doctor_reads_a_compressed_report_as_it_travels() -> None:
+    from tests.conftest import SHARED, need, run_program
+
+    packed = need(SHARED / "fixtures" / "h100" / f"{CALIBRATIONS[1]}.ncu-rep.xz")
+    result = run_program("doctor", "--report", packed)
+    assert result.code == 0 and "all 15 checks passed" in result.out
+
+
 def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
     cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

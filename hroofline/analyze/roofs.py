@@ -341,6 +341,7 @@ class RooflinePoints:
     peaks: dict[str, float] = field(default_factory=dict)  # the roofs drawn: one value per roof
     analytic_work: bool = False  # FLOPs and bytes from the ops' shapes (a trace), not counters
     predicted: bool = False  # a prediction: times are estimates, no kernel ran
+    unknown_at: dict[str, int] = field(default_factory=dict)  # level -> drawn dots with no intensity there
 
     @property
     def per_launch(self) -> bool:
@@ -370,7 +371,19 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         peaks=roofs.representative(launches),
         analytic_work=any(source.analytic_work for source in run.meta.sources),
         predicted=run.meta.predicted,
+        unknown_at=_unknown_at(points, levels),
     )
+
+
+def _unknown_at(points: pd.DataFrame, levels: tuple[str, ...]) -> dict[str, int]:
+    """Per level drawn where other dots have an intensity: how many dots have none (their bytes there were not
+    counted, as a Hopper L1 count blind to TMA)."""
+    counts = {}
+    for level in levels:
+        known = points[f"ai_{level}"].gt(0)
+        if known.any() and not known.all():
+            counts[level] = int((~known).sum())
+    return counts
 
 
 def compute_roofs_present(points: pd.DataFrame) -> list[str]:

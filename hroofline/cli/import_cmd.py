@@ -16,7 +16,7 @@ HELP = """\
 Import ncu output or PyTorch profiler traces into a run. A SOURCE is a .ncu-rep report, an ncu CSV export
 (long --page details or wide --page raw, any ncu version from 2020 on), an ncu console log (metric names or
 ncu's default sections), a folder of passes over one run (Yang et al.'s one-metric-per-run logs, a time pass
-and an instruction pass, ...), or a torch.profiler (Kineto) trace (.json); each may be gzip-compressed.
+and an instruction pass, ...), or a torch.profiler (Kineto) trace (.json); each may be gzip- or xz-compressed.
 
 A trace gives every kernel, memcpy and memset its measured duration, its launching CPU op (shapes, ranges,
 phase, profiler step, rank) and analytic work: the op's recorded shapes replayed on the meta device with the

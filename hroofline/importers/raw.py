@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import lzma
 import mmap
 import os
 import re
@@ -16,6 +17,7 @@ import pandas as pd
 from hroofline.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 @dataclass
@@ -55,6 +57,12 @@ def read_file_bytes(path: Path) -> bytes | mmap.mmap:
 
 
 def gunzip_if_needed(data: bytes | mmap.mmap, path: Path) -> bytes | mmap.mmap:
+    """The data, decompressed where it is gzip or xz (shared reports travel as .ncu-rep.xz)."""
+    if data[:6] == XZ_MAGIC:
+        try:
+            return lzma.decompress(data)
+        except lzma.LZMAError:
+            raise InputError(f"{path}: the xz data is truncated or corrupt") from None
     if data[:2] != GZIP_MAGIC:
         return data
     try:

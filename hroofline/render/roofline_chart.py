@@ -327,6 +327,8 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -
         if points.not_drawn > points.no_flops:
             why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"
         lines.append(f"Not drawn: {points.not_drawn} {unit} ({why}), {si(points.not_drawn_time_s, 's')} in all.")
+    for level, count in points.unknown_at.items():
+        lines.append(f"No {LEVEL_LABELS[level]} dot for {count}: their {LEVEL_LABELS[level]} bytes are unknown.")
     if points.predicted:
         lines.append(
             "Predicted (no kernel ran): FLOPs and the fewest bytes (at HBM) of each op, at its estimated time "
