@@ -356,7 +356,8 @@ REPORT_KINDS: tuple[tuple[str, str], ...] = (
 
 
 def _report_kind(how: str) -> str:
-    return next(kind for marker, kind in REPORT_KINDS if marker in how)
+    first = how.split("; else ")[0]  # how most launches got it: the first alternative that gave a value
+    return next(kind for marker, kind in REPORT_KINDS if marker in first)
 
 
 def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_report: list[str]) -> tuple[str, str]:

@@ -376,6 +376,7 @@ class GpuName:
     l2_bytes: float | None = None  # L2 cache
     consumer: bool = False  # a GeForce part (half-rate FP32 accumulation: metrics/rates.toml [consumer])
     roofs_from_reports_only: str | None = None  # why the catalog gives it no peaks (a laptop's clock varies)
+    derived: frozenset[str] = frozenset()  # keys whose peak or quoted clock was computed from a per-SM rate
 
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
@@ -391,7 +392,8 @@ def load_gpu_names() -> dict[str, GpuName]:
     for key, value in data.items():
         peak = dict(value.get("peak", {}))
         source = peak.pop("source", None)
-        clocks = {k: float(v) for k, v in value.get("clock", {}).items() if k != "source"}
+        derived = set(peak.pop("derived", ())) | set(value.get("clock", {}).get("derived", ()))
+        clocks = {k: float(v) for k, v in value.get("clock", {}).items() if k not in ("source", "derived")}
         clock_source = value.get("clock", {}).get("source")
         gpus[key] = GpuName(
             name=key,
@@ -410,6 +412,7 @@ def load_gpu_names() -> dict[str, GpuName]:
             l2_bytes=float(value["l2_mib"]) * 2**20 if "l2_mib" in value else None,
             consumer=bool(value.get("consumer", False)),
             roofs_from_reports_only=value.get("roofs_from_reports_only"),
+            derived=frozenset(derived),
         )
     return gpus
 

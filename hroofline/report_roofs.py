@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import COMPUTE_ROOFS, MetricSet, RoofAlternative, RoofDefinition
+from hroofline.metricset import COMPUTE_ROOFS, MetricSet, RoofAlternative, RoofDefinition, normalize_cc
 from hroofline.model import PEAK_PREFIX
 from hroofline.rates import DenseRates
 
@@ -122,6 +122,11 @@ def _disagreement_note(disagreements: dict[str, tuple[float, float]], rates: Den
     parts = [f"{key} {report:,.0f} vs {rate:,.0f}" for key, (report, rate) in disagreements.items()]
     doubled = all(abs(report / rate - 2) < 0.05 for report, rate in disagreements.values())
     why = "twice the dense rate: ncu's .peak_sustained there is the 2:4-sparse rate; " if doubled else ""
+    if any(report < rate for report, rate in disagreements.values()):
+        why += (
+            "where the report's is lower, the GPU may do less per SM than its architecture (GeForce half-rate FP32 "
+            "accumulation, a cut model): add it to metrics/rates.toml [model]; "
+        )
     return (
         f"the report's peaks differ from the dense rates by more than {rates.tolerance:.0%} (per SM per cycle, "
         f"report vs table: {', '.join(parts)}): {why}the dense rates of {rates.source.split(' (')[0]} are used "
@@ -171,7 +176,8 @@ def _per_cycle(alternative: RoofAlternative, key: str, metrics: pd.DataFrame, co
         if rate is None or sms is None:
             return None
         # the rates are of the source's GPU: a launch of another compute capability has none
-        same_gpu = context.cc.astype("string").str.strip().eq(context.rates.cc).fillna(False).to_numpy()
+        launch_cc = context.cc.map(lambda c: normalize_cc(str(c)) if isinstance(c, str) else None)
+        same_gpu = launch_cc.eq(context.rates.cc).fillna(False).to_numpy()
         return (pd.Series(sms, index=metrics.index, dtype=float) * rate).where(same_gpu)
     if alternative.per_cycle:
         if not all(name in metrics for name in alternative.per_cycle):

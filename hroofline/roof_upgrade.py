@@ -30,13 +30,15 @@ def upgrade_roofs(meta: RunMeta, launches: pd.DataFrame) -> pd.DataFrame:
         rows = out.index[out["source"] == number]
         if source.kind == "analytic" or rows.empty:
             continue
-        changed = _dense_peaks(out, rows, meta, gpu) + _blind_l1(out, rows, meta, source)
+        changed = _dense_peaks(out, rows, meta, gpu, source) + _blind_l1(out, rows, meta, source)
+        if source.analytic_work:
+            changed += "Its tensor work was routed by kernel names: import the trace again to route it by dtype."
         if changed:
             source.notes.append(f"imported before hroofline's schema {DENSE_SCHEMA}, corrected on reading: {changed}")
     return out
 
 
-def _dense_peaks(out: pd.DataFrame, rows: pd.Index, meta: RunMeta, gpu: GpuName | None) -> str:
+def _dense_peaks(out: pd.DataFrame, rows: pd.Index, meta: RunMeta, gpu: GpuName | None, source: SourceInfo) -> str:
     rates = rates_for(meta.cc, gpu, meta.device_name)
     if gpu is None or gpu.sms is None or rates.cc is None:
         return ""
@@ -52,6 +54,10 @@ def _dense_peaks(out: pd.DataFrame, rows: pd.Index, meta: RunMeta, gpu: GpuName 
         if wrong.any():
             out.loc[wrong[wrong].index, column] = dense[wrong]
             fixed.append(key)
+            source.roofs[key] = (
+                f"dense rate per SM per cycle (metrics/rates.toml) x {gpu.sms} SMs (the catalog's) x the launch's "
+                f"SM clock (the report's {source.roofs.get(key, 'peak')} is not dense)"
+            )
     return f"the report's {', '.join(fixed)} roofs were not the dense rates; now they are. " if fixed else ""
 
 

@@ -123,11 +123,15 @@ def l1_blind_launches(quantities: pd.DataFrame, metrics: pd.DataFrame, metric_se
 def _blind_note(blind: pd.Series, seconds: pd.Series, formula: Formula, arch: str, metric_set: MetricSet) -> str:
     total = seconds.sum(min_count=1)
     share = f", {100 * seconds[blind].sum() / total:.1f}% of the time" if pd.notna(total) and total > 0 else ""
+    how = (
+        "the TMA and tcgen05's own shared-memory path"
+        if arch == "blackwell"
+        else "the TMA and wgmma; a profile by this hroofline counts them (l1tex__lsu_writeback_active)"
+    )
     return (
         f"L1 unknown for {int(blind.sum())} launch(es){share}: on {arch.title()} their tensor-core operands move "
-        f"by TMA and wgmma, which {formula.label.split(' (')[0]} does not see (it counted under "
-        f"{metric_set.l1_blind.min_share_of_l2:.0%} of their L2 bytes); they have no L1 intensity and L1 does "
-        "not bound them. Profile again with this hroofline to count them (l1tex__lsu_writeback_active)"
+        f"past {formula.label.split(' (')[0]} (it counted under {metric_set.l1_blind.min_share_of_l2:.0%} of their "
+        f"L2 bytes): they have no L1 intensity and L1 does not bound them. They move by {how}"
     )
 
 

@@ -249,11 +249,11 @@ def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
     except (OSError, pa.ArrowException) as error:
         raise StoreError(f"run {raw['name']!r}: cannot read {path} ({error})") from None
     meta = RunMeta.from_json(raw)
-    frame = upgrade_launches(frame, meta.schema_version, meta.predicted)
+    frame = conform_launches(upgrade_launches(frame, meta.schema_version, meta.predicted))
     if meta.schema_version < DENSE_SCHEMA:
-        frame = upgrade_roofs(meta, frame)
+        frame = upgrade_roofs(meta, frame)  # on today's columns: older files lack the sparse ones
     meta.schema_version = SCHEMA_VERSION
-    return Run(meta=meta, launches=conform_launches(frame))
+    return Run(meta=meta, launches=frame)
 
 
 def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hroofline import rates
@@ -39,7 +41,7 @@ def test_doctor_passes_on_the_h100_calibrations(cli, h100_dir: Path, report: str
         assert rows[(case, "bound by")][5] == "ok" and rows[(case, "FLOPs vs 2·M·N·K")][5] == "ok"
     assert 72 <= float(rows[("fp32", "% of its roof")][3].rstrip("%")) <= 82
     assert rows[("bf16", "FLOPs vs 2·M·N·K")][3] == "+1.6%"  # 320-wide tiles pad 8192 to 8320
-    assert result.out.rstrip().endswith("all 15 checks passed")
+    assert result.out.rstrip().endswith("all 17 checks passed")
     assert "not in this run" in result.out  # the shared reports hold no copy
 
 
@@ -48,7 +50,7 @@ def test_doctor_reads_a_compressed_report_as_it_travels() -> None:
 
     packed = need(SHARED / "fixtures" / "h100" / f"{CALIBRATIONS[1]}.ncu-rep.xz")
     result = run_program("doctor", "--report", packed)
-    assert result.code == 0 and "all 15 checks passed" in result.out
+    assert result.code == 0 and "all 17 checks passed" in result.out
 
 
 def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
@@ -70,6 +72,36 @@ def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
     failures = [line for line in result.err.splitlines() if line.startswith("hroofline: doctor:")]
     assert any("bf16 % of its roof failed" in line and "2:4-sparse rate taken as dense" in line for line in failures)
     assert any("tf32 bound by failed" in line for line in failures)  # the doubled TF32 roof let L2 bind it
+
+
+def test_doctor_fails_where_the_l1_count_misses_the_tma(cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the rule that nulls a TMA-blind L1 count, the nvjet GEMMs keep their 49 kB: doctor says so."""
+    from hroofline import roofline
+
+    monkeypatch.setattr(roofline, "l1_blind_launches", lambda quantities, *_: quantities["bytes_l1"].isna())
+    result = cli("doctor", "--report", h100_dir / f"{CALIBRATIONS[0]}.ncu-rep")
+    assert result.code == 1
+    rows = _rows(result.out)
+    assert rows[("bf16", "L1 bytes vs L2")][5] == "FAILED" and rows[("fp32", "L1 bytes vs L2")][5] == "ok"
+    assert any("bf16 L1 bytes vs L2 failed" in line and "TMA" in line for line in result.err.splitlines())
+
+
+def test_the_copy_check_judges_main_memory_bytes(cli, h100_dir: Path) -> None:
+    """The shared reports hold no copy: a copy launch added to the imported calibration, its bytes 2% and then
+    10% above the 2 GiB it reads and writes."""
+    from hroofline.analyze.doctor import diagnose
+    from hroofline.ceilings import run_roofs
+    from hroofline.cli.doctor_cmd import _read_report, _run_of
+
+    run = _run_of(_read_report(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep", None, False), None)
+    copy = next(case for case in calibration.CASES if case.name == "copy")
+    for factor, passed in ((1.02, True), (1.10, False)):
+        row = run.launches.iloc[[0]].copy()
+        row[[c for c in row.columns if c.startswith(("flops_", "ops_"))]] = 0.0
+        row[["bytes_hbm", "time_s"]] = [copy.bytes * factor, 1e-3]
+        with_copy = replace(run, launches=pd.concat([run.launches, row], ignore_index=True))
+        (check,) = [c for c in diagnose(with_copy, run_roofs(with_copy)).checks if c.case == "copy"]
+        assert check.passed is passed and check.measured == pytest.approx(100 * (factor - 1))
 
 
 def test_doctor_without_a_gpu_says_to_check_a_report(cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +132,7 @@ def test_doctor_profiles_the_calibration_on_a_gpu(
     kept = tmp_path / "kept"
     result = cli("doctor", "--keep", kept)
     assert result.code == 0, result.err
-    assert "all 15 checks passed" in result.out and (kept / "profile.ncu-rep").is_file()
+    assert "all 17 checks passed" in result.out and (kept / "profile.ncu-rep").is_file()
     command = arguments.read_text().splitlines()
     script = next(part for part in command if part.endswith(".py"))
     assert Path(script) == Path(calibration.__file__)

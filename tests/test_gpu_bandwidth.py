@@ -70,7 +70,9 @@ def test_a_level_slower_than_the_one_below_is_left_out() -> None:
     assert [p.level for p in points] == ["l1", "l2", "dram"]
     measurement = Measurement("cuda", "NVIDIA H100 80GB HBM3", {"bf16": 769e12}, points)
     peaks = measurement.ceilings().peaks
-    assert "l2" not in peaks and peaks["hbm"] == pytest.approx(2884.2e9) and peaks["l1"] == pytest.approx(7767.2e9)
+    # L1 orders above HBM, so the rule keeps it; that it is a quarter of the H100's L1 bandwidth, no ordering can
+    # tell: the new read kernel is what changes it
+    assert "l2" not in peaks and peaks["hbm"] == pytest.approx(2884.2e9) and peaks["l1"] > peaks["hbm"]
     (note,) = measurement.ordered_levels()[1]
     assert note.startswith("L2 not measured: its working set read at 731.2 GB/s, no faster than DRAM (2,884.2 GB/s)")
     assert "# L2 not measured" in measurement.toml()

@@ -360,3 +360,74 @@ def test_charts_say_the_work_is_analytic(trace_store: Path) -> None:
     assert "Time measured (PyTorch profiler); FLOPs and bytes analytic" in subtitle
     alexnet = load("alexnet", trace_store)
     assert not any(source.analytic_work for source in alexnet.meta.sources)  # CUPTI counters: measured FLOPs
+
+
+ROUTED = [
+    # (op: convolution?, FLOP column, bf16, kernel name as traces record it, GPU cc, tensor column or None)
+    (True, "flops_fp32", False, "ampere_scudnn_128x64_relu_medium_nn_v1", "8.0", None),
+    (
+        True,
+        "flops_fp32",
+        False,
+        "void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>",
+        "8.0",
+        None,
+    ),
+    (True, "flops_fp32", False, "void at::native::conv_depthwise2d_forward_kernel<float>(...)", "9.0", None),
+    (
+        True,
+        "flops_fp32",
+        False,
+        "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc",
+        "8.0",
+        "flops_tensor_tf32",
+    ),
+    (
+        True,
+        "flops_fp32",
+        False,
+        "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc",
+        "9.0",
+        "flops_tensor_tf32",
+    ),
+    (True, "flops_fp16", True, "void at::native::conv_depthwise2d_forward_kernel<c10::BFloat16>(...)", "9.0", None),
+    (
+        True,
+        "flops_fp16",
+        True,
+        "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc",
+        "9.0",
+        "flops_tensor_bf16",
+    ),
+    (False, "flops_fp16", True, "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT", "9.0", "flops_tensor_bf16"),
+    (False, "flops_fp16", False, "nvjet_sm90_hsh_320x128_64x3_1x2_h_bz_coopB_NNT", "9.0", "flops_tensor_fp16"),
+    (False, "flops_fp16", False, "void gemv2T_kernel_val<int, int, __half, __half, float, 128, 16, 4, 4>", "9.0", None),
+    (
+        False,
+        "flops_fp32",
+        False,
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32",
+        "9.0",
+        "flops_tensor_tf32",
+    ),
+    (False, "flops_fp32", False, "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8", "9.0", None),
+    (False, "flops_fp64", False, "sm90_xmma_gemm_f64f64_f64f64_f64_nn_n_tilesize128x64x16", "9.0", "flops_tensor_fp64"),
+    (False, "flops_fp16", True, "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8", "7.0", None),
+]
+
+
+@pytest.mark.parametrize(("convolution", "column", "bf16", "kernel", "cc", "expected"), ROUTED)
+def test_trace_tensor_work_follows_dtype_gpu_and_kernel(
+    convolution: bool, column: str, bf16: bool, kernel: str, cc: str, expected: str | None
+) -> None:
+    """Tensor-core use from the op's dtype and the GPU (its rates), with kernel names for what a dtype cannot say:
+    cuDNN runs depthwise and small convolutions on the CUDA cores whatever the dtype; a float32 product is TF32
+    only where its kernel says so; a V100 has no BF16 tensor cores."""
+    from hroofline.importers.trace_split import KernelNames, tensor_column
+    from hroofline.importers.trace_work import OpWork
+    from hroofline.metricset import load_metric_set
+    from hroofline.rates import rates_for
+
+    work = OpWork(flops={column: 1e9}, bytes=0.0, bf16=bf16, matmul_flops={column: 1e9}, convolution=convolution)
+    names = KernelNames([kernel.lower()], load_metric_set().tensor_hints)
+    assert tensor_column(column, work, rates_for(cc), names, 0) == expected

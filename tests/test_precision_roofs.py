@@ -296,8 +296,10 @@ def test_rtx_pro_6000_hbm_roof_from_its_memory_bus(cli, ncu_dir: Path) -> None:
     top = cli("top", "pro")
     assert "HBM: memory clock x bus width (device attributes)" in top.out
     shown = cli("ceilings", "--run", "pro", "--store", cli.store)
-    assert "fp32: dense rate per SM per cycle (metrics/rates.toml) x SMs x device__attribute_clock_rate (maximum, " \
+    assert (
+        "fp32: dense rate per SM per cycle (metrics/rates.toml) x SMs x device__attribute_clock_rate (maximum, "
         "not measured)" in shown.out
+    )
     # Its cutlass bf16 GEMM runs on tensor cores, which this file did not count: said so, once.
     assert result.err.count("tensor-core work") == 1 and "cutlass_80_tensorop_s16816gemm_bf16" in result.err
 

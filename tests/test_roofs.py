@@ -148,7 +148,9 @@ def test_wrong_ceilings_put_dots_above_roofs_and_say_so(cli, deepcam_store: Path
     beaten = top[top["recoverable_s"] < 0]
     # Said once for all of them (a wrong roof is one error, not one per kernel), each one listed on request.
     (warning,) = [line for line in result.err.splitlines() if "faster than their roofs allow" in line]
-    assert warning.startswith(f"hroofline: warning: {len(beaten)} kernel(s) in ")
+    assert warning.startswith(f"hroofline: warning: {len(beaten)} kernel(s) (")  # a real error: the worst named
+    worst = beaten.assign(gain=beaten["recoverable_s"]).nsmallest(1, "gain")["kernel"].iloc[0]
+    assert worst.split("<")[0].split("(")[0].split("::")[-1] in warning
     assert "ceilings or the metrics are wrong" in warning and "HBM roof(s) of too low" in warning
     explained = cli(
         "top", "deepcam-O0", "-n", "1000", "--ceilings", str(wrong), "--explain", "--store", str(deepcam_store)

@@ -9,6 +9,8 @@ and moves a GiB or more), and its case's checks are:
   has a roof twice too high: the 2:4-sparse rate taken as dense);
 - FLOPs: within 2% below 2 x M x N x K and at most ``PADDING`` above it (cuBLAS's tiles pad a dimension to
   their width: 320-wide tiles pad 8192 to 8320, +1.6%);
+- L1: a GEMM's operands reach its tensor cores through L1 or shared memory, so its L1 count, where known, is not
+  below ``MIN_L1_SHARE`` of its L2 count (a count that is has missed them: Hopper's TMA past the t-stage);
 - the copy: main-memory bytes within 5% of what it reads and writes.
 
 A case the run does not hold (a GPU without BF16 tensor cores, a report made without the copy) is not
@@ -48,6 +50,11 @@ PADDING = 0.05
 COPY_TOLERANCE = 0.05
 COPY_MINIMUM_BYTES = 1e9
 FLOPS_HINT = "the FLOP counters or their formulas (metrics/hierarchical.toml) miscount this precision"
+MIN_L1_SHARE = 0.5
+L1_HINT = (
+    "the L1 count missed the operands (on Hopper the TMA moves them past l1tex__t_bytes): check the bytes_l1 "
+    "formula for this architecture in metrics/hierarchical.toml and [l1_blind]"
+)
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ def _gemm_checks(case: Case, launches: pd.DataFrame, table: pd.DataFrame) -> lis
     flops_ok = bool(flops.between(-FLOP_SHORTFALL, PADDING).all())
     return [
         Check(case.name, "roof", at_roof, low, high, roof_ok, hint),
+        _l1_check(case, launches),
         Check(case.name, "bound", bound, wanted, None, bound == wanted, "" if bound == wanted else _bound_hint()),
         Check(
             case.name,
@@ -136,6 +144,15 @@ def _gemm_checks(case: Case, launches: pd.DataFrame, table: pd.DataFrame) -> lis
             "" if flops_ok else FLOPS_HINT,
         ),
     ]
+
+
+def _l1_check(case: Case, launches: pd.DataFrame) -> Check:
+    l1, l2 = launches["bytes_l1"].sum(min_count=1), launches["bytes_l2"].sum(min_count=1)
+    if pd.isna(l1) or pd.isna(l2) or l2 <= 0:
+        return Check(case.name, "l1", "unknown", 100 * MIN_L1_SHARE, None, None)
+    share = float(100 * l1 / l2)
+    passed = share >= 100 * MIN_L1_SHARE
+    return Check(case.name, "l1", share, 100 * MIN_L1_SHARE, None, passed, "" if passed else L1_HINT)
 
 
 def _expected_bound(case: Case, launches: pd.DataFrame) -> str:

@@ -63,7 +63,8 @@ MEASURED = "measured"  # measured counters above a roof: the ceilings or the met
 
 @dataclass(frozen=True)
 class AboveRoof:
-    """A kernel group (a kernel name in a phase) some of whose launches took less time than their roofs allow."""
+    """A kernel group (a kernel name in a phase) some of whose launches took less time than their roofs allow;
+    ``time_s`` and ``time_at_roof_s`` are those launches' own."""
 
     kernel: str
     phase: str
@@ -158,6 +159,9 @@ def launch_roof_terms(
     time_at_roof = times.time_at_roof.where(seconds.notna())
     out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": times.bound}, index=launches.index)
     out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
+    # what the launches above a roof took, and what their roofs allow: summed per group for the warning
+    out["above_time_s"] = seconds.where(out["above_roof"] > 0, 0.0)
+    out["above_time_at_roof_s"] = time_at_roof.where(out["above_roof"] > 0, 0.0)
     for level in LEVELS:
         # The dot at this level: above when faster than both the compute roof and this level's roof.
         level_roof_time = pd.concat([times.compute, times.levels[level]], axis=1).max(axis=1, skipna=True)
@@ -184,7 +188,8 @@ def _binding_compute_key(
 
 def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
     """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
-    out = terms[["time_at_roof_s", "above_roof", *(f"above_{lv}" for lv in LEVELS)]].copy()
+    summed = ["time_at_roof_s", "above_roof", "above_time_s", "above_time_at_roof_s"]
+    out = terms[[*summed, *(f"above_{lv}" for lv in LEVELS)]].copy()
     for label in sorted(terms["bound"].dropna().unique()):
         out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
     return out
@@ -236,8 +241,8 @@ def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
                 str(row.bound),
                 int(row.above_launches),
                 int(row.count),
-                float(row.time_s),
-                float(row.time_at_roof_s),
+                float(row.above_time_s),
+                float(row.above_time_at_roof_s),
                 kind,
             )
         )
@@ -265,6 +270,9 @@ _ABOVE_WHY = {
 }
 
 
+LOUD_KERNELS = 3  # a measured kernel above its roof is an error: the line names the worst of them
+
+
 def above_roof_lines(notes: RoofNotes) -> list[str]:
     """One line per kind of kernel above a roof: how many, how much time, why."""
     lines = []
@@ -277,10 +285,12 @@ def above_roof_lines(notes: RoofNotes) -> list[str]:
         at_roof = sum(a.time_at_roof_s for a in found)
         roofs = sorted({a.bound for a in found})
         l2 = f"{notes.l2_bytes / 2**20:g} MiB " if notes.l2_bytes else ""
+        worst = sorted(found, key=lambda a: a.time_s - a.time_at_roof_s)[:LOUD_KERNELS] if kind == MEASURED else []
+        named = f" ({', '.join(f'{short_kernel_name(a.kernel)} ({a.phase})' for a in worst)}...)" if worst else ""
         lines.append(
-            f"{len(found)} kernel(s) in {launches} launch(es) ran {why.format(l2=l2)} ({si(time_s, 's')} in all "
-            f"against {si(at_roof, 's')} at the {', '.join(roofs)} roof(s) of {notes.roofs_label}); --explain lists "
-            "them"
+            f"{len(found)} kernel(s){named} in {launches} launch(es) ran {why.format(l2=l2)} ({si(time_s, 's')} "
+            f"in all against {si(at_roof, 's')} at the {', '.join(roofs)} roof(s) of {notes.roofs_label}); "
+            "--explain lists them"
         )
     return lines
 
@@ -289,7 +299,7 @@ def above_roof_details(notes: RoofNotes) -> list[str]:
     """One line per kernel group above a roof."""
     return [
         f"{short_kernel_name(a.kernel)} ({a.phase}) beats its {a.bound} roof in {a.launches_above} of "
-        f"{a.count} launch(es): {si(a.time_s, 's')} in all against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
+        f"{a.count} launch(es): they took {si(a.time_s, 's')} against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
         for a in notes.above
     ]
 

@@ -37,7 +37,13 @@ examples:
   hroofline doctor --report gemm-calibration.ncu-rep       check a report made elsewhere
 """
 
-WHAT = {"roof": "% of its roof", "bound": "bound by", "flops": "FLOPs vs 2·M·N·K", "bytes": "bytes vs the copy's"}
+WHAT = {
+    "roof": "% of its roof",
+    "l1": "L1 bytes vs L2",
+    "bound": "bound by",
+    "flops": "FLOPs vs 2·M·N·K",
+    "bytes": "bytes vs the copy's",
+}
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -52,6 +58,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument("--gpu", help="the GPU (default: the one the report states, or this machine's)")
     doctor.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: ncu on PATH)")
     doctor.add_argument("--keep", metavar="DIR", help="keep the calibration's ncu report and logs in DIR")
+    doctor.add_argument(
+        "--force-gpu", action="store_true", help="judge it as --gpu even where its SM count differs (a MIG slice)"
+    )
     doctor.set_defaults(run_command=run)
 
 
@@ -60,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report and args.keep:
         raise UsageError("--keep: only when doctor profiles (without --report)")
     if args.report:
-        source = _read_report(Path(args.report), gpu)
+        source = _read_report(Path(args.report), gpu, args.force_gpu)
         where = args.report
     elif args.keep:
         source = _profile_calibration(args, gpu, Path(args.keep))
@@ -93,12 +102,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_report(path: Path, gpu: GpuName | None) -> ImportedSource:
+def _read_report(path: Path, gpu: GpuName | None, force_gpu: bool) -> ImportedSource:
     from hroofline.importers import ImportOptions, import_source
 
     if not path.exists():
         raise InputError(f"--report {path}: no such file")
-    return import_source(path, ImportOptions(gpu=gpu), load_metric_set())
+    return import_source(path, ImportOptions(gpu=gpu, force_gpu=force_gpu), load_metric_set())
 
 
 def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: Path) -> ImportedSource:
@@ -120,7 +129,7 @@ def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: P
     arch = metric_set.arch_of(gpu.cc)
     if arch is None or arch not in metric_set.collect:
         raise UsageError(f"no ncu metric list for {gpu.name} (compute capability {gpu.cc})")
-    tool = preflight(args.ncu, arch, gpu)
+    tool = preflight(args.ncu, arch, gpu, args.force_gpu)
     settings = NcuSettings(warmup=1, steps=1)
     from hroofline.collect import calibration
 
@@ -128,7 +137,7 @@ def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: P
     workload = script_command(Path(calibration.__file__), cases, settings, layers=False)
     say(f"doctor: profiling the calibration ({', '.join(cases)}) on {gpu.name} with {tool.path}")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out)
-    return profile_with_ncu(passes, settings, metric_set, gpu, say)
+    return profile_with_ncu(passes, settings, metric_set, gpu, say, force_gpu=args.force_gpu)
 
 
 def _runs_here(case: str, gpu: GpuName) -> bool:
@@ -155,8 +164,11 @@ def _table(diagnosis: Diagnosis) -> str:
     rows = [["case", "launches", "check", "measured", "must be", "result"]]
     for check in diagnosis.checks:
         launches = str(diagnosis.launches.get(check.case, 0))
-        if check.passed is None:
+        if check.passed is None and check.what == "present":
             rows.append([check.case, launches, "-", "-", "-", "not in this run"])
+            continue
+        if check.passed is None:
+            rows.append([check.case, launches, WHAT[check.what], str(check.measured), _band(check), "not measured"])
             continue
         rows.append([check.case, launches, WHAT[check.what], _value(check), _band(check), _result(check)])
     return text_table(rows)
@@ -171,6 +183,8 @@ def _value(check: Check) -> str:
 def _band(check: Check) -> str:
     if check.what == "bound":
         return str(check.low)
+    if check.what == "l1":
+        return f"at least {check.low:g}%"
     if check.what == "bytes":
         return f"within {check.high:g}%"
     return f"{check.low:+g}% to {check.high:+g}%" if check.what == "flops" else f"{check.low:g}% to {check.high:g}%"

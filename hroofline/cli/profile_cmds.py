@@ -105,6 +105,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "of the same launches in the trace's run",
     )
     gpu_options.add_argument("--dry-run", action="store_true", help="print the ncu command line(s) and stop")
+    gpu_options.add_argument(
+        "--force-gpu",
+        action="store_true",
+        help="profile this machine's GPU as --gpu even where its SM count differs (a MIG slice, a GPU the catalog "
+        "lacks: name one of its architecture; its roofs then come from its own reports)",
+    )
     cpu_options = profile.add_argument_group("CPU options")
     cpu_options.add_argument(
         "--ceilings", metavar="FILE", help="ceilings file for the run (default: measure this machine, a few seconds)"
@@ -115,7 +121,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 BACKENDS = ("ncu", "trace", "recorder")
 HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
-GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "kernels", "dry_run")
+GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "kernels", "dry_run", "force_gpu")
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -265,7 +271,7 @@ def _ncu_arch(gpu: GpuName) -> str:
 def _preflight(args: argparse.Namespace, gpu: GpuName) -> NcuTool:
     from hroofline.collect.preflight import preflight
 
-    return preflight(args.ncu, _ncu_arch(gpu), gpu)
+    return preflight(args.ncu, _ncu_arch(gpu), gpu, args.force_gpu)
 
 
 def _profile_gpu(
@@ -295,7 +301,8 @@ def _profile_gpu(
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     (out_dir / MEMORY_FILE).unlink(missing_ok=True)  # an earlier profile's record is not this one's
-    source = with_measured_memory(profile_with_ncu(passes, settings, metric_set, gpu, say), out_dir / MEMORY_FILE)
+    profiled = profile_with_ncu(passes, settings, metric_set, gpu, say, force_gpu=args.force_gpu)
+    source = with_measured_memory(profiled, out_dir / MEMORY_FILE)
     shown = 0
     if top is not None:
         source = join_counters(top[0], source, top[1])

@@ -205,12 +205,20 @@ def causal_share(query_length: int, key_length: int) -> float:
     return pairs / (query_length * key_length)
 
 
+# The low-level kernels' ops lay query and key out as (batch, sequence, heads, dim); the sdpa ops as
+# (batch, heads, sequence, dim). The memory-efficient ones say causal by a mask type (1: top-left, 2: bottom-right).
+_SEQUENCE_FIRST = ("_flash_attention_", "_efficient_attention_")
+_CAUSAL_MASK_TYPES = (1, 2)
+
+
 def _attention_causal_share(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     values = {argument.name: value for argument, value in _argument_values(func, args, kwargs)}
     query, key = values.get("query"), values.get("key")
-    if not values.get("is_causal") or not isinstance(query, torch.Tensor) or not isinstance(key, torch.Tensor):
+    causal = values.get("is_causal") or values.get("custom_mask_type") in _CAUSAL_MASK_TYPES
+    if not causal or not isinstance(query, torch.Tensor) or not isinstance(key, torch.Tensor):
         return 1.0
-    return causal_share(int(query.shape[-2]), int(key.shape[-2]))
+    axis = -3 if any(name in str(func.overloadpacket) for name in _SEQUENCE_FIRST) else -2
+    return causal_share(int(query.shape[axis]), int(key.shape[axis]))
 
 
 def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:

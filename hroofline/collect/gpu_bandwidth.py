@@ -103,9 +103,7 @@ def read_once(plan: LevelPlan, source: torch.Tensor, out: torch.Tensor) -> None:
     _kernel()[(plan.programs,)](source, out, plan.chunk, plan.repeats, BLOCK=BLOCK, CACHE=plan.cache)
 
 
-def measure_levels(
-    device: torch.device, repeats: int, say: Callable[[str], None]
-) -> list[tuple[LevelPlan, float]]:
+def measure_levels(device: torch.device, repeats: int, say: Callable[[str], None]) -> list[tuple[LevelPlan, float]]:
     """Each level's read bandwidth (byte/s), best of ``repeats`` timed calls after a warm-up."""
     results = []
     for plan in plans(device_sizes(device)):

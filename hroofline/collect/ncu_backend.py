@@ -74,13 +74,16 @@ def profile_with_ncu(
     metric_set: MetricSet,
     gpu: GpuName,
     progress: Callable[[str], None],
+    force_gpu: bool = False,
 ) -> ImportedSource:
-    """Runs every pass, then imports the report (or the folder of per-group logs, merged by launch)."""
+    """Runs every pass, then imports the report (or the folder of per-group logs, merged by launch);
+    ``force_gpu`` judges it as ``gpu`` whatever SM count it states."""
     for number, ncu_pass in enumerate(passes, start=1):
         progress(f"ncu pass {number}/{len(passes)}: {ncu_pass.name}")
         run_pass(ncu_pass, progress)
     source = passes[0].output if len(passes) == 1 else passes[0].output.parent
-    imported = import_source(source, ImportOptions(phase=None, gpu=gpu, merge="launch"), metric_set)
+    options = ImportOptions(phase=None, gpu=gpu, merge="launch", force_gpu=force_gpu)
+    imported = import_source(source, options, metric_set)
     info = replace(imported.info, settings={**imported.info.settings, **settings.recorded()})
     return replace(imported, info=info)
 

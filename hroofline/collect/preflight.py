@@ -86,11 +86,14 @@ def check_device_is(gpu: GpuName, name: str, sms: int) -> None:
     here = gpu_from_display_name(name)
     raise ProfilingError(
         f"this machine's GPU is {name} with {sms} SMs, not {gpu.name} ({gpu.sms} SMs)",
-        f"pass --gpu {here.name}" if here is not None else "pass --gpu with the GPU that is here (hroofline gpus)",
+        f"pass --gpu {here.name}"
+        if here is not None
+        else "the catalog does not know it (a MIG slice, another part): add --force-gpu to profile it as "
+        f"{gpu.name}'s architecture, its roofs from its own reports",
     )
 
 
-def preflight(ncu_option: str | None, arch: str, gpu: GpuName) -> NcuTool:
+def preflight(ncu_option: str | None, arch: str, gpu: GpuName, force_gpu: bool = False) -> NcuTool:
     """ncu found and new enough, a GPU visible and the one named: else one line naming what is wrong."""
     missing = []
     ncu = find_ncu(ncu_option)
@@ -106,7 +109,8 @@ def preflight(ncu_option: str | None, arch: str, gpu: GpuName) -> NcuTool:
             f"on the GPU with hroofline predict --gpu {gpu.name}",
         )
     assert ncu is not None
-    check_device_is(gpu, *visible_device())
+    if not force_gpu:
+        check_device_is(gpu, *visible_device())
     tool = ncu_version(ncu)
     check_ncu_supports(tool, arch)
     return tool

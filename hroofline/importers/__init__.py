@@ -257,7 +257,9 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
 def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
-    trace_options = TraceOptions(options.phase, options.steps, options.rank, options.cpu_ops, options.gpu)
+    trace_options = TraceOptions(
+        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu
+    )
     return trace_source(trace, source.digest, trace_options, metric_set)
 
 
@@ -308,8 +310,7 @@ def _source_gpu(profile: RawProfile, metrics: pd.DataFrame, options: ImportOptio
         device = f" ({profile.device_name})" if profile.device_name else ""
         raise InputError(
             f"{path}: the profiled device{device} has {sms} SMs, --gpu {named.name} has {named.sms}",
-            "leave out --gpu (the report says which GPU it is), or add --force-gpu to judge it as "
-            f"{named.name} anyway",
+            f"leave out --gpu (the report says which GPU it is), or add --force-gpu to judge it as {named.name} anyway",
         )
     return named
 

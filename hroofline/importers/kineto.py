@@ -203,6 +203,13 @@ def input_dims(args: dict[str, Any]) -> list[Any] | None:
     return dims if isinstance(dims, list) else None
 
 
+def device_sms(trace: TraceEvents, device: int | None) -> int | None:
+    """The SM count of a GPU of the trace's ``deviceProperties``, where it says."""
+    properties = trace.devices.get(device if device is not None else -1) or next(iter(trace.devices.values()), None)
+    count = properties.get("numSms") if properties else None
+    return int(count) if isinstance(count, int | float) else None
+
+
 def device_description(trace: TraceEvents, device: int | None) -> tuple[str | None, str | None]:
     """(name, compute capability) of a GPU of the trace's ``deviceProperties``."""
     properties = trace.devices.get(device if device is not None else -1) or next(iter(trace.devices.values()), None)

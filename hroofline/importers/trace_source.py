@@ -27,7 +27,7 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
-from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, input_dims
+from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, device_sms, input_dims
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
 from hroofline.importers.source import ImportedSource
 from hroofline.layers import phase_label
@@ -57,6 +57,7 @@ class TraceOptions:
     rank: int | None = None
     cpu_ops: bool = False  # a CPU-only trace: every op is a launch, with its self time
     gpu: GpuName | None = None  # the GPU that was profiled, where the user names it
+    force_gpu: bool = False  # judge it as ``gpu`` even where the trace's device has another SM count
 
 
 def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
@@ -69,6 +70,12 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
                 f"{trace.path}: --gpu {gpu.name} has compute capability {gpu.cc}, "
                 f"but the trace's device {result.device_name} has {result.cc}",
                 "leave out --gpu or name the GPU that was profiled",
+            )
+        sms = device_sms(trace, None)
+        if sms is not None and gpu.sms is not None and sms != gpu.sms and not options.force_gpu:
+            raise InputError(
+                f"{trace.path}: the traced device {result.device_name} has {sms} SMs, --gpu {gpu.name} has {gpu.sms}",
+                f"leave out --gpu (the trace says which GPU it is), or add --force-gpu to judge it as {gpu.name}",
             )
         result.cc = gpu.cc
         result.launches["cc"] = gpu.cc

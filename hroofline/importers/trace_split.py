@@ -13,9 +13,10 @@
   input dtype and the GPU's rules, as ``predict`` decides: 16-bit products on the FP16 or BF16 tensor cores,
   float64 ones on the FP64 tensor cores, float32 convolutions in TF32 (cuDNN's default) and float32 matrix
   products in FP32 (PyTorch's default), wherever the GPU has that tensor path (a rate in
-  ``metrics/rates.toml``). The kernels' names are a cross-check only: a name that says TF32 (a float32 product
-  run with TF32 allowed) or CUDA cores (``gemv``, ``simt``, ``f32f32_f32f32``) decides between the two
-  where the dtype cannot. A trace of an unknown GPU falls back to the names alone.
+  ``metrics/rates.toml``). The kernels' names decide what the dtype cannot: a name that says TF32 (a float32
+  product run with TF32 allowed) or CUDA cores (``gemv``, ``simt``, ``f32f32_f32f32``); and a convolution is on
+  tensor cores only where its kernel's name says so, because cuDNN runs depthwise, grouped and small
+  convolutions on the CUDA cores whatever the dtype. A trace of an unknown GPU falls back to the names alone.
 """
 
 from __future__ import annotations
@@ -98,11 +99,13 @@ def tensor_column(column: str, work: OpWork, rates: DenseRates, names: KernelNam
     """The tensor column an op's matrix-product FLOPs in ``column`` move to on this kernel, or None."""
     if names.cuda_cores[index] and not names.tensor[index]:
         return None
+    if work.convolution and not names.tensor[index]:
+        return None  # cuDNN's depthwise, grouped and small convolutions run on the CUDA cores
     if column == "flops_fp16":
         key = "tensor_bf16" if work.bf16 or names.bf16[index] else "tensor_fp16"
     elif column == "flops_fp32":
-        # TF32 for a product only where its kernel's name says so; for a convolution unless it says CUDA cores
-        tf32 = names.tf32[index] or (work.convolution and not names.cuda_cores[index])
+        # TF32 for a product only where its kernel's name says so; for a tensor-core convolution by default
+        tf32 = names.tf32[index] or work.convolution
         key = "tensor_tf32" if tf32 else None
     elif column == "flops_fp64":
         key = "tensor_fp64"
