@@ -26,7 +26,7 @@ STUDY_BATCH ?= 256
 MEASURE_GPU ?=
 RESNETS := resnet18 resnet34 resnet50
 
-.PHONY: help venv browser demo demo-deepcam profile ceilings samples test lint bench clean \
+.PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \
 	study-resnets study-memory study-deepcam
 
 help:
@@ -39,6 +39,7 @@ help:
 	@echo "make study-deepcam  Yang et al.'s DeepCAM on a V100, FP32 against AMP O1 (measured, from $(SHARED))"
 	@echo "             (studies predict here; MEASURE_GPU=NAME also profiles them on this machine's GPU)"
 	@echo "make test    run the test suite (ruff, then pytest)"
+	@echo "make test-spark  read a store with Spark (installs PySpark and a Java runtime when missing)"
 	@echo "make bench   run the benchmarks under bench/"
 	@echo "make clean   remove .venv and the demo store"
 
@@ -133,7 +134,20 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/ruff check hroofline tests bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --ignore=tests/test_spark.py
+
+# The store read by Spark (tests/test_spark.py): PySpark from PyPI and a Java runtime from Debian, installed
+# here when missing (as the browser is); a failed installation fails the target. CI runs it after `make test`.
+SPARK_PIN := pyspark==4.0.5
+spark: $(STAMP)
+	@$(BIN)/python -c "import pyspark" 2>/dev/null || { echo "installing $(SPARK_PIN) for the Spark test (PyPI)"; \
+	  $(BIN)/python -m pip install -q $(SPARK_PIN) || { echo "make: could not install $(SPARK_PIN)" >&2; exit 1; }; }
+	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "installing Debian's Java runtime for the Spark test (apt-get)"; \
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jre-headless >/dev/null; } \
+	  || { echo "make: could not install a Java runtime (default-jre-headless)" >&2; exit 1; }; }
+
+test-spark: spark
+	HROOFLINE_REQUIRE_SPARK=1 $(BIN)/python -m pytest -q tests/test_spark.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check hroofline tests bench

@@ -29,10 +29,10 @@ from pathlib import Path
 
 from torch.profiler import ProfilerActivity, profile
 
-from hroofline.collect.cpu_ops import OpRecorder
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.trace_backend import RecordFunctionRanges, import_collected_trace, native_stderr_quiet
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
+from hroofline.work.ops import OpRecorder
 
 MAX_RATIO = 1.5
 

@@ -48,7 +48,8 @@ from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_effic
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
-from hroofline.metricset import metrics_dir, resolve_gpu
+from hroofline.roofs.catalog import resolve_gpu
+from hroofline.roofs.metricset import metrics_dir
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO.parent / "shared" / "reference" / "published-step-times.csv"

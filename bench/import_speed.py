@@ -143,9 +143,10 @@ def worker_pyarrow(path: Path) -> dict[str, object]:
 
 def worker_library(path: Path) -> dict[str, object]:
     """The import itself, in-process: read, formulas, and the atomic write of the run into a new store."""
-    from hroofline.importers import ImportOptions, import_source
-    from hroofline.metricset import load_metric_set, resolve_gpu
-    from hroofline.store import RunStore
+    from hroofline.importers.build import ImportOptions, import_source
+    from hroofline.roofs.catalog import resolve_gpu
+    from hroofline.roofs.metricset import load_metric_set
+    from hroofline.store.runs import RunStore
 
     with tempfile.TemporaryDirectory(prefix="hroofline-bench-") as store_dir:
         start = time.perf_counter()
@@ -159,8 +160,9 @@ def worker_profile(path: Path) -> dict[str, object]:
     import cProfile
     import pstats
 
-    from hroofline.importers import ImportOptions, import_source
-    from hroofline.metricset import load_metric_set, resolve_gpu
+    from hroofline.importers.build import ImportOptions, import_source
+    from hroofline.roofs.catalog import resolve_gpu
+    from hroofline.roofs.metricset import load_metric_set
 
     options, metric_set = ImportOptions(gpu=resolve_gpu("v100")), load_metric_set()
     profiler = cProfile.Profile()

@@ -1,7 +1,9 @@
 """hroofline: hierarchical roofline analysis of the GPU kernels of deep-learning workloads.
 
-The pipeline, one stage per subpackage: collect -> importers -> store -> analyze -> render.
-The central type passed between the stages is :class:`hroofline.model.Run`.
+The pipeline, one stage per subpackage: collect -> importers -> store -> analyze -> render, on the roof domain
+(``roofs``), the work of ops (``work``) and the ground (``model``: the run and its vocabulary); the API
+(``api``) and the CLI (``cli``) compose them. ``docs/architecture.md`` draws it. The central type passed between
+the stages is :class:`hroofline.model.run.Run`.
 
 As a library (nothing heavy is imported until used)::
 
@@ -19,6 +21,7 @@ As a library (nothing heavy is imported until used)::
     run.top(n=5)                      # a DataFrame
     run.kernels(group_by="layer")     # a DataFrame
     run.chart()                       # an Altair chart (shown inline in Jupyter)
+    run.report("report/")             # the HTML page
     predicted = hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100")
 """
 
@@ -33,12 +36,15 @@ _API: dict[str, str] = {
     "phase": "hroofline.collect.session",
     "annotate": "hroofline.collect.session",
     "profiled_step": "hroofline.collect.session",
-    "load": "hroofline.api",
-    "predict": "hroofline.api",
-    "compare": "hroofline.api",
-    "runs": "hroofline.api",
-    "query": "hroofline.api",
-    "Run": "hroofline.model",
+    "load": "hroofline.api.notebook",
+    "predict": "hroofline.api.prediction",
+    "compare": "hroofline.api.notebook",
+    "runs": "hroofline.api.notebook",
+    "query": "hroofline.api.notebook",
+    "import_run": "hroofline.api.notebook",
+    "report": "hroofline.api.notebook",
+    "Run": "hroofline.model.run",
+    "RunView": "hroofline.api.face",
 }
 __all__ = ["__version__", *_API]
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hroofline.metricset import load_gpu_names, metrics_dir, resolve_gpu
-from hroofline.rates import rates_for
+from hroofline.roofs.catalog import load_gpu_names, resolve_gpu
+from hroofline.roofs.metricset import metrics_dir
+from hroofline.roofs.rates import rates_for
 from tests.conftest import SHARED, need, run_program
 
 REQUIRED = [
@@ -187,7 +188,7 @@ def test_h20_is_a_quarter_of_an_h100_per_sm() -> None:
 
 
 def test_geforce_parts_accumulate_in_fp32_at_half_rate() -> None:
-    from hroofline.rates import is_consumer
+    from hroofline.roofs.rates import is_consumer
 
     gpus = load_gpu_names()
     assert rates_for("8.9", gpus["rtx4090"]).get("tensor_fp16") == 512

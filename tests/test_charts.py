@@ -20,7 +20,7 @@ V100_BOOST_HZ = 1530e6
 
 def _median_clock(store: Path, run: str, phase: str) -> float:
     """The time-weighted median SM clock of a phase's launches, computed here from the stored launches."""
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     launches = RunStore(store).load(run).launches
     rows = launches[launches["phase"] == phase].sort_values("clock_hz")

@@ -255,7 +255,7 @@ def test_phase_ranges_only_match_by_family_and_layer_ranges_by_layer(cli, ncu_di
     from dataclasses import replace
 
     from hroofline.analyze.compare import compare_runs
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     run = RunStore(store).load("t4")
     layered = run.launches.copy()

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torchvision
 
-from hroofline.ceilings import load_ceilings_file
-from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
 from hroofline.collect.workload import STEP_PHASES, NvtxListener, PhaseMarks, TrainingStep, WorkloadConfig
-from hroofline.store import RunStore
+from hroofline.roofs.ceilings import load_ceilings_file
+from hroofline.store.runs import RunStore
+from hroofline.work.ops import OpRecorder, records_to_launches
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hroofline.model import SCHEMA_VERSION
-from hroofline.store import LAYOUT_VERSION, RunStore
+from hroofline.model.run import SCHEMA_VERSION
+from hroofline.store.files import LAYOUT_VERSION
+from hroofline.store.runs import RunStore
 from tests.conftest import REPO, tree_digest
 
 ACCEPTANCE_SQL = (
@@ -150,13 +151,13 @@ def test_a_migration_stopped_halfway_goes_on(cli, tmp_path: Path) -> None:
 
 
 def test_a_read_only_old_store_says_so(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hroofline.store_migration
+    import hroofline.store.migration
 
     root = tmp_path / "old"
     _legacy_run(root, "first", raw_metric=False)
     digest = tree_digest(root)
     # as for a user without write access (the tests may run as root, who may write anywhere)
-    monkeypatch.setattr(hroofline.store_migration.os, "access", lambda path, mode: mode != os.W_OK)
+    monkeypatch.setattr(hroofline.store.migration.os, "access", lambda path, mode: mode != os.W_OK)
     result = cli("runs", store_dir=root)
     assert result.code == 1 and result.err.count("\n") == 1 and "read-only" in result.err
     assert tree_digest(root) == digest

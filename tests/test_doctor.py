@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline import rates
 from hroofline.collect import calibration
-from hroofline.metricset import metrics_dir
+from hroofline.roofs import rates
+from hroofline.roofs.metricset import metrics_dir
 from tests.conftest import REPO
 
 CALIBRATIONS = ("gemm-calibration-base-clock", "gemm-calibration-no-clock-control")
@@ -76,7 +76,7 @@ def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
 
 def test_doctor_fails_where_the_l1_count_misses_the_tma(cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the rule that nulls a TMA-blind L1 count, the nvjet GEMMs keep their 49 kB: doctor says so."""
-    from hroofline import roofline
+    from hroofline.roofs import formulas as roofline
 
     monkeypatch.setattr(roofline, "l1_blind_launches", lambda quantities, *_: quantities["bytes_l1"].isna())
     result = cli("doctor", "--report", h100_dir / f"{CALIBRATIONS[0]}.ncu-rep")
@@ -90,8 +90,8 @@ def test_the_copy_check_judges_main_memory_bytes(cli, h100_dir: Path) -> None:
     """The shared reports hold no copy: a copy launch added to the imported calibration, its bytes 2% and then
     10% above the 2 GiB it reads and writes."""
     from hroofline.analyze.doctor import diagnose
-    from hroofline.ceilings import run_roofs
     from hroofline.cli.doctor_cmd import _read_report, _run_of
+    from hroofline.roofs.ceilings import run_roofs
 
     run = _run_of(_read_report(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep", None, False), None)
     copy = next(case for case in calibration.CASES if case.name == "copy")

@@ -13,7 +13,7 @@ from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
-from hroofline.metricset import resolve_gpu
+from hroofline.roofs.catalog import resolve_gpu
 
 
 def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +64,7 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
     The class sums are checked against an independent reading of the run: names for the class, and the bound
     between its two terms' maximum and sum."""
     from hroofline.analyze.calibrate import calibrate_on_run
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     run = RunStore(deepcam_store).load("deepcam-O1")
     calibration = calibrate_on_run(run, load_estimate_model())
@@ -110,6 +110,6 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
 def tomllib_peaks(gpu: str) -> dict[str, float]:
     import tomllib
 
-    from hroofline.metricset import metrics_dir
+    from hroofline.roofs.metricset import metrics_dir
 
     return tomllib.loads((metrics_dir() / "gpus.toml").read_text())[gpu]["peak"]

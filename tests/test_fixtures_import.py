@@ -288,14 +288,14 @@ def test_fixture_imports(cli, ncu_dir: Path, name: str) -> None:
 
     summary = json.loads(cli("summary", "r", "--format", "json").out)
     assert summary["total"]["kernels"] == expect.launches
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     assert RunStore(cli.store).load_meta("r").device_name == expect.device
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e.nvtx_example))
 def test_nvtx_stacks(cli, ncu_dir: Path, name: str) -> None:
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     _import(cli, ncu_dir / name, "r")
     stacks = set(RunStore(cli.store).load("r").launches["nvtx"].dropna())

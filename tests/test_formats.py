@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hroofline.importers.units import unit_scale
-from hroofline.phases import canonical_phase, phase_from_ranges
+from hroofline.model.phases import canonical_phase, phase_from_ranges
 
 QUANTITIES = ["time_s", "flops_fp64", "flops_fp32", "flops_fp16", "bytes_l1", "bytes_l2", "bytes_hbm"]
 

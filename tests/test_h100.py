@@ -54,7 +54,7 @@ def test_cublas_gemms_sit_where_they_must(cli, h100_store: Path, report: str) ->
 @pytest.mark.parametrize("report", CALIBRATIONS)
 def test_tensor_roofs_are_the_dense_rates_at_each_launchs_clock(cli, h100_store: Path, report: str) -> None:
     launches = _csv(cli, "kernels", report, "--format", "csv", "--store", str(h100_store))
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     stored = RunStore(h100_store).load(report).launches
     for key, rate in DENSE_PER_SM_CYCLE.items():
@@ -85,7 +85,7 @@ def test_tma_gemms_have_no_l1_intensity(cli, h100_store: Path) -> None:
 
 
 def test_resnet34_every_tf32_launch_against_the_dense_tf32_roof(cli, h100_store: Path) -> None:
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     launches = RunStore(h100_store).load("resnet34-fp32-b32-step").launches
     tf32 = launches[launches["flops_tensor_tf32"].fillna(0) > 0]
@@ -97,9 +97,9 @@ def test_resnet34_every_tf32_launch_against_the_dense_tf32_roof(cli, h100_store:
     assert per_launch["ai_l1"].isna().sum() >= 87
     top = _csv(cli, "top", "resnet34-fp32-b32-step", "-n", "1000", "--format", "csv", "--store", str(h100_store))
     assert top["roof_pct"].max() <= 100
-    from hroofline.analyze.roofs import launch_roof_terms
-    from hroofline.ceilings import run_roofs
-    from hroofline.metricset import load_metric_set
+    from hroofline.analyze.binding import launch_roof_terms
+    from hroofline.roofs.ceilings import run_roofs
+    from hroofline.roofs.metricset import load_metric_set
 
     run = RunStore(h100_store).load("resnet34-fp32-b32-step")
     terms = launch_roof_terms(run.launches, run_roofs(run).per_launch, load_metric_set().pipes_of("9.0"))
@@ -138,8 +138,8 @@ def test_runs_stored_before_dense_roofs_are_corrected_on_reading(h100_dir: Path,
     import pyarrow.parquet as pq
 
     from hroofline.cli.main import main
-    from hroofline.store import RunStore
-    from hroofline.store_format import SCHEMA_VERSION_KEY
+    from hroofline.store.format import SCHEMA_VERSION_KEY
+    from hroofline.store.runs import RunStore
 
     store = tmp_path / "store"
     assert main(["import", str(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep"), "--run", "g", "--store", str(store)]) == 0

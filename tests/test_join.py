@@ -121,7 +121,7 @@ def test_really_different_launches_are_appended(cli, ncu_dir: Path) -> None:
     assert result.code == 0, result.err
     summary = json.loads(cli("summary", "two", "--format", "json").out)
     assert summary["total"]["kernels"] == 72 + 26
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     assert len(RunStore(cli.store).load_meta("two").sources) == 2
 
@@ -188,7 +188,7 @@ def test_full_set_reports_joined_by_name_keep_their_roofs_and_rates(cli, ncu_dir
     assert (by_name["count"] == by_name["count_joined"]).all()
     for column in ("flops_fp32", "bytes_hbm", "bytes_l1", "time_s"):
         assert by_name[f"{column}_joined"].to_numpy() == pytest.approx(by_name[column].to_numpy(), rel=1e-9), column
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     one = RunStore(cli.store).load("one").launches
     merged = RunStore(cli.store).load("byname").launches.set_index("kernel")

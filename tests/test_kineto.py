@@ -425,8 +425,8 @@ def test_trace_tensor_work_follows_dtype_gpu_and_kernel(
     only where its kernel says so; a V100 has no BF16 tensor cores."""
     from hroofline.importers.trace_split import KernelNames, tensor_column
     from hroofline.importers.trace_work import OpWork
-    from hroofline.metricset import load_metric_set
-    from hroofline.rates import rates_for
+    from hroofline.roofs.metricset import load_metric_set
+    from hroofline.roofs.rates import rates_for
 
     work = OpWork(flops={column: 1e9}, bytes=0.0, bf16=bf16, matmul_flops={column: 1e9}, convolution=convolution)
     names = KernelNames([kernel.lower()], load_metric_set().tensor_hints)

@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import TrainingStep, WorkloadConfig
-from hroofline.layers import NON_MODULE_LABELS
-from hroofline.store import RunStore
+from hroofline.model.layers import NON_MODULE_LABELS
+from hroofline.store.runs import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY_OPS = {str(packet).replace(".", "::", 1) for packet in flop_registry}
@@ -59,7 +59,7 @@ def _per_module(launches: pd.DataFrame) -> collections.Counter[str]:
 
 def _flop_counter(arch: str, backward: bool) -> tuple[str, dict[str, float]]:
     """FlopCounterMode on the step as predict traces it: attention as the fused kernel a GPU runs."""
-    from hroofline.collect.fused_attention import fused_attention
+    from hroofline.work.fused_attention import fused_attention
 
     step = TrainingStep(WorkloadConfig(arch, 2, device="meta"))
     with FlopCounterMode(display=False) as counter, fused_attention():

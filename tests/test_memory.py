@@ -13,7 +13,7 @@ from hroofline.analyze.memory_fit import USABLE_SHARE, memory_fit
 from hroofline.collect.memory_tracking import CUDA_BLOCK_BYTES, StepTensors, StorageLiveness
 from hroofline.collect.meta_trace import trace_step_memory
 from hroofline.collect.workload import WorkloadConfig
-from hroofline.metricset import resolve_gpu
+from hroofline.roofs.catalog import resolve_gpu
 from tests.conftest import SHARED, need
 
 COURSE_REPORT = "background/004_247ed1562cabaee4.txt"
@@ -104,8 +104,8 @@ def test_a_gpu_profile_reads_the_memory_its_workload_wrote(tmp_path: Path) -> No
     from hroofline.collect.memory_tracking import write_memory
     from hroofline.collect.ncu_backend import with_measured_memory
     from hroofline.collect.ncu_command import NcuSettings, workload_command
-    from hroofline.importers import ImportedSource
-    from hroofline.model import CUDA_MEMORY_METHOD, PhaseMemory, SourceInfo
+    from hroofline.importers.source import ImportedSource
+    from hroofline.model.run import CUDA_MEMORY_METHOD, PhaseMemory, SourceInfo
 
     record = tmp_path / "memory.json"
     command = workload_command(WorkloadConfig("resnet18", 8), NcuSettings(warmup=1, steps=2), True, record)

@@ -15,8 +15,9 @@ from hroofline.collect.ncu_command import NcuSettings, ncu_passes, workload_comm
 from hroofline.collect.preflight import check_ncu_supports, gpu_visible, ncu_version
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import ProfilingError
-from hroofline.metricset import load_metric_set, resolve_gpu
-from hroofline.store import RunStore
+from hroofline.roofs.catalog import resolve_gpu
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.store.runs import RunStore
 from tests.conftest import REPO, need
 
 STANDIN = REPO / "tests" / "standin" / "ncu"

@@ -22,8 +22,8 @@ from hroofline.collect.ncu_top import (
     top_kernel_names,
 )
 from hroofline.errors import ProfilingError
-from hroofline.importers import ImportOptions, import_source
-from hroofline.metricset import load_metric_set
+from hroofline.importers.build import ImportOptions, import_source
+from hroofline.roofs.metricset import load_metric_set
 from tests.conftest import SHARED, need
 
 RECSYS = "kineto_a100_recsys_trace_diff_control_rank3.json.gz"

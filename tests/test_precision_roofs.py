@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.metricset import gpu_from_display_name, metrics_dir
-from hroofline.model import SCHEMA_VERSION
+from hroofline.model.run import SCHEMA_VERSION
+from hroofline.roofs.catalog import gpu_from_display_name
+from hroofline.roofs.metricset import metrics_dir
 from tests import reference
 from tests.conftest import REPO
 
@@ -244,7 +245,7 @@ def test_h800_gets_hierarchical_roofs_from_its_own_report(cli, ncu_dir: Path) ->
     assert "1 launch(es) have no metric values at all" in result.err and "flash_fwd_kernel" in result.err
     top, _ = _top(cli, "h800")
     assert len(top) == 1 and top.iloc[0]["roof_pct"] > 0
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     launches = RunStore(cli.store).load("h800").launches
     expected = []
@@ -286,7 +287,7 @@ def test_rtx_pro_6000_hbm_roof_from_its_memory_bus(cli, ncu_dir: Path) -> None:
     HBM roof from the device attributes: 14.001 GHz x 2 x 512 bits / 8 = 1.792 TB/s."""
     result = cli("import", ncu_dir / "rtxpro6000_bf16_proj_gemm_ncu2026_raw.csv", "--run", "pro")
     assert result.code == 0, result.err
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     run = RunStore(cli.store).load("pro")
     assert run.meta.device_name == "NVIDIA RTX PRO 6000 Blackwell Workstation Edition" and run.meta.cc == "12.0"
@@ -332,8 +333,8 @@ def test_a100_80gb_pcie_gets_its_own_bandwidth(cli, ncu_dir: Path) -> None:
     # Without its report's roofs, the catalog: the PCIe card's 1935 GB/s, not the SXM4's 2039 GB/s.
     top = cli("top", "p", "--ceilings", "a100-80gb-pcie")
     assert top.code == 0
-    from hroofline.ceilings import run_gpu
-    from hroofline.store import RunStore
+    from hroofline.roofs.ceilings import run_gpu
+    from hroofline.store.runs import RunStore
 
     gpu = run_gpu(RunStore(cli.store).load_meta("p"))
     assert gpu is not None and gpu.name == "a100-80gb-pcie" and gpu.peaks["hbm"] == 1935e9
@@ -386,7 +387,7 @@ def test_schema_1_runs_keep_their_tensor_flops(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     run_dir = tmp_path / "runs" / "old"
     run_dir.mkdir(parents=True)
@@ -416,7 +417,7 @@ def test_schema_1_runs_keep_their_tensor_flops(tmp_path: Path) -> None:
 
 
 def test_pipes_are_data(tmp_path: Path) -> None:
-    from hroofline.metricset import load_metric_set
+    from hroofline.roofs.metricset import load_metric_set
 
     metric_set = load_metric_set()
     volta = metric_set.pipes_of("7.0")
@@ -427,7 +428,7 @@ def test_pipes_are_data(tmp_path: Path) -> None:
 
 
 def test_blackwell_collects_its_fp8_and_fp4_paths_with_their_peaks() -> None:
-    from hroofline.metricset import load_metric_set
+    from hroofline.roofs.metricset import load_metric_set
 
     metrics = load_metric_set().metrics_to_collect("blackwell")
     for path in ("src_fp4_fp6_fp8_dst_fp32", "src_fp4_dst_fp32", "src_int8"):

@@ -13,8 +13,8 @@ import torchvision
 from hroofline.analyze.predict import MATMUL_OPS, flop_split
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
-from hroofline.metricset import metrics_dir
-from hroofline.store import RunStore
+from hroofline.roofs.metricset import metrics_dir
+from hroofline.store.runs import RunStore
 
 FLOP_COLUMNS = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
 
@@ -76,6 +76,9 @@ def test_resnet18_batch_256_worked_example(cli, tmp_path: Path) -> None:
     assert result.code == 0, result.err
     assert "forward: 928.8 GFLOP in convolutions and matrix products" in result.out
     assert "in other ops: native_batch_norm" in result.out
+    # an inference pass, said as such: not a training step's forward
+    assert "resnet18, batch 256, fp32 on v100-sxm2, inference (eval, no grad), predicted" in result.out
+    assert "\ninference: estimate " in result.out and "\nstep" not in result.out
     run = RunStore(tmp_path / "store").load("r18")
     assert set(run.launches["phase"]) == {"forward"}
     assert run.meta.sources[0].kind == "analytic" and run.meta.gpu == "v100-sxm2"
@@ -235,7 +238,7 @@ def test_profile_sets_tf32_as_pytorch_does() -> None:
 def test_safe_softmax_counts_its_flops() -> None:
     import torch
 
-    from hroofline.collect.cpu_ops import op_flops
+    from hroofline.work.ops import op_flops
 
     scores = torch.randn(2, 4, 8)
     out = torch.ops.aten._safe_softmax(scores, -1)

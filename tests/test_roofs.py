@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.metricset import metrics_dir
+from hroofline.roofs.metricset import metrics_dir
 
 ERT = metrics_dir() / "ceilings" / "v100-yang-ert.toml"
 
@@ -62,7 +62,7 @@ def _expected_time_at_roof(store: Path, run: str, phase: str, peaks: dict[str, f
     """Time at roof per kernel name, computed here launch by launch from the stored launches: Volta's FP32
     pipe apart from the pipe FP16, FP64 and tensor work share; the FP16 roof at half the packed rate (ncu
     counts a packed instruction once); datasheet compute and cache roofs at each launch's measured clock."""
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     launches = RunStore(store).load(run).launches
     launches = launches[launches["phase"] == phase]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.metricset import FLOP_QUANTITIES
-from hroofline.store import RunStore
+from hroofline.model.quantities import FLOP_QUANTITIES
+from hroofline.store.runs import RunStore
 from tests.conftest import REPO
 
 SAMPLES = RunStore(REPO / "samples" / "store")

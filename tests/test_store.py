@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hroofline import store as store_module
-from hroofline.model import SCHEMA_VERSION
-from hroofline.store import RunStore
-from hroofline.store_location import store_path
+from hroofline.model.run import SCHEMA_VERSION
+from hroofline.store import files as store_module
+from hroofline.store.location import store_path
+from hroofline.store.runs import RunStore
 from tests.conftest import tree_digest
 
 TIME = "v100_gene_dgdxy_time_dram_nvtx.ncu-rep"
@@ -106,6 +106,18 @@ def test_runs_from_different_gpus_do_not_mix(cli, ncu_dir: Path) -> None:
 def test_gpu_option_must_match_the_report(cli, ncu_dir: Path) -> None:
     result = cli("import", ncu_dir / TIME, "--run", "r", "--gpu", "a100")
     assert result.code == 1 and "compute capability 8.0" in result.err
+
+
+def test_a_source_naming_no_gpu_says_which_gpu_the_run_keeps(cli, ncu_dir: Path) -> None:
+    """An A100 CSV that names no GPU, appended to a T4 run, is judged as a T4: nothing in it can tell, so the
+    import says so (it once appended silently)."""
+    cli("import", ncu_dir / "t4_resnet18_trainstep_nvtx_details.csv", "--run", "r", "--gpu", "t4")
+    result = cli("import", ncu_dir / "a100_dropout_fp64_nersc_metrics.csv", "--run", "r")
+    assert result.code == 0
+    (note,) = [line for line in result.err.splitlines() if "names no GPU" in line]
+    assert "run 'r' keeps its GPU, t4 (compute capability 7.5)" in note and "another run with --gpu" in note
+    stated = cli("import", ncu_dir / "a100_bert_attention_fp32_nersc_metrics.csv", "--run", "r", "--gpu", "t4")
+    assert stated.code == 0 and "names no GPU" not in stated.err  # the user said which GPU it is
 
 
 def test_store_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

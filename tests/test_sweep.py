@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.store import RunStore
+from hroofline.store.runs import RunStore
 from tests.conftest import tree_digest
 
 MODELS = "resnet18,resnet34,resnet50"

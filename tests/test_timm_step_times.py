@@ -21,7 +21,7 @@ from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.models import torchvision_model
 from hroofline.collect.workload import WorkloadConfig
-from hroofline.metricset import FLOP_QUANTITIES
+from hroofline.model.quantities import FLOP_QUANTITIES
 
 from .conftest import SHARED, need
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hroofline.api import load, predict
-from hroofline.roofline import total_flops
+from hroofline.roofs.formulas import total_flops
 
 
 @pytest.fixture(scope="module")

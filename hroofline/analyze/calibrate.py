@@ -19,8 +19,8 @@ import pandas as pd
 from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, estimate_times
 from hroofline.analyze.families import kernel_family
 from hroofline.errors import UsageError
-from hroofline.model import Run
-from hroofline.roofline import total_flops
+from hroofline.model.run import Run
+from hroofline.roofs.formulas import total_flops
 
 MATMUL_FAMILY = re.compile(r"gemm|convolution")  # kernel families that are matrix products
 COARSE_FLOORS_S = np.arange(0.0, 100.01e-6, 2.5e-6)
@@ -133,7 +133,7 @@ def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:
     HBM bytes at the datasheet peaks of the run's GPU, as predict bounds an op) over their measured time. The
     host floor stays ``base``'s: kernel times do not show what the host spends between kernels."""
     from hroofline.analyze.predict import predict_times, prediction_peaks
-    from hroofline.ceilings import run_gpu
+    from hroofline.roofs.ceilings import run_gpu
 
     gpu = run_gpu(run.meta)
     if gpu is None or not gpu.peaks:

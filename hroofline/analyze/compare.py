@@ -17,11 +17,11 @@ import pandas as pd
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import NO_LAYER, phase_summary
 from hroofline.errors import HrooflineError
-from hroofline.layers import OUTSIDE
-from hroofline.metricset import BYTE_QUANTITIES, COMPUTE_ROOF_OF
-from hroofline.model import Run
-from hroofline.phases import canonical_phase
-from hroofline.roofline import total_flops
+from hroofline.model.layers import OUTSIDE
+from hroofline.model.phases import canonical_phase
+from hroofline.model.quantities import BYTE_QUANTITIES, COMPUTE_ROOF_OF
+from hroofline.model.run import Run
+from hroofline.roofs.formulas import total_flops
 
 PHASE_FIELDS: tuple[str, ...] = ("time_s", "flops", "flops_tensor", "bytes_l1", "bytes_l2", "bytes_hbm", "kernels")
 FAMILY_COLUMNS: tuple[str, ...] = (
@@ -51,7 +51,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        from hroofline.render.text import frame_records
+        from hroofline.model.numbers import frame_records
 
         return {
             "base": self.base,
@@ -278,7 +278,7 @@ class ComparisonRoofs:
 
 
 def comparison_roofs(base: Run, candidate: Run, ceilings: str | None = None) -> ComparisonRoofs:
-    from hroofline.ceilings import run_roofs
+    from hroofline.roofs.ceilings import run_roofs
 
     roofs = run_roofs(base, ceilings)
     peaks = roofs.representative(base.launches)

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.analyze.roofs import launch_roof_terms
-from hroofline.ceilings import ROOF_LABELS, RunRoofs
-from hroofline.collect.calibration import CASES, Case
-from hroofline.metricset import load_metric_set
-from hroofline.model import Run
-from hroofline.roofline import total_flops
+from hroofline.analyze.binding import launch_roof_terms
+from hroofline.model.quantities import ROOF_LABELS
+from hroofline.model.run import Run
+from hroofline.roofs.ceilings import RunRoofs
+from hroofline.roofs.formulas import total_flops
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.work.calibration import CASES, Case
 
 # The FLOP column that does most of each GEMM case's work, and the roof it must be bound by.
 CASE_COLUMNS: dict[str, str] = {

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.predict import MATMUL_OPS
-from hroofline.metricset import TENSOR_FLOP_QUANTITIES, metrics_dir
+from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
+from hroofline.roofs.metricset import metrics_dir
 
 OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from hroofline.analyze.names import short_kernel_name
+from hroofline.model.names import short_kernel_name
 
 _ARCH_PREFIX = re.compile(r"^(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell|sm\d+[a-z]?)_")
 # Tokens that say how, not what: precision, tensor-core shape, tile, load width, layout, variant.

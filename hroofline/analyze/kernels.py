@@ -14,16 +14,16 @@ import pandas as pd
 
 from hroofline.analyze.ranks import work_known_share
 from hroofline.errors import HrooflineError, UsageError
-from hroofline.layers import matches
-from hroofline.metricset import (
+from hroofline.model.layers import matches
+from hroofline.model.quantities import (
     BYTE_QUANTITIES,
     CORE_FLOP_QUANTITIES,
     OP_QUANTITIES,
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
 )
-from hroofline.model import PHASES, PhaseMemory, Run, first_per_phase
-from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
+from hroofline.model.run import PHASES, PhaseMemory, Run, first_per_phase
+from hroofline.roofs.formulas import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
     "kernel",

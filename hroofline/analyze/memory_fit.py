@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hroofline.model import PhaseMemory
+from hroofline.model.run import PhaseMemory
 
 USABLE_SHARE = 0.92
 BATCH_INDEPENDENT: tuple[str, ...] = ("parameters", "gradients", "optimizer_state")

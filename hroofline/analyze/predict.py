@@ -2,7 +2,7 @@
 
 Per op (traced by :mod:`hroofline.collect.meta_trace`): FLOPs per precision, the fewest bytes it must
 move, and its predicted time = its time at roof with the GPU's datasheet peaks, the same formula every
-measured launch is judged by (:func:`hroofline.analyze.roofs.launch_roof_terms`):
+measured launch is judged by (:func:`hroofline.analyze.binding.launch_roof_terms`):
 
     time = max(compute time (longest execution pipe), bytes / HBM bandwidth)
 
@@ -22,19 +22,14 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from hroofline.analyze.roofs import roof_times
-from hroofline.ceilings import datasheet_ceilings
-from hroofline.collect.op_names import CONVOLUTION_OPS, MATMUL_OPS
+from hroofline.analyze.binding import roof_times
 from hroofline.errors import UsageError
-from hroofline.metricset import (
-    CORE_FLOP_QUANTITIES,
-    FLOP_QUANTITIES,
-    OP_QUANTITIES,
-    ROOF_KEYS,
-    GpuName,
-    load_metric_set,
-)
-from hroofline.roofline import total_flops
+from hroofline.model.quantities import CORE_FLOP_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES, ROOF_KEYS
+from hroofline.roofs.catalog import GpuName
+from hroofline.roofs.ceilings import datasheet_ceilings
+from hroofline.roofs.formulas import total_flops
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.work.op_names import CONVOLUTION_OPS, MATMUL_OPS
 
 TIME_METHOD = (
     "predicted: time at roof (longest pipe of FLOPs per precision / peak, bytes / HBM bandwidth), datasheet peaks"

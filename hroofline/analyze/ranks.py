@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.model import PHASES, Run
+from hroofline.model.run import PHASES, Run
 
 GROUPINGS: tuple[str, ...] = ("rank", "step")
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.analyze.roofs import launch_roof_terms
-from hroofline.ceilings import run_roofs
+from hroofline.analyze.binding import launch_roof_terms
 from hroofline.errors import UsageError
-from hroofline.metricset import COMPUTE_ROOF_OF, load_metric_set
-from hroofline.model import PHASES, Run
-from hroofline.roofline import arithmetic_intensity, flop_rate, total_flops
+from hroofline.model.quantities import COMPUTE_ROOF_OF
+from hroofline.model.run import PHASES, Run
+from hroofline.roofs.ceilings import run_roofs
+from hroofline.roofs.formulas import arithmetic_intensity, flop_rate, total_flops
+from hroofline.roofs.metricset import load_metric_set
 
 GROUPINGS: tuple[str, ...] = ("run", "phase")
 POINT_COLUMNS: tuple[str, ...] = (
@@ -172,7 +173,7 @@ def overview_table(found: StepPoints, runs: Sequence[Run], totals: Mapping[str, 
     fits its GPU's usable memory (:mod:`hroofline.analyze.memory_fit`), where known. ``totals``: each run's
     ``total`` row of :func:`hroofline.analyze.kernels.phase_summary`."""
     from hroofline.analyze.memory_fit import usable_bytes
-    from hroofline.ceilings import run_gpu
+    from hroofline.roofs.ceilings import run_gpu
 
     usable = {}
     for run in runs:

@@ -15,8 +15,8 @@ import pandas as pd
 
 from hroofline.analyze.estimate import StepTime
 from hroofline.analyze.memory_fit import MemoryFit, peak_phase
-from hroofline.model import PhaseMemory
-from hroofline.roofline import total_flops
+from hroofline.model.run import PhaseMemory
+from hroofline.roofs.formulas import total_flops
 
 SWEEP_COLUMNS: tuple[str, ...] = (
     "run",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from hroofline.cli.common import write_out
-from hroofline.metricset import load_gpu_names, load_metric_set
 from hroofline.render.text import text_table, to_json
+from hroofline.roofs.catalog import load_gpu_names
+from hroofline.roofs.metricset import load_metric_set
 
 PEAK_COLUMNS = (
     "fp64",
@@ -28,7 +29,6 @@ BANDWIDTH_COLUMNS = ("hbm", "l2", "l1")
 def register(commands: argparse._SubParsersAction) -> None:
     gpus = commands.add_parser(
         "gpus",
-        help="list the GPUs hroofline knows, with their datasheet peaks",
         description="The GPU catalog (metrics/gpus.toml): names for --gpu, compute capability, architecture, "
         "and datasheet peaks in TFLOP/s (compute) and GB/s (HBM; L2 and L1 theoretical, where given) in the "
         "table, with the SM clock they are quoted at (compute, L1 and L2 roofs are scaled from it to the clock "

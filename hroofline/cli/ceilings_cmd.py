@@ -6,17 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, ceilings_for_run, run_roofs
 from hroofline.cli.common import add_store_option, open_store, say, write_out
 from hroofline.errors import ProfilingError, UsageError
-from hroofline.model import RunMeta
-from hroofline.render.numbers import si
+from hroofline.model.numbers import si
+from hroofline.model.quantities import LEVEL_LABELS, ROOF_LABELS
+from hroofline.model.run import RunMeta
+from hroofline.roofs.ceilings import ceilings_for_run, run_roofs
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     ceilings = commands.add_parser(
         "ceilings",
-        help="measure this machine's roofs, or show the roofs a run or GPU uses",
         description="With --measure: matmul FLOP/s per precision and read bandwidth for working sets sized to "
         "each cache level and to main memory, on the CPU or a CUDA GPU; --out writes them as a ceilings file "
         "for --ceilings. Without: the roofs of a catalog GPU, bundled set or file (--show), or of a run.",

@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
-from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import (
-    TOP_COLUMNS,
-    TOP_SORTS,
-    RoofNotes,
-    above_roof_details,
-    has_times,
-    levels_with_dots,
-    ranked,
-    roofline_points,
-    top_kernels,
-)
+from hroofline.analyze.binding import TOP_COLUMNS, TOP_SORTS
+from hroofline.analyze.kernels import KernelQuery
 from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
-from hroofline.analyze.step_points import overview_table, step_points
-from hroofline.ceilings import LEVEL_LABELS, RunRoofs, bundled_ceiling_files, run_roofs
+from hroofline.api.outputs import explained, roofline, runs_chart, top
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
-from hroofline.errors import HrooflineError, UsageError
-from hroofline.metricset import LEVELS
-from hroofline.model import Run
-from hroofline.phases import parse_phase_option
-from hroofline.render.output import CHART_WRITERS, chart_format, write_atomically, write_chart
+from hroofline.errors import UsageError
+from hroofline.model.names import short_kernel_name
+from hroofline.model.phases import parse_phase_option
+from hroofline.model.quantities import LEVEL_LABELS, LEVELS
+from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.text import render_frame
-
-if TYPE_CHECKING:  # the report's page and its sections are imported where a report is written
-    from hroofline.render.report import ComparisonSection, RunSection, RunsSection
+from hroofline.roofs.ceilings import bundled_ceiling_files
 
 CEILINGS_HELP = (
     "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
@@ -51,7 +36,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     ceilings_help = CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()) or "none")
     chart = commands.add_parser(
         "chart",
-        help="draw the hierarchical roofline of a run, or many runs on their GPUs' rooflines (HTML, PNG, SVG, JSON)",
         description="Hierarchical roofline of a run: arithmetic intensity (FLOP/byte) against FLOP/s, log-log, "
         "with the L1/L2/HBM bandwidth roofs and the compute roofs of the precisions present. Each kernel "
         "(name and phase) is one dot per memory level, joined by a line; dot area is proportional to time. "
@@ -99,7 +83,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     top = commands.add_parser(
         "top",
-        help="the kernels worth your time: ranked by time, with binding roof and recoverable time",
         description="Kernels grouped by name within each phase, ranked by time: share of the phase's time, "
         "achieved FLOP/s, arithmetic intensity per level (FLOP/byte), the roof that binds the kernel, how close it "
         "runs to it (roof_pct = time at roof / time), the time it would take at its roof and the time that is "
@@ -129,7 +112,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     report = commands.add_parser(
         "report",
-        help="write one self-contained HTML page: summary, a chart per phase and the top kernels of each run",
         description="An HTML report of one or more runs, in DIR/index.html: per run, the phase summary, a "
         "hierarchical roofline chart per phase and the top-kernels table. The page holds everything it needs "
         "and opens offline.",
@@ -164,12 +146,11 @@ def parse_levels(text: str) -> tuple[str, ...]:
     return tuple(level for level in LEVELS if level in chosen)
 
 
-def _warn(notes: RoofNotes, explain: bool = False) -> None:
-    for line in notes.above_roof + notes.missing_roofs:
+def _warn(warnings: list[str], details: list[str]) -> None:
+    for line in warnings:
         say(f"hroofline: warning: {line}")
-    if explain:
-        for line in above_roof_details(notes):
-            say(f"  {line}")
+    for line in details:
+        say(f"  {line}")
 
 
 def draw_chart(args: argparse.Namespace) -> int:
@@ -180,41 +161,26 @@ def draw_chart(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--by {by} draws the kernels of one run", "several runs are drawn with --by run or --by phase"
         )
-    from hroofline.render.roofline_chart import ChartOptions, roofline_chart  # Altair loads only when drawing
-
-    args.run = args.runs[0]
+    name = args.runs[0]
     chosen_levels = parse_levels(args.level) if args.level else None
     phase = parse_phase_option(args.phase) if args.phase else None
-    out = Path(args.out) if args.out else Path(f"{args.run}{'-' + phase if phase else ''}.html")
+    out = Path(args.out) if args.out else Path(f"{name}{'-' + phase if phase else ''}.html")
     chart_format(out)  # refuse an unknown extension before any work
-    run = open_store(args).load(args.run)
-    roofs = run_roofs(run, args.ceilings)
-    levels = chosen_levels or roofs.levels()
+    run = open_store(args).load(name)
     group_by = "launch" if args.per_launch else by
     query = KernelQuery(group_by=group_by, phase=phase, layer=args.layer, nvtx=args.nvtx)
-    points = roofline_points(run, roofs, query, levels=levels)
-    if points.points.empty:
-        where = f" in phase {phase}" if phase else ""
-        if points.not_drawn == 0:
-            raise HrooflineError(f"nothing to draw: run {args.run!r} has no kernels{where}")
-        raise HrooflineError(
-            f"nothing to draw: no kernel of run {args.run!r}{where} has time, FLOPs and bytes at "
-            + ", ".join(LEVEL_LABELS[lv] for lv in levels)
-            + f" ({points.no_flops} of {points.not_drawn} have no FLOPs)"
-        )
-    title = args.title or f"{run.name}" + (f" · {phase}" if phase else "")
-    spec = roofline_chart(points, roofs, ChartOptions(title=title, levels=levels)).to_dict()
-    write_chart(spec, out, title)
-    _warn(points.notes, args.explain)
-    drawn = f"{len(points.points)} {DOT_NOUNS[group_by]}"
-    at = ", ".join(LEVEL_LABELS[lv] for lv in levels_with_dots(points.points, levels))
-    say(f"wrote {out} ({drawn} at {at}; roofs: {roofs.label})")
+    drawn = roofline(run, query, args.ceilings, chosen_levels, args.title or "")
+    write_chart(drawn.chart.to_dict(), out, drawn.title)
+    _warn(drawn.warnings, explained(drawn.points.notes) if args.explain else [])
+    dots = f"{len(drawn.points.points)} {DOT_NOUNS[group_by]}"
+    at = ", ".join(LEVEL_LABELS[lv] for lv in drawn.points.levels_drawn)
+    say(f"wrote {out} ({dots} at {at}; roofs: {drawn.roofs.label})")
     return 0
 
 
 def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     """Several runs, one dot each (or per phase), one chart per GPU; the table on stdout."""
-    from hroofline.render.runs_chart import points_text, runs_chart
+    from hroofline.render.runs_chart import points_text
 
     levels = parse_levels(args.level) if args.level else None
     if levels is not None and len(levels) > 1:
@@ -225,32 +191,24 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     chart_format(out)
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]
-    found = step_points(runs, by, levels[0] if levels else None, args.ceilings)
-    drawable = found.drawable
-    if not drawable.any():
-        raise HrooflineError("nothing to draw: no run has FLOPs, bytes and time")
-    series = found.points["series"].drop_duplicates().tolist()
-    gpus = len(found.peaks)
-    title = args.title or (", ".join(series) if len(series) <= 4 else f"{len(runs)} runs") + (
-        f" on {', '.join(found.peaks)}" if gpus <= 3 else f" on {gpus} GPUs"
-    )
-    write_chart(runs_chart(found, title).to_dict(), out, title)
+    drawn = runs_chart(runs, by, levels[0] if levels else None, args.ceilings, args.title or "")
+    found = drawn.found
+    write_chart(drawn.chart.to_dict(), out, drawn.title)
     table = found.table()
     write_out(points_text(table) if args.format == "table" else render_frame(table, args.format))
     if found.skipped_runs:
         say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(found.skipped_runs)}")
-    drawn_gpus = found.points.loc[drawable, "gpu"].nunique()
-    say(f"wrote {out} ({int(drawable.sum())} dots on {drawn_gpus} GPU(s), bytes at {found.level.upper()})")
+    drawn_gpus = found.points.loc[found.drawable, "gpu"].nunique()
+    say(f"wrote {out} ({int(found.drawable.sum())} dots on {drawn_gpus} GPU(s), bytes at {found.level.upper()})")
     return 0
 
 
 def show_top(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run)
-    roofs = run_roofs(run, args.ceilings)
-    notes = RoofNotes()
     phase = parse_phase_option(args.phase) if args.phase else None
     query = KernelQuery(group_by=args.by, phase=phase, top=args.top, sort=args.sort, layer=args.layer, nvtx=args.nvtx)
-    table = top_kernels(run, roofs, query, notes)
+    ranked = top(run, query, args.ceilings)
+    table, roofs = ranked.table, ranked.roofs
     if args.format == "table":
         table["kernel"] = table["kernel"].map(short_kernel_name)
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
@@ -262,117 +220,21 @@ def show_top(args: argparse.Namespace) -> int:
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
             )
     write_out(render_frame(table, args.format))
-    _warn(notes, args.explain)
+    _warn(ranked.warnings, explained(ranked.notes) if args.explain else [])
     return 0
 
 
 def write_report(args: argparse.Namespace) -> int:
-    from hroofline.render.report import report_page
+    from hroofline.api.report_page import report
 
     store = open_store(args)
     runs = [store.load(name) for name in dict.fromkeys(args.runs)]  # load all first: a bad name writes nothing
     pairs = [(store.load(base), store.load(candidate)) for base, candidate in args.compare]
-    sections = [_run_section(run, run_roofs(run, args.ceilings), args.top) for run in runs]
-    comparisons = [_comparison_section(base, candidate, args.top) for base, candidate in pairs]
-    totals = {section.name: section.summary["total"] for section in sections}
-    overview = _overview_section(runs, totals, args.ceilings) if len(runs) > 1 else None
-    folder = Path(args.out)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {folder} exists and is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise HrooflineError(f"cannot create {folder}: {error.strerror}") from None
-    target = folder / "index.html"
-    write_atomically(target, report_page(args.title, sections, comparisons, overview).encode())
-    for section in sections:
-        for warning in section.warnings:
-            say(f"hroofline: warning: {section.name}: {warning}")
-    charts = sum(1 for s in sections for p in s.phases if p.spec is not None)
-    charts += sum(1 for c in comparisons if c.spec is not None)
-    say(f"wrote {target} ({len(sections)} run(s), {charts} chart(s))")
+    page = report(runs, pairs, args.title, args.top, args.ceilings)
+    for note in page.notes:
+        say(f"hroofline: note: {note}")
+    target = page.write(Path(args.out))
+    for warning in page.warnings():
+        say(f"hroofline: warning: {warning}")
+    say(f"wrote {target} ({len(page.sections)} run(s), {page.charts} chart(s))")
     return 0
-
-
-def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
-    from hroofline.render.report import PhaseSection, RunSection
-    from hroofline.render.roofline_chart import ChartOptions, roofline_chart
-
-    meta = run.meta
-    facts = [
-        ("GPU", meta.gpu_name or "unknown"),
-        ("compute capability", f"{meta.cc or '-'} ({meta.arch or 'unknown architecture'})"),
-        ("precision", meta.precision or "-"),
-        ("kernel launches", str(int(run.launches["launches"].sum()))),
-        ("sources", ", ".join(s.path for s in meta.sources) or "-"),
-        ("ncu", ", ".join(meta.ncu_versions) or "-"),
-        ("roofs", roofs.describe() + "".join(f" {note}." for note in roofs.notes)),
-    ]
-    warnings: list[str] = []
-    phases = []
-    summary = phase_summary(run)
-    for phase in summary:
-        if phase == "total":
-            continue
-        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), roofs.levels())
-        timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
-        top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
-        notes = points.notes
-        lines = notes.above_roof + notes.missing_roofs + above_roof_details(notes)
-        warnings.extend(w for w in lines if w not in warnings)
-        spec = None
-        note = None
-        if not points.points.empty:
-            title = f"{run.name} · {phase}"
-            options = ChartOptions(title=title, levels=roofs.levels(), phase_selector=False)
-            spec = roofline_chart(points, roofs, options).to_dict()
-        else:
-            note = "No kernel in this phase has time, FLOPs and bytes, so there is nothing to place on a roofline."
-        if not timed:
-            note = (note + " " if note else "") + "No kernel of this phase has a time: the table ranks them by FLOPs."
-        layers = None
-        if timed and has_layers(run):
-            layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
-        phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
-    return RunSection(
-        name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings, sources=list(meta.sources)
-    )
-
-
-def _overview_section(
-    runs: list[Run], totals: dict[str, dict[str, float | int | None]], ceilings: str | None
-) -> RunsSection | None:
-    """Every run as one dot on its GPU's roofline, where the runs share a memory level with bytes."""
-    from hroofline.render.report import RunsSection
-    from hroofline.render.runs_chart import runs_chart
-
-    try:
-        found = step_points(runs, "run", None, ceilings)
-    except UsageError as error:
-        say(f"hroofline: note: no all-runs chart in the report: {error.one_line()}")
-        return None
-    drawable = found.drawable
-    if not drawable.any():
-        say("hroofline: note: no all-runs chart in the report: no run has FLOPs, bytes and time")
-        return None
-    if found.skipped_runs:
-        what = f"no FLOPs, {found.level.upper()} bytes or time"
-        say(f"hroofline: note: not on the all-runs chart ({what}): {', '.join(found.skipped_runs)}")
-    spec = runs_chart(found, "All runs, one dot each").to_dict()
-    return RunsSection(spec=spec, table=overview_table(found, runs, totals))
-
-
-def _comparison_section(base: Run, candidate: Run, count: int) -> ComparisonSection:
-    from hroofline.analyze.compare import compare_runs, comparison_roofs, matched_points
-    from hroofline.render.compare_chart import compare_chart
-    from hroofline.render.compare_text import comparison_tables
-    from hroofline.render.report import ComparisonSection
-
-    title = f"{base.name} -> {candidate.name}"
-    tables = comparison_tables(compare_runs(base, candidate), count)
-    matched = matched_points(base, candidate, "hbm", count=25)
-    spec = None
-    if not matched.empty:
-        roofs = comparison_roofs(base, candidate)
-        spec = compare_chart(matched, roofs, "hbm", (base.name, candidate.name), title).to_dict()
-    return ComparisonSection(title=title, tables=tables, spec=spec)

@@ -7,14 +7,15 @@ import sys
 from typing import TYPE_CHECKING
 
 from hroofline.errors import UsageError
-from hroofline.store_location import DEFAULT_STORE, STORE_ENV, store_path
+from hroofline.store.location import DEFAULT_STORE, STORE_ENV, store_path
 
 # The store needs pandas and the workload its model catalog: both are imported when a command runs, so
 # that parsing the arguments (and a usage error) costs no more than the parser.
 
 if TYPE_CHECKING:
     from hroofline.collect.workload import WorkloadConfig
-    from hroofline.store import RunStore
+    from hroofline.store.reading import StoreReader
+    from hroofline.store.runs import RunStore
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -42,9 +43,16 @@ def positive_int_list(text: str) -> list[int]:
 
 
 def open_store(args: argparse.Namespace) -> RunStore:
-    from hroofline.store import RunStore
+    from hroofline.store.runs import RunStore
 
     return RunStore(store_path(args.store))
+
+
+def open_reader(args: argparse.Namespace) -> StoreReader:
+    """The store for reading runs' metadata alone (no pandas)."""
+    from hroofline.store.reading import StoreReader
+
+    return StoreReader(store_path(args.store))
 
 
 def write_out(text: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hroofline.analyze.compare import compare_runs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
-from hroofline.model import Run
+from hroofline.model.run import Run
 from hroofline.render.text import render_frame, to_json
 
 EPILOG = """\
@@ -24,7 +24,6 @@ measured one gives the "estimated versus measured" table: FLOPs, HBM bytes and t
 def register(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser(
         "compare",
-        help="compare two runs: speedup, FLOPs, tensor share and bytes per phase; gains and regressions per kernel",
         description="Per phase: time, FLOPs, tensor-FLOP share, bytes per level, speedup and candidate/base ratios. "
         "Per kernel family (kernel names change between precisions, so kernels are matched by family, and by "
         "NVTX op context when both runs have it): the largest gains and regressions.",

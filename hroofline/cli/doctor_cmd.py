@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 from hroofline.cli.common import say, write_out
 from hroofline.errors import InputError, ProfilingError, UsageError
-from hroofline.metricset import GpuName, gpu_from_display_name, load_metric_set, resolve_gpu
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name, resolve_gpu
+from hroofline.roofs.metricset import load_metric_set
 
 if TYPE_CHECKING:
     from hroofline.analyze.doctor import Check, Diagnosis
     from hroofline.importers.source import ImportedSource
-    from hroofline.model import Run
+    from hroofline.model.run import Run
 
 HELP = """\
 Check hroofline's counters and roofs on work whose answer is known: large cuBLAS GEMMs per precision (BF16,
@@ -49,7 +50,6 @@ WHAT = {
 def register(commands: argparse._SubParsersAction) -> None:
     doctor = commands.add_parser(
         "doctor",
-        help="check hroofline's counters and roofs on GEMMs and a copy of known work (this GPU, or a report)",
         description=HELP,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         where = "the calibration profiled here (--keep DIR keeps its report)"
     calibration = _run_of(source, gpu)
     from hroofline.analyze.doctor import diagnose
-    from hroofline.ceilings import run_roofs
+    from hroofline.roofs.ceilings import run_roofs
 
     roofs = run_roofs(calibration)
     diagnosis = diagnose(calibration, roofs)
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_report(path: Path, gpu: GpuName | None, force_gpu: bool) -> ImportedSource:
-    from hroofline.importers import ImportOptions, import_source
+    from hroofline.importers.build import ImportOptions, import_source
 
     if not path.exists():
         raise InputError(f"--report {path}: no such file")
@@ -142,7 +142,7 @@ def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: P
 
 def _runs_here(case: str, gpu: GpuName) -> bool:
     """The tensor precisions this GPU has (a V100 has no BF16 or TF32 tensor cores); the others always run."""
-    from hroofline.rates import rates_for
+    from hroofline.roofs.rates import rates_for
 
     tensor = {"bf16": "tensor_bf16", "tf32": "tensor_tf32", "fp16": "tensor_fp16"}.get(case)
     return tensor is None or rates_for(gpu.cc, gpu).get(tensor) is not None
@@ -150,7 +150,7 @@ def _runs_here(case: str, gpu: GpuName) -> bool:
 
 def _run_of(source: ImportedSource, gpu: GpuName | None) -> Run:
     """The calibration as a run in no store."""
-    from hroofline.model import Run, RunMeta
+    from hroofline.model.run import Run, RunMeta
 
     meta = RunMeta(name="doctor", gpu=gpu.name if gpu else None, device_name=source.device_name, cc=source.cc)
     meta.arch = load_metric_set().arch_of(meta.cc)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from hroofline.api.imports import import_files
 from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.errors import UsageError
-from hroofline.importers import ImportOptions, ReadSource, import_sources, read_source, source_digest
-from hroofline.metricset import load_metric_set, resolve_gpu
-from hroofline.phases import parse_phase_option
-from hroofline.store import RunDefaults, check_run_name
+from hroofline.importers.build import ImportOptions
+from hroofline.model.phases import parse_phase_option
+from hroofline.roofs.catalog import resolve_gpu
+from hroofline.store.files import check_run_name
+from hroofline.store.runs import RunDefaults
 
 HELP = """\
 Import ncu output or PyTorch profiler traces into a run. A SOURCE is a .ncu-rep report, an ncu CSV export
@@ -46,7 +47,6 @@ examples:
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "import",
-        help="import ncu reports, CSV exports, console logs or per-metric log folders into a run",
         description=HELP,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,30 +119,17 @@ def run(args: argparse.Namespace) -> int:
         rank=args.rank,
         force_gpu=args.force_gpu,
     )
-    store = open_store(args)
-    replacing = args.replace and store.has_run(name)
-    already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
-    metric_set = load_metric_set()
-    read: list[ReadSource] = []
-    for index, source in enumerate(args.sources, start=1):
-        path = Path(source)
-        prefix = f"[{index}/{len(args.sources)}] {source}"
-        # Only an existing run can already hold the source; then its digest is needed up front.
-        digest = source_digest(path) if already and path.exists() else None
-        if digest in already:
-            say(f"{prefix}: already in run {name!r}, nothing added")
-            continue
-        progress(f"{prefix}: reading")
-        read.append(read_source(path, options, metric_set, digest))
-    if not read:
-        return 0
-    imported = import_sources(read, options, metric_set)
     gpu = options.gpu.name if options.gpu else None
-    if replacing:
-        result = store.replace_run(name, imported, RunDefaults(gpu, args.precision, None))
+    defaults = RunDefaults(gpu, args.precision, None)
+    store = open_store(args)
+    done = import_files(store, name, args.sources, options, defaults, args.replace, progress)
+    for prefix in done.skipped:
+        say(f"{prefix}: already in run {name!r}, nothing added")
+    result = done.result
+    if result is None:
+        return 0
+    if done.replaced:
         say(f"run {name!r} replaced")
-    else:
-        result = store.add_sources(name, imported, gpu=gpu, precision=args.precision)
     for source in result.added:
         info = source.info
         phases = source.launches["phase"].value_counts()
@@ -153,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"  note: {note}")
         for warning in info.warnings:
             say(f"hroofline: warning: {warning}")
+    for note in result.notes:
+        say(f"note: {note}")
     for source in result.already_present:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())

@@ -17,27 +17,47 @@ from typing import NoReturn
 from hroofline import __version__
 from hroofline.errors import HrooflineError, did_you_mean
 
-# Each command's module (in hroofline/cli/), in the order --help lists them. A command's own module is
-# all that is imported to run it: the others' imports (pandas for the store, the importers, the model
-# catalog) would cost more than some commands take.
-COMMAND_MODULES: dict[str, str] = {
-    "import": "import_cmd",
-    "runs": "query_cmds",
-    "query": "query_cmds",
-    "kernels": "query_cmds",
-    "rm": "query_cmds",
-    "rename": "query_cmds",
-    "summary": "query_cmds",
-    "chart": "chart_cmds",
-    "top": "chart_cmds",
-    "report": "chart_cmds",
-    "profile": "profile_cmds",
-    "ceilings": "ceilings_cmd",
-    "predict": "predict_cmd",
-    "compare": "compare_cmd",
-    "gpus": "catalog_cmds",
-    "doctor": "doctor_cmd",
+# Each command: its module (in hroofline/cli/) and its line in --help, in the order --help lists them. A
+# command's own module is all that is imported to run it; `hroofline --help` and a misspelt command import
+# none (the modules' imports, pandas for the store, the importers, the model catalog, cost more than some
+# commands take).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "import": ("import_cmd", "import ncu reports, CSV exports, console logs or per-metric log folders into a run"),
+    "runs": ("runs_cmd", "list the runs in the store"),
+    "query": ("query_cmds", "SQL over all runs of the store (DuckDB, embedded)"),
+    "kernels": ("query_cmds", "per-launch or per-kernel-name table of time, FLOPs, bytes and intensities"),
+    "rm": ("query_cmds", "remove runs from the store"),
+    "rename": ("query_cmds", "rename a run"),
+    "summary": ("query_cmds", "time, FLOPs and bytes per phase and in total"),
+    "chart": (
+        "chart_cmds",
+        "draw the hierarchical roofline of a run, or many runs on their GPUs' rooflines (HTML, PNG, SVG, JSON)",
+    ),
+    "top": ("chart_cmds", "the kernels worth your time: ranked by time, with binding roof and recoverable time"),
+    "report": (
+        "chart_cmds",
+        "write one self-contained HTML page: summary, a chart per phase and the top kernels of each run",
+    ),
+    "profile": (
+        "profile_cmds",
+        "profile one training step of a model or your script (ncu on a GPU, or --gpu cpu) into a run",
+    ),
+    "ceilings": ("ceilings_cmd", "measure this machine's roofs, or show the roofs a run or GPU uses"),
+    "predict": (
+        "predict_cmd",
+        "predict a training step of a model on any catalog GPU from a trace of its ops (no GPU needed)",
+    ),
+    "compare": (
+        "compare_cmd",
+        "compare two runs: speedup, FLOPs, tensor share and bytes per phase; gains and regressions per kernel",
+    ),
+    "gpus": ("catalog_cmds", "list the GPUs hroofline knows, with their datasheet peaks"),
+    "doctor": (
+        "doctor_cmd",
+        "check hroofline's counters and roofs on GEMMs and a copy of known work (this GPU, or a report)",
+    ),
 }
+COMMAND_MODULES: dict[str, str] = {command: module for command, (module, _) in COMMANDS.items()}
 
 DESCRIPTION = """\
 Hierarchical roofline analysis of the GPU kernels of deep-learning workloads.
@@ -78,7 +98,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with a known ``command``, only its module's commands are registered."""
+    """The parser; with a known ``command``, that command's module registers its commands, else each command
+    is named with its line of help."""
     parser = OneLineParser(
         prog="hroofline",
         description=DESCRIPTION,
@@ -87,9 +108,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hroofline {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
-    modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
-    for module in dict.fromkeys(modules):
-        importlib.import_module(f"hroofline.cli.{module}").register(commands)
+    if command in COMMANDS:
+        importlib.import_module(f"hroofline.cli.{COMMANDS[command][0]}").register(commands)
+    else:  # --help, or no or an unknown command: each command's name and line, no module imported
+        for name, (_, line) in COMMANDS.items():
+            commands.add_parser(name, help=line)
     return parser
 
 

@@ -14,16 +14,17 @@ from hroofline.analyze.sweep import SweepEntry, sweep_table
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
-from hroofline.metricset import GpuName, resolve_gpu
-from hroofline.render.numbers import si
+from hroofline.model.numbers import si
 from hroofline.render.prediction import PredictionView, prediction_text, sweep_text
 from hroofline.render.text import render_frame
-from hroofline.store import RunDefaults, check_run_name
+from hroofline.roofs.catalog import GpuName, resolve_gpu
+from hroofline.store.files import check_run_name
+from hroofline.store.runs import RunDefaults
 
 if TYPE_CHECKING:
     from hroofline.analyze.estimate import EstimateModel
-    from hroofline.api import Prediction
-    from hroofline.model import Run
+    from hroofline.api.prediction import Prediction
+    from hroofline.model.run import Run
 
 EPILOG = """\
 examples:
@@ -42,7 +43,6 @@ memory_retained_bytes), so `compare` against a measured run shows how far the re
 def register(commands: argparse._SubParsersAction) -> None:
     predict = commands.add_parser(
         "predict",
-        help="predict a training step of a model on any catalog GPU from a trace of its ops (no GPU needed)",
         description="Trace a model's forward pass or training step on PyTorch's meta device (no "
         "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and bound its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
@@ -124,7 +124,7 @@ def _items(text: str) -> list[str]:
 
 def run_predict(args: argparse.Namespace) -> int:
     from hroofline.analyze.predict import prediction_peaks
-    from hroofline.api import PredictOptions, predict_run
+    from hroofline.api.prediction import PredictOptions, predict_run
     from hroofline.collect.models import check_model
 
     planned = planned_runs(args)
@@ -196,8 +196,9 @@ def prediction_view(prediction: Prediction) -> PredictionView:
     launches = prediction.source.launches
     settings = prediction.source.info.settings
     what = f"{settings['model']}, batch {prediction.batch_size}, {prediction.precision} on {prediction.gpu}"
-    if settings.get("phases") == "forward":
-        what += ", forward pass"
+    inference = settings.get("phases") == "forward"
+    if inference:
+        what += ", inference (eval, no grad)"
     return PredictionView(
         run=prediction.name,
         what=what,
@@ -209,4 +210,5 @@ def prediction_view(prediction: Prediction) -> PredictionView:
         split=flop_split(launches),
         estimate_source=prediction.estimate_model.source,
         peak_split=peak_phase(prediction.source.info.memory) if prediction.source.info.memory else None,
+        inference=inference,
     )

@@ -1,4 +1,4 @@
-"""``hroofline profile`` (a training step on a GPU with ncu, or on the CPU) and ``hroofline ceilings``."""
+"""``hroofline profile``: a training step on a GPU with ncu (or torch.profiler), or on the CPU, into a run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hroofline.ceilings import CPU, Ceilings
 from hroofline.cli.common import (
     add_store_option,
     add_workload_options,
@@ -23,15 +22,18 @@ from hroofline.collect.models import check_model
 from hroofline.collect.ncu_top import KernelSelection, join_counters, kernel_filter_arguments, parse_kernels_option
 from hroofline.collect.workload import canonical_precision
 from hroofline.errors import UsageError
-from hroofline.metricset import GpuName, load_metric_set, resolve_gpu
-from hroofline.store import RunDefaults, check_run_name
+from hroofline.roofs.catalog import GpuName, resolve_gpu
+from hroofline.roofs.ceilings import CPU, Ceilings
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.store.files import check_run_name
+from hroofline.store.runs import RunDefaults
 
 MEMORY_FILE = "memory.json"  # where the profiled workload writes each phase's CUDA memory
 
 if TYPE_CHECKING:
     from hroofline.collect.ncu_command import NcuSettings
     from hroofline.collect.preflight import NcuTool
-    from hroofline.importers import ImportedSource
+    from hroofline.importers.source import ImportedSource
 
 PROFILE_EPILOG = """\
 examples:
@@ -56,7 +58,6 @@ steps, and every kernel gets the layer (module path) it ran in, in backward too.
 def register(commands: argparse._SubParsersAction) -> None:
     profile = commands.add_parser(
         "profile",
-        help="profile one training step of a model or your script (ncu on a GPU, or --gpu cpu) into a run",
         description="Run a training step of a model (torchvision, hf: transformer configs or your own; random "
         "weights, synthetic batch: nothing is downloaded), or your own training script, with its forward, "
         "backward and optimizer phases and its layers marked, collect the hierarchical metric set per kernel, "

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
-from hroofline.ceilings import Ceilings, load_ceilings_file
 from hroofline.cli.common import say
-from hroofline.model import Run
-from hroofline.render.numbers import si
+from hroofline.model.numbers import si
+from hroofline.model.run import Run
+from hroofline.roofs.ceilings import Ceilings, load_ceilings_file
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hroofline.ceilings import CPU
 from hroofline.cli.common import open_store, say
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
 from hroofline.collect.ncu_top import KernelSelection, parse_kernels_option, top_kernel_names
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import ProfilingError
-from hroofline.importers import ImportedSource
-from hroofline.metricset import GpuName
-from hroofline.store import RunDefaults
+from hroofline.importers.source import ImportedSource
+from hroofline.roofs.catalog import GpuName
+from hroofline.roofs.ceilings import CPU
+from hroofline.store.runs import RunDefaults
 
 
 def profile_out_dir(args: argparse.Namespace, run: str) -> Path:

@@ -1,4 +1,5 @@
-"""``hroofline runs``, ``kernels``, ``summary`` and ``query``: read-only queries of the store."""
+"""``hroofline kernels``, ``summary`` and ``query``, ``rm`` and ``rename``: a run's tables, SQL over the store, and
+the store's upkeep."""
 
 from __future__ import annotations
 
@@ -16,27 +17,21 @@ from hroofline.analyze.kernels import (
     phase_summary,
     shown_columns,
 )
-from hroofline.analyze.names import short_kernel_name
 from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
-from hroofline.ceilings import run_gpu
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.model import Run
-from hroofline.phases import parse_phase_option
-from hroofline.render.numbers import si
+from hroofline.model.names import short_kernel_name
+from hroofline.model.numbers import si
+from hroofline.model.phases import parse_phase_option
+from hroofline.model.run import Run
 from hroofline.render.text import render_frame, summary_table, to_json
+from hroofline.roofs.ceilings import run_gpu
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    runs = commands.add_parser("runs", help="list the runs in the store", description="List the runs in the store.")
-    runs.add_argument("--format", choices=("table", "json"), default="table")
-    add_store_option(runs)
-    runs.set_defaults(run_command=list_runs)
-
     query = commands.add_parser(
         "query",
-        help="SQL over all runs of the store (DuckDB, embedded)",
         description="Run SQL over the store with DuckDB (embedded: no server, nothing to set up). Two tables: "
         "launches (one row per launch of every run: run, phase, kernel, time_s, FLOPs per precision, bytes per "
         "level, ...; the columns are in docs/store.md) and runs (one row per run: kind, gpu, precision, phases, "
@@ -63,7 +58,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     kernels = commands.add_parser(
         "kernels",
-        help="per-launch or per-kernel-name table of time, FLOPs, bytes and intensities",
         description="Kernel table of a run: time (s), FLOPs per precision, bytes at L1/L2/HBM, "
         "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
@@ -90,12 +84,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_store_option(kernels)
     kernels.set_defaults(run_command=show_kernels)
 
-    remove = commands.add_parser("rm", help="remove runs from the store", description="Remove runs from the store.")
+    remove = commands.add_parser("rm", description="Remove runs from the store.")
     remove.add_argument("names", metavar="RUN", nargs="+")
     add_store_option(remove)
     remove.set_defaults(run_command=remove_runs)
 
-    rename = commands.add_parser("rename", help="rename a run", description="Rename a run in the store.")
+    rename = commands.add_parser("rename", description="Rename a run in the store.")
     rename.add_argument("name", metavar="RUN")
     rename.add_argument("new_name", metavar="NEW")
     add_store_option(rename)
@@ -103,7 +97,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     summary = commands.add_parser(
         "summary",
-        help="time, FLOPs and bytes per phase and in total",
         description="Per phase and in total: time (s), FLOPs, tensor FLOPs (all, and per input precision), "
         "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches; for a PyTorch "
         "profiler trace also work_known (the share of compute-kernel time whose work is known) and, where it has "
@@ -124,25 +117,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     summary.set_defaults(run_command=show_summary)
 
 
-RUNS_TABLE_COLUMNS = ["run", "kind", "gpu", "precision", "phases", "sources", "launches", "ncu", "updated"]
-
-
-def list_runs(args: argparse.Namespace) -> int:
-    from hroofline.store_query import run_listing
-
-    store = open_store(args)
-    listing = run_listing(store)
-    if args.format == "json":
-        write_out(render_frame(listing, "json"))
-    elif len(listing):
-        write_out(render_frame(listing[RUNS_TABLE_COLUMNS], "table"))
-    else:
-        write_out(f"no runs in {store.root}\n")
-    return 0
-
-
 def run_query(args: argparse.Namespace) -> int:
-    from hroofline.store_query import query_store
+    from hroofline.store.query import query_store
 
     write_out(render_frame(query_store(open_store(args), args.sql), args.format))
     return 0

@@ -5,44 +5,17 @@ judge them can be checked.
   of the dense tensor peak on them (H100: BF16 and FP16 93.8%, TF32 93.5%, FP64 DMMA 94.9%; ../shared/fixtures/h100).
 - A device-to-device copy: it reads and writes its bytes once each, at main memory.
 
-The cases are the shared H100 calibration's (``gemm_calibration.py``): a report made with that script is a
-calibration report too. Run as a script under ncu (``python -m hroofline.collect.calibration CASE ...``), it
-marks one profiled step with ``hroofline.profiled_step`` and the phase ``forward``.
+The cases (:mod:`hroofline.work.calibration`) are the shared H100 calibration's (``gemm_calibration.py``): a
+report made with that script is a calibration report too. Run as a script under ncu (``python .../calibration.py
+CASE ...``), it marks one profiled step with ``hroofline.profiled_step`` and the phase ``forward``.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
+from hroofline.work.calibration import CASES
 
-@dataclass(frozen=True)
-class Case:
-    """One kind of calibration launch: what it runs, how many times, and the work one launch must do."""
-
-    name: str  # bf16, fp16, tf32, fp32, fp64, copy
-    size: int  # GEMMs: M = N = K; the copy: float32 elements
-    launches: int = 2
-
-    @property
-    def flops(self) -> float:
-        """2 x M x N x K (no FLOPs for the copy)."""
-        return 0.0 if self.name == "copy" else 2.0 * self.size**3
-
-    @property
-    def bytes(self) -> float:
-        """The copy's bytes at main memory: it reads and writes each float32 once."""
-        return 2.0 * 4 * self.size if self.name == "copy" else 0.0
-
-
-CASES: tuple[Case, ...] = (
-    Case("bf16", 8192),
-    Case("fp16", 8192),
-    Case("tf32", 8192),
-    Case("fp32", 4096),
-    Case("fp64", 4096),
-    Case("copy", 2**28),  # 1 GiB each way
-)
 STEPS = 3  # profiled_step entries: the first warms up, the session collects the one it is told to
 
 

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from hroofline.collect.cpu_ops import TIME_METHOD, OpRecorder, records_to_launches
 from hroofline.collect.measure import cpu_name
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.session import Session, collecting
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import HrooflineError, ProfilingError
-from hroofline.importers import ImportedSource
-from hroofline.model import LIVENESS_METHOD, SourceInfo, first_per_phase
+from hroofline.importers.source import ImportedSource
+from hroofline.model.run import LIVENESS_METHOD, SourceInfo, first_per_phase
+from hroofline.work.ops import TIME_METHOD, OpRecorder, records_to_launches
 
 FORMULAS = {
     "flops_fp64": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml, float64 ops",

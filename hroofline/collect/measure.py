@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from hroofline.ceilings import Ceilings, from_peaks
 from hroofline.collect.gpu_bandwidth import measure_levels, triton_available
+from hroofline.roofs.ceilings import Ceilings, from_peaks
 
 BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
 DRAM_WORKING_SET = 512 * 2**20

@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, MEMORY_CATEGORIES, PhaseMemory, first_per_phase
+from hroofline.model.run import CUDA_MEMORY_METHOD, LIVENESS_METHOD, MEMORY_CATEGORIES, PhaseMemory, first_per_phase
 
 CUDA_BLOCK_BYTES = 512  # the CUDA caching allocator rounds every block up to a multiple of 512 bytes
 

@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
-from hroofline.collect.cpu_ops import OpRecorder, records_to_launches
-from hroofline.collect.fused_attention import fused_attention
 from hroofline.collect.memory_tracking import PhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
+from hroofline.work.fused_attention import fused_attention
+from hroofline.work.ops import OpRecorder, records_to_launches
 
 PHASE_CHOICES = ("forward", "train")
 

@@ -122,7 +122,7 @@ def _bundled_torchvision_names() -> dict[str, frozenset[str]] | None:
     import importlib.metadata
     import tomllib
 
-    from hroofline.metricset import metrics_dir
+    from hroofline.roofs.metricset import metrics_dir
 
     data = tomllib.loads((metrics_dir() / "torchvision_models.toml").read_text())
     try:

@@ -19,7 +19,7 @@ from torch.nn.modules.loss import _Loss
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-from hroofline.layers import LOSS, MODEL, OPTIMIZER, label_outside_modules, layer_name
+from hroofline.model.layers import LOSS, MODEL, OPTIMIZER, label_outside_modules, layer_name
 
 _GLOBAL = "Global"  # ModuleTracker's name for "no module"
 

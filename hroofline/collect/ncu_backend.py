@@ -12,9 +12,11 @@ from pathlib import Path
 from hroofline.collect.ncu_command import NcuPass, NcuSettings
 from hroofline.collect.preflight import explain_ncu_failure
 from hroofline.errors import ProfilingError
-from hroofline.importers import ImportedSource, ImportOptions, import_source
-from hroofline.metricset import GpuName, MetricSet
-from hroofline.model import CUDA_MEMORY_METHOD, PhaseMemory
+from hroofline.importers.build import ImportOptions, import_source
+from hroofline.importers.source import ImportedSource
+from hroofline.model.run import CUDA_MEMORY_METHOD, PhaseMemory
+from hroofline.roofs.catalog import GpuName
+from hroofline.roofs.metricset import MetricSet
 
 _PROFILED = re.compile(r"==PROF== Profiling \"")
 # A CSV log's result rows start with the launch's ID: ncu --csv prints no "Profiling" line per kernel.

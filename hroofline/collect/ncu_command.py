@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hroofline.collect.session import COLLECT_ENV, LAYERS_ENV, STEPS_ENV, WARMUP_ENV
 from hroofline.collect.workload import NVTX_DOMAIN, STEP_PHASES, WorkloadConfig
-from hroofline.metricset import MetricSet
+from hroofline.roofs.metricset import MetricSet
 
 CLOCK_CONTROLS = ("base", "none")
 CACHE_CONTROLS = ("all", "none")

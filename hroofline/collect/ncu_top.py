@@ -18,9 +18,9 @@ import pandas as pd
 
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError, UsageError
-from hroofline.importers import ImportedSource
-from hroofline.metricset import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES
-from hroofline.model import RAW_METRIC_PREFIX, conform_launches
+from hroofline.importers.source import ImportedSource
+from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES
+from hroofline.model.run import RAW_METRIC_PREFIX, conform_launches
 
 _TOP = re.compile(r"^top:(\d+)$")
 # What ncu's counters give a launch, in place of the analytic work. FP16 FLOPs stay analytic: ncu counts a

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hroofline.errors import ProfilingError
-from hroofline.metricset import GpuName, gpu_from_display_name
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name
 
 NCU_DOWNLOAD = "https://developer.nvidia.com/nsight-compute"
 # The newest ncu that still profiles each architecture (later releases dropped it).

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hroofline.errors import UsageError
-from hroofline.phases import canonical_phase
+from hroofline.model.phases import canonical_phase
 
 COLLECT_ENV = "HROOFLINE_COLLECT"  # set to "ncu" in the command ncu runs
 LAYERS_ENV = "HROOFLINE_LAYERS"  # "0": no module ranges

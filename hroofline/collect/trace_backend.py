@@ -25,9 +25,9 @@ from hroofline.collect.memory_tracking import CudaPhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import ProfilingError
-from hroofline.importers import ImportedSource
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
-from hroofline.model import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory, first_per_phase
+from hroofline.importers.source import ImportedSource
+from hroofline.model.run import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory, first_per_phase
 
 
 class RecordFunctionRanges:
@@ -145,8 +145,8 @@ def native_stderr_quiet() -> Iterator[None]:
 
 
 def import_collected_trace(trace_file: Path, settings: dict[str, str], cpu_ops: bool) -> ImportedSource:
-    from hroofline.importers import ImportOptions, import_source
-    from hroofline.metricset import load_metric_set
+    from hroofline.importers.build import ImportOptions, import_source
+    from hroofline.roofs.metricset import load_metric_set
 
     source = import_source(trace_file, ImportOptions(cpu_ops=cpu_ops), load_metric_set())
     source.info.settings.update(settings)

@@ -25,9 +25,9 @@ from hroofline.collect.models import ModelSpec, build_model, check_model, parse_
 from hroofline.errors import UsageError
 
 if TYPE_CHECKING:
-    from hroofline.collect.autocast_emulation import AutocastEmulation
     from hroofline.collect.memory_tracking import StorageLiveness
     from hroofline.collect.module_tracking import LayerTracker
+    from hroofline.work.autocast import AutocastEmulation
 
 NVTX_DOMAIN = "hroofline"
 STEP_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
@@ -193,7 +193,7 @@ class TrainingStep:
             self._to_half(torch.float16)
         elif device.type == "meta" and self.amp_dtype is not None:
             # Autocast does not act on meta tensors: its casts at convolutions and linear layers are emulated.
-            from hroofline.collect.autocast_emulation import AutocastEmulation
+            from hroofline.work.autocast import AutocastEmulation
 
             self.autocast_emulation = AutocastEmulation(model, self.amp_dtype)
         trained = self.master_params or list(model.parameters())

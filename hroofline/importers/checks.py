@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, MetricSet, TensorKernelHints
+from hroofline.model.quantities import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES
+from hroofline.roofs.metricset import MetricSet, TensorKernelHints
 
 LISTED = 3  # kernel names quoted in one warning
 

@@ -25,8 +25,8 @@ import pandas as pd
 from hroofline.errors import MergeError
 from hroofline.importers.checks import short_name
 from hroofline.importers.raw import RawProfile
-from hroofline.metricset import MetricSet, other_prefix, strip_rate_suffix
-from hroofline.roofline import kernel_time, resolve_metric
+from hroofline.roofs.formulas import kernel_time, resolve_metric
+from hroofline.roofs.metricset import MetricSet, other_prefix, strip_rate_suffix
 
 INSTRUCTION_MARKERS = ("inst_executed", "ops_path_tensor")
 # Joined per kernel name, these are averaged, not summed: rates, percentages, per-cycle peaks, device attributes.

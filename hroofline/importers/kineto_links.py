@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents, input_dims
-from hroofline.phases import canonical_phase
+from hroofline.model.phases import canonical_phase
 
 LAYER_RANGE_PREFIX = "hroofline.layer:"
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")

@@ -12,7 +12,7 @@ from pathlib import Path
 from hroofline.errors import InputError
 from hroofline.importers.join import Pass, join_passes
 from hroofline.importers.raw import RawProfile, sha256_of_file
-from hroofline.metricset import MetricSet
+from hroofline.roofs.metricset import MetricSet
 
 
 def folder_files(folder: Path) -> list[Path]:

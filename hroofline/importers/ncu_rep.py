@@ -19,7 +19,7 @@ import pandas as pd
 from hroofline.errors import InputError
 from hroofline.importers.raw import RawProfile
 from hroofline.importers.units import unit_scale
-from hroofline.metricset import MetricSet
+from hroofline.roofs.metricset import MetricSet
 
 MAGIC = b"NVR\x00"
 # The ncu version that wrote a report is stored as a string property named "Nsight Compute Target"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.model import SourceInfo
+from hroofline.model.run import SourceInfo
 
 
 @dataclass

@@ -30,11 +30,12 @@ from hroofline.importers.collectives import is_communication
 from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, device_sms, input_dims
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
 from hroofline.importers.source import ImportedSource
-from hroofline.layers import phase_label
-from hroofline.metricset import GpuName, MetricSet, gpu_from_display_name
-from hroofline.model import SourceInfo, conform_launches
-from hroofline.rates import DenseRates, rates_for
-from hroofline.roofline import KernelTime, derive_quantities
+from hroofline.model.layers import phase_label
+from hroofline.model.run import SourceInfo, conform_launches
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name
+from hroofline.roofs.formulas import KernelTime, derive_quantities
+from hroofline.roofs.metricset import MetricSet
+from hroofline.roofs.rates import DenseRates, rates_for
 
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
 CPU_TIME_METHOD = "measured: the op's self time in the PyTorch profiler trace (its duration less its child ops')"

@@ -32,8 +32,9 @@ from hroofline.importers.collectives import bus_bytes, collective_name, is_commu
 from hroofline.importers.kineto import CpuEvent, GpuActivity
 from hroofline.importers.kineto_links import LaunchLink
 from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, OpWork, op_work
-from hroofline.metricset import FLOP_QUANTITIES, MetricSet, TensorKernelHints
-from hroofline.rates import DenseRates
+from hroofline.model.quantities import FLOP_QUANTITIES
+from hroofline.roofs.metricset import MetricSet, TensorKernelHints
+from hroofline.roofs.rates import DenseRates
 
 
 def activity_work(

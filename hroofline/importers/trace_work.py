@@ -2,7 +2,7 @@
 
 The op (``aten::linear`` with ``Input Dims`` [[8, 512], [1000, 512], [1000]] and ``Input type``
 [float, float, float]) is called again on meta tensors of those shapes, dtypes and strides, under the same op
-recorder as ``predict`` (:class:`hroofline.collect.cpu_ops.OpRecorder`): the same FLOP formulas, the same
+recorder as ``predict`` (:class:`hroofline.work.ops.OpRecorder`): the same FLOP formulas, the same
 fewest bytes. Non-tensor arguments come from the trace's ``Concrete Inputs`` where it recorded them, else from
 the schema's defaults. Where neither says an integer argument (a stride, a padding), the replay guesses and
 keeps the result only when the trace's ``Output dims`` confirm the output shapes; otherwise the op's work is
@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils._pytree import tree_leaves
 
-from hroofline.collect.cpu_ops import OpRecorder
-from hroofline.collect.fused_attention import fused_attention
-from hroofline.collect.op_names import MATMUL_OPS
 from hroofline.importers.kineto import input_dims
+from hroofline.work.fused_attention import fused_attention
+from hroofline.work.op_names import MATMUL_OPS
+from hroofline.work.ops import OpRecorder
 
 # The dtype names the profiler writes (c10's type names), current and 2021.
 DTYPES: dict[str, torch.dtype] = {

@@ -9,10 +9,9 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.compare import ComparisonRoofs
-from hroofline.ceilings import LEVEL_LABELS
-from hroofline.metricset import COMPUTE_ROOF_OF
-from hroofline.render.numbers import si
-from hroofline.render.roofs import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
+from hroofline.model.numbers import si
+from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS
+from hroofline.render.axes import HEIGHT, MAX_DOT_AREA, WIDTH, axes, roof_layers, roof_rows, subtitle_lines
 
 RUN_COLOURS = ("#9e9e9e", "#4c78a8")  # base, candidate
 MIN_ARROW_PX = 10.0  # shorter moves get no arrow: its head would cover the dots

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from hroofline.analyze.compare import Comparison
-from hroofline.render.numbers import si
+from hroofline.model.numbers import si
 from hroofline.render.text import text_table
 
 PHASE_CSV_COLUMNS: tuple[str, ...] = (

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hroofline.render.roofs import HEIGHT, Axes, Box
+from hroofline.render.axes import HEIGHT, Axes, Box
 
 NUMBER_OFFSET_PX = 4  # beyond the dot's edge: clear of it down to 85% of the chart's size
 MAX_NAME_CHARS = 60

@@ -11,11 +11,11 @@ import pandas as pd
 from hroofline.analyze.estimate import StepTime
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
-from hroofline.ceilings import ROOF_LABELS
-from hroofline.metricset import GIB
-from hroofline.model import PhaseMemory
-from hroofline.render.numbers import per_second, si
+from hroofline.model.numbers import per_second, si
+from hroofline.model.quantities import ROOF_LABELS
+from hroofline.model.run import PhaseMemory
 from hroofline.render.text import text_table
+from hroofline.roofs.catalog import GIB
 
 Summary = Mapping[str, Mapping[str, float | int | None]]
 
@@ -34,12 +34,14 @@ class PredictionView:
     split: FlopSplit
     estimate_source: str = ""  # what the estimate's parameters were fitted to
     peak_split: PhaseMemory | None = None  # the phase with the step's peak memory, by category
+    inference: bool = False  # a forward pass in eval mode without gradients, not a training step's forward
 
 
 def prediction_text(view: PredictionView) -> str:
     lines = [f"{view.run}: {view.what}, predicted (bound: time at roof; estimate: fitted to measured steps)"]
-    lines.append(_phase_table(view.summary))
-    lines.append(_step_line(view.step))
+    whole = "inference" if view.inference else "step"
+    lines.append(_phase_table(view.summary, whole))
+    lines.append(_step_line(view.step, whole))
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
     if view.fit is not None:
@@ -62,13 +64,13 @@ def prediction_text(view: PredictionView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _phase_table(summary: Summary) -> str:
+def _phase_table(summary: Summary, whole: str) -> str:
     rows = [["phase", "bound", "estimate", "FLOPs", "bytes", "ops", "peak memory", "retained"]]
     for phase, values in summary.items():
         retained = values.get("memory_retained_bytes")
         rows.append(
             [
-                "step" if phase == "total" else phase,
+                whole if phase == "total" else phase,
                 si(_number(values.get("time_bound_s")), "s"),
                 si(_number(values.get("time_s")), "s"),
                 si(_number(values.get("flops")), "FLOP"),
@@ -85,9 +87,9 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _step_line(step: StepTime) -> str:
+def _step_line(step: StepTime, whole: str) -> str:
     unit = step.unit
-    estimate = f"step: estimate {si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), unit)}"
+    estimate = f"{whole}: estimate {si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), unit)}"
     if step.error_factor:
         slow, fast = per_second(step.throughput(step.high_s), unit), per_second(step.throughput(step.low_s), unit)
         estimate += (

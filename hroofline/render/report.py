@@ -13,11 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from hroofline.analyze.names import short_kernel_name
-from hroofline.model import SourceInfo
+from hroofline.model.names import short_kernel_name
+from hroofline.model.numbers import si
+from hroofline.model.run import SourceInfo
 from hroofline.render.compare_text import ComparisonTables
 from hroofline.render.html_page import ChartBlock, escape, page
-from hroofline.render.numbers import si
 from hroofline.render.text import column_unit
 
 HOW_TO_READ = """

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from hroofline.analyze.names import short_kernel_name
-from hroofline.analyze.roofs import MEASURED, RooflinePoints, levels_with_dots
-from hroofline.ceilings import LEVEL_LABELS, RunRoofs
-from hroofline.metricset import LEVELS
-from hroofline.render.numbers import si
-from hroofline.render.point_labels import NumberedDot, number_dots
-from hroofline.render.roofs import (
+from hroofline.analyze.binding import MEASURED, RooflinePoints
+from hroofline.model.names import short_kernel_name
+from hroofline.model.numbers import si
+from hroofline.model.quantities import LEVEL_LABELS, LEVELS
+from hroofline.render.axes import (
     HEIGHT,
     LEVEL_COLOURS,
     MAX_DOT_AREA,
@@ -36,6 +34,8 @@ from hroofline.render.roofs import (
     roof_rows,
     subtitle_lines,
 )
+from hroofline.render.point_labels import NumberedDot, number_dots
+from hroofline.roofs.ceilings import RunRoofs
 
 ABOVE_ROOF_COLOUR = "#d00000"
 PHASE_FILTER = "phase_pick == 'all' || datum.phase == phase_pick"  # the phase selector, on every layer
@@ -52,7 +52,7 @@ class ChartOptions:
 
 def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartOptions) -> alt.LayerChart:
     # Levels with dots: a run that measured no L2 bytes gets no L2 dots, nor an L2 roof to confuse.
-    levels = list(levels_with_dots(points.points, options.levels))
+    levels = list(points.levels_drawn)
     data = _point_rows(points, levels)
     rates = [float(row["flop_rate"]) for row in data]  # type: ignore[arg-type]
     floor = clip_floor(rates, [float(row["time_s"]) for row in data])  # type: ignore[arg-type]

@@ -7,10 +7,9 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.step_points import StepPoints
-from hroofline.ceilings import LEVEL_LABELS
-from hroofline.render.numbers import si
-from hroofline.render.point_labels import place_texts
-from hroofline.render.roofs import (
+from hroofline.model.numbers import si
+from hroofline.model.quantities import LEVEL_LABELS
+from hroofline.render.axes import (
     HEIGHT,
     WIDTH,
     Axes,
@@ -22,6 +21,7 @@ from hroofline.render.roofs import (
     roof_rows,
     subtitle_lines,
 )
+from hroofline.render.point_labels import place_texts
 from hroofline.render.text import text_table
 
 MAX_DOT_AREA = 700

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from hroofline.model.numbers import frame_records, json_value, si
 
-from hroofline.render.numbers import si
+if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts without it
+    import pandas as pd
 
 _MAX_NAME = 70
 
@@ -29,22 +29,9 @@ def render_frame(frame: pd.DataFrame, fmt: str) -> str:
     return text_table([columns, *rows])
 
 
-def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: json_value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
-
-
-def json_value(value: object) -> object:
-    if isinstance(value, list | tuple) or (hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0):
-        return [json_value(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]  # type: ignore[union-attr]
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):
-        return json_value(value.item())  # numpy scalars
-    return value
+def records_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Records as aligned text, the cells as :func:`render_frame` writes them."""
+    return text_table([list(columns), *([_cell(record.get(c), c) for c in columns] for record in records)])
 
 
 def to_json(data: object) -> str:

@@ -1,6 +1,6 @@
 """Where each kernel sits against its roofs: binding roof, % of roof, time at roof, dots above a roof.
 
-The roofline model, per launch, with that launch's roofs (:func:`hroofline.ceilings.run_roofs`):
+The roofline model, per launch, with that launch's roofs (:func:`hroofline.roofs.ceilings.run_roofs`):
 
 - compute time at roof: per execution pipe, the sum over the precisions it runs of FLOPs_p / peak_p;
   pipes run concurrently, so t_c = the longest pipe (``[pipes]`` in metrics/hierarchical.toml)
@@ -25,12 +25,11 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
-from hroofline.analyze.names import short_kernel_name
-from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS, RunRoofs, run_gpu
 from hroofline.errors import HrooflineError
-from hroofline.metricset import COMPUTE_ROOF_OF, LEVELS, load_metric_set
-from hroofline.model import Run, ordered_phases
-from hroofline.render.numbers import si
+from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS
+from hroofline.model.run import Run, ordered_phases
+from hroofline.roofs.ceilings import RunRoofs, run_gpu
+from hroofline.roofs.metricset import load_metric_set
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
 ABOVE_ROOF_SLACK = 1e-9
@@ -79,16 +78,12 @@ class AboveRoof:
 @dataclass
 class RoofNotes:
     """What the roof analysis could not do, in sentences for the user; kernels above a roof as records, said
-    once per kind (:func:`above_roof_lines`), listed one by one on request (:func:`above_roof_details`)."""
+    once per kind and listed one by one on request by :mod:`hroofline.render.roof_notes`."""
 
     above: list[AboveRoof] = field(default_factory=list)
     missing_roofs: list[str] = field(default_factory=list)
     roofs_label: str = ""
     l2_bytes: float | None = None  # the GPU's L2, which can hold what an earlier kernel wrote
-
-    @property
-    def above_roof(self) -> list[str]:
-        return above_roof_lines(self)
 
 
 @dataclass(frozen=True)
@@ -257,53 +252,6 @@ def _above_kind(bound: str, analytic: bool) -> str:
     return CACHE_CEILING if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
 
 
-# Per kind: what it means, said once for all the kernel groups of that kind.
-_ABOVE_WHY = {
-    RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
-    "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
-    CACHE_CEILING: "faster than their bytes allow at a cache level: their bytes are the fewest their ops must move, "
-    "and the ceiling measured there (a summing loop) is below what these ops reach",
-    LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "
-    "than the op's formula (Winograd or FFT convolutions, a fused kernel that skips masked work)",
-    MEASURED: "faster than their roofs allow for what the counters measured: the ceilings or the metrics are "
-    "wrong (check --ceilings, the clock, the metric formulas)",
-}
-
-
-LOUD_KERNELS = 3  # a measured kernel above its roof is an error: the line names the worst of them
-
-
-def above_roof_lines(notes: RoofNotes) -> list[str]:
-    """One line per kind of kernel above a roof: how many, how much time, why."""
-    lines = []
-    for kind, why in _ABOVE_WHY.items():
-        found = [a for a in notes.above if a.kind == kind]
-        if not found:
-            continue
-        launches = sum(a.launches_above for a in found)
-        time_s = sum(a.time_s for a in found)
-        at_roof = sum(a.time_at_roof_s for a in found)
-        roofs = sorted({a.bound for a in found})
-        l2 = f"{notes.l2_bytes / 2**20:g} MiB " if notes.l2_bytes else ""
-        worst = sorted(found, key=lambda a: a.time_s - a.time_at_roof_s)[:LOUD_KERNELS] if kind == MEASURED else []
-        named = f" ({', '.join(f'{short_kernel_name(a.kernel)} ({a.phase})' for a in worst)}...)" if worst else ""
-        lines.append(
-            f"{len(found)} kernel(s){named} in {launches} launch(es) ran {why.format(l2=l2)} ({si(time_s, 's')} "
-            f"in all against {si(at_roof, 's')} at the {', '.join(roofs)} roof(s) of {notes.roofs_label}); "
-            "--explain lists them"
-        )
-    return lines
-
-
-def above_roof_details(notes: RoofNotes) -> list[str]:
-    """One line per kernel group above a roof."""
-    return [
-        f"{short_kernel_name(a.kernel)} ({a.phase}) beats its {a.bound} roof in {a.launches_above} of "
-        f"{a.count} launch(es): they took {si(a.time_s, 's')} against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
-        for a in notes.above
-    ]
-
-
 def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
     """Kernels grouped by name (or layers, ``query.group_by``) within each phase, ranked by ``query.sort``
     (largest first), the first ``query.top``, with their roofs."""
@@ -352,6 +300,7 @@ class RooflinePoints:
     analytic_work: bool = False  # FLOPs and bytes from the ops' shapes (a trace), not counters
     predicted: bool = False  # a prediction: times are estimates, no kernel ran
     unknown_at: dict[str, int] = field(default_factory=dict)  # level -> drawn dots with no intensity there
+    levels_drawn: tuple[str, ...] = ()  # the levels asked for where some dot has an intensity (all, if none has)
 
     @property
     def per_launch(self) -> bool:
@@ -382,6 +331,7 @@ def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple
         analytic_work=any(source.analytic_work for source in run.meta.sources),
         predicted=run.meta.predicted,
         unknown_at=_unknown_at(points, levels),
+        levels_drawn=levels_with_dots(points, levels),
     )
 
 
@@ -394,11 +344,6 @@ def _unknown_at(points: pd.DataFrame, levels: tuple[str, ...]) -> dict[str, int]
         if known.any() and not known.all():
             counts[level] = int((~known).sum())
     return counts
-
-
-def compute_roofs_present(points: pd.DataFrame) -> list[str]:
-    """Compute roofs whose FLOPs (or operations) the drawn kernels have: the ones worth drawing."""
-    return [key for column, key in COMPUTE_ROOF_OF.items() if column in points and (points[column].fillna(0) > 0).any()]
 
 
 def levels_with_dots(points: pd.DataFrame, levels: tuple[str, ...]) -> tuple[str, ...]:

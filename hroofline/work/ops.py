@@ -1,4 +1,5 @@
-"""The CPU backend's measurement: every ATen op of a step, timed, with analytic FLOPs and bytes.
+"""The work of ATen ops: analytic FLOPs and fewest bytes per op, and the recorder that sees every op of a step
+(the CPU backend times it; traces and predictions take its work alone).
 
 A ``TorchDispatchMode`` sees each op where PyTorch dispatches it to a kernel (below autograd, so the
 backward ops are seen as the ops they are). Each op's time is the wall time of that kernel call; its
@@ -15,7 +16,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -24,10 +25,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from hroofline.collect.module_tracking import LayerTracker
-from hroofline.collect.op_names import ATTENTION_OPS
 from hroofline.errors import ProfilingError
-from hroofline.metricset import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES, metrics_dir
+from hroofline.model.quantities import OP_QUANTITIES, TENSOR_FLOP_QUANTITIES
+from hroofline.roofs.metricset import metrics_dir
+from hroofline.work.op_names import ATTENTION_OPS
 
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
 
@@ -256,11 +257,17 @@ def input_shapes(inputs: list[torch.Tensor]) -> str:
     return ", ".join("x".join(map(str, t.shape)) or "()" for t in inputs)
 
 
+class LayerSource(Protocol):
+    """What names the layer an op runs in (:class:`hroofline.collect.module_tracking.LayerTracker`)."""
+
+    def layer(self) -> str | None: ...
+
+
 class OpRecorder(TorchDispatchMode):
     """Records every op run while active; ``listen`` follows the phases of a step, ``tracker`` (PyTorch's
     module tracking) the layer each op runs in."""
 
-    def __init__(self, tracker: LayerTracker | None = None) -> None:
+    def __init__(self, tracker: LayerSource | None = None) -> None:
         super().__init__()
         self.records: list[OpRecord] = []
         self.phase = NO_PHASE

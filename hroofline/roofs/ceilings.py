@@ -2,7 +2,7 @@
 
 Three kinds of roofs, all SI (byte/s, FLOP/s; operations/s for integer tensor work):
 
-- the report's own (ncu's peak metrics x the clocks each launch ran at, :mod:`hroofline.report_roofs`),
+- the report's own (ncu's peak metrics x the clocks each launch ran at, :mod:`hroofline.roofs.report`),
   used first, so every GPU ncu can profile gets a hierarchical roofline;
 - a GPU's datasheet peaks (``metrics/gpus.toml``), quoted at a boost clock: compute, L1 and L2 roofs are
   scaled to the SM clock each launch ran at where the source measured it (``--clock-control base``
@@ -25,44 +25,13 @@ import numpy as np
 import pandas as pd
 
 from hroofline.errors import InputError, UsageError
-from hroofline.metricset import (
-    COMPUTE_ROOF_OF,
-    LEVELS,
-    ROOF_KEYS,
-    GpuName,
-    gpu_from_display_name,
-    load_gpu_names,
-    metrics_dir,
-    resolve_gpu,
-)
-from hroofline.model import PEAK_PREFIX, Run, RunMeta
-from hroofline.rates import SPARSE_SUFFIX
+from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_KEYS, ROOF_LABELS
+from hroofline.model.run import PEAK_PREFIX, Run, RunMeta
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name, load_gpu_names, resolve_gpu
+from hroofline.roofs.metricset import metrics_dir
+from hroofline.roofs.rates import SPARSE_SUFFIX
 
 CPU = "cpu"  # the --gpu name of CPU runs
-LEVEL_LABELS: dict[str, str] = {"l1": "L1", "l2": "L2", "hbm": "HBM"}
-ROOF_LABELS: dict[str, str] = {
-    **LEVEL_LABELS,
-    "fp64": "FP64",
-    "fp32": "FP32",
-    "fp16": "FP16",
-    "tensor_tf32": "TF32 tensor",
-    "tensor_fp16": "FP16 tensor",
-    "tensor_fp16_acc16": "FP16 tensor (FP16 acc.)",
-    "tensor_bf16": "BF16 tensor",
-    "tensor_fp8": "FP8 tensor",
-    "tensor_fp4": "FP4 tensor",
-    "tensor_fp64": "FP64 tensor",
-    "tensor_int8": "INT8 tensor",
-    "tensor_int4": "INT4 tensor",
-    "tensor_int1": "INT1 tensor",
-    "tensor_tf32_sparse": "TF32 tensor 2:4 sparse",
-    "tensor_fp16_sparse": "FP16 tensor 2:4 sparse",
-    "tensor_fp16_acc16_sparse": "FP16 tensor (FP16 acc.) 2:4 sparse",
-    "tensor_bf16_sparse": "BF16 tensor 2:4 sparse",
-    "tensor_fp8_sparse": "FP8 tensor 2:4 sparse",
-    "tensor_int8_sparse": "INT8 tensor 2:4 sparse",
-    "tensor_int4_sparse": "INT4 tensor 2:4 sparse",
-}
 # "tensor" is the FP16 tensor peak in ceilings files written before tensor peaks had a precision.
 FILE_KEYS: frozenset[str] = frozenset({*ROOF_KEYS, "tensor"})
 # Where a GPU has one rate for both accumulators the catalog gives only the FP32-accumulator peak.

@@ -3,7 +3,7 @@
 A compute roof is a rate x SMs x the SM clock a launch ran at. The rate of a GPU is its architecture's,
 read over by its GeForce rates (half-rate FP32 accumulation) and by its own model's where its SMs differ
 (an H20 does a quarter of an H100's tensor work per SM). Sparse keys (``tensor_fp16_sparse``) are the
-dense rate x ``sparse_factor``. Nothing here computes a roof: :mod:`hroofline.report_roofs` does.
+dense rate x ``sparse_factor``. Nothing here computes a roof: :mod:`hroofline.roofs.report` does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from hroofline.metricset import GpuName, metrics_dir, normalize_cc
+from hroofline.roofs.catalog import GpuName
+from hroofline.roofs.metricset import metrics_dir, normalize_cc
 
 SPARSE_SUFFIX = "_sparse"
 RATES_FILE = "metrics/rates.toml"

@@ -6,7 +6,7 @@ as one table without ``union_by_name``:
 - ``run``: the run's name. The run's folder (``runs/run=NAME``) says it too, Hive-style, for engines that
   take partitions from paths; the column serves those that do not.
 - the launch columns of :data:`hroofline.model.LAUNCH_COLUMNS`, in that order, with ``flops`` after
-  ``flops_tensor``: all FLOPs, :func:`hroofline.roofline.total_flops` (what ``summary`` sums), so that SQL
+  ``flops_tensor``: all FLOPs, :func:`hroofline.roofs.formulas.total_flops` (what ``summary`` sums), so that SQL
   needs no formula. It is derived, and not read back.
 - ``raw_metrics``: the raw ncu metrics that fed a formula, a map from metric name to value. Runs keep
   different metrics; one map column instead of one column each keeps the schema the same for all runs.
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hroofline.model import LAUNCH_COLUMNS, RAW_METRIC_PREFIX, SCHEMA_VERSION
-from hroofline.roofline import total_flops
+from hroofline.model.run import LAUNCH_COLUMNS, RAW_METRIC_PREFIX, SCHEMA_VERSION
+from hroofline.roofs.formulas import total_flops
 
 RUN_COLUMN = "run"
 TOTAL_FLOPS_COLUMN = "flops"

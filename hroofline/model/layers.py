@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 
-from hroofline.phases import canonical_phase
+from hroofline.model.phases import canonical_phase
 
 MODEL = "<model>"  # the model's own code, outside its submodules
 LOSS = "<loss>"  # the loss (an nn loss module, or what the forward phase runs after the model)

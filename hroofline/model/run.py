@@ -5,17 +5,15 @@ importer produces the same launch columns; the store keeps them in Parquet; the 
 All quantities are SI: seconds, FLOPs, bytes. A quantity that was not measured is null, never 0.
 
 Beside the quantities a launch may carry its own roofs (``peak_<key>``: FLOP/s or byte/s at the clock it
-ran at), derived from the report's peak metrics and device attributes (:mod:`hroofline.report_roofs`).
+ran at), derived from the report's peak metrics and device attributes (:mod:`hroofline.roofs.report`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
+from hroofline.model.quantities import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 
 # 2: tensor FLOPs per input precision (flops_tensor is their total), integer tensor ops, per-launch roofs.
 # 3: the layer (module path) of every launch and the input shapes of analytic and CPU ops.
@@ -24,11 +22,11 @@ from hroofline.metricset import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTITIES
 #    the profiler step of every launch, and the bytes a communication kernel moves over the links.
 # 5: predicted runs: ``time_bound_s`` (the roofline bound) beside ``time_s`` (the estimate); per-phase memory
 #    in each source's metadata.
-# 6: the Parquet file has a run column and the raw metrics in one map column (hroofline/store_format.py),
+# 6: the Parquet file has a run column and the raw metrics in one map column (hroofline/store/format.py),
 # the metadata lists the run's phases.
 # 7: 2:4-sparse tensor work apart (flops_tensor_<p>_sparse, ops_tensor_int8/int4_sparse); compute roofs from a
 #    report checked against the dense rates (Hopper's tensor peaks were the sparse rate); an L1 count blind to
-#    TMA is null (hroofline/roof_upgrade.py corrects runs written before).
+#    TMA is null (hroofline/store/upgrade.py corrects runs written before).
 SCHEMA_VERSION = 7
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
@@ -230,8 +228,8 @@ class RunMeta:
 
 @dataclass
 class Run:
-    """A run: metadata and one row per launch. The methods are the analyses of the CLI, as DataFrames
-    and Altair charts (they import what they need when called)."""
+    """A run: metadata and one row per launch. Data only: its analyses are the stages' (the notebook face,
+    :class:`hroofline.api.face.RunView`, adds them as methods)."""
 
     meta: RunMeta
     launches: pd.DataFrame
@@ -240,58 +238,14 @@ class Run:
     def name(self) -> str:
         return self.meta.name
 
-    def summary(self) -> pd.DataFrame:
-        """Per phase and in total: time (s), FLOPs, tensor FLOPs, bytes per level, launches."""
-        from hroofline.analyze.kernels import phase_summary
 
-        return pd.DataFrame(phase_summary(self)).T.rename_axis("phase")
-
-    def kernels(
-        self,
-        group_by: str = "name",
-        phase: str | None = None,
-        layer: str | None = None,
-        sort: str = "time_s",
-    ) -> pd.DataFrame:
-        """The kernel table: per ``launch``, kernel ``name`` or ``layer`` (within each phase), optionally of one
-        phase and of the layers matching ``layer`` (a module path and below it, or a glob)."""
-        from hroofline.analyze.kernels import KernelQuery, kernel_table
-        from hroofline.phases import parse_phase_option
-
-        chosen = parse_phase_option(phase) if phase else None
-        return kernel_table(self, KernelQuery(group_by=group_by, phase=chosen, sort=sort, layer=layer))
-
-    def top(
-        self, n: int = 10, by: str = "name", phase: str | None = None, sort: str = "time_s", ceilings: str | None = None
-    ) -> pd.DataFrame:
-        """Kernel names (or layers: ``by="layer"``) ranked by ``sort``, with binding roof, % of roof, time at
-        roof and recoverable time, against the run's roofs (or ``ceilings``)."""
-        from hroofline.analyze.kernels import KernelQuery
-        from hroofline.analyze.roofs import top_kernels
-        from hroofline.ceilings import run_roofs
-        from hroofline.phases import parse_phase_option
-
-        chosen = parse_phase_option(phase) if phase else None
-        query = KernelQuery(group_by=by, phase=chosen, top=n, sort=sort)
-        return top_kernels(self, run_roofs(self, ceilings), query)
-
-    def chart(self, by: str = "name", phase: str | None = None, ceilings: str | None = None) -> Any:
-        """The hierarchical roofline as an Altair chart (displayed inline in Jupyter; ``.save("x.html")``)."""
-        from hroofline.analyze.kernels import KernelQuery
-        from hroofline.analyze.roofs import roofline_points
-        from hroofline.ceilings import run_roofs
-        from hroofline.phases import parse_phase_option
-        from hroofline.render.roofline_chart import ChartOptions, roofline_chart
-
-        chosen = parse_phase_option(phase) if phase else None
-        roofs = run_roofs(self, ceilings)
-        levels = roofs.levels()
-        points = roofline_points(self, roofs, KernelQuery(group_by=by, phase=chosen), levels)
-        title = self.name + (f" · {chosen}" if chosen else "")
-        return roofline_chart(points, roofs, ChartOptions(title=title, levels=levels))
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def empty_launches() -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in LAUNCH_COLUMNS.items()})
 
 
@@ -308,6 +262,8 @@ def upgrade_launches(frame: pd.DataFrame, schema_version: int, analytic: bool = 
 
 def conform_launches(frame: pd.DataFrame) -> pd.DataFrame:
     """Give a launch table exactly the standard columns and dtypes, raw metric columns last."""
+    import pandas as pd
+
     out = frame.copy()
     tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in out.columns]
     out["flops_tensor"] = out[tensor].sum(axis=1, min_count=1) if tensor else float("nan")

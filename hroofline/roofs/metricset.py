@@ -1,63 +1,22 @@
-"""The metric set and GPU names, read from the data files in ``metrics/``.
+"""The metric set, read from ``metrics/hierarchical.toml``: formulas, roofs, clocks, pipes, what to collect.
 
-Nothing here computes: this module turns the TOML files into typed objects that
-:mod:`hroofline.roofline` and :mod:`hroofline.report_roofs` evaluate.
+Nothing here computes: this module turns the TOML file into typed objects that
+:mod:`hroofline.roofs.formulas` and :mod:`hroofline.roofs.report` evaluate. The quantities and roof keys
+themselves are the model's vocabulary (:mod:`hroofline.model.quantities`); the GPU catalog is
+:mod:`hroofline.roofs.catalog`.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 
-from hroofline.errors import UsageError, did_you_mean
+from hroofline.errors import UsageError
+from hroofline.model.quantities import QUANTITIES, TENSOR_ROOFS
 
-GIB = 2**30  # bytes in a GiB: device memory is sold in binary units
-
-# FLOPs on the CUDA cores, per precision.
-CORE_FLOP_QUANTITIES: tuple[str, ...] = ("flops_fp64", "flops_fp32", "flops_fp16")
-# FLOPs on the tensor cores, per input precision (fp16_acc16: FP16 inputs with an FP16 accumulator).
-TENSOR_FLOP_QUANTITIES: tuple[str, ...] = (
-    "flops_tensor_tf32",
-    "flops_tensor_fp16",
-    "flops_tensor_fp16_acc16",
-    "flops_tensor_bf16",
-    "flops_tensor_fp8",
-    "flops_tensor_fp4",
-    "flops_tensor_fp64",
-    # 2:4-sparse tensor work (ncu's _sparsity_on paths), judged against the sparse roof (twice the dense one)
-    "flops_tensor_tf32_sparse",
-    "flops_tensor_fp16_sparse",
-    "flops_tensor_fp16_acc16_sparse",
-    "flops_tensor_bf16_sparse",
-    "flops_tensor_fp8_sparse",
-)
-FLOP_QUANTITIES: tuple[str, ...] = CORE_FLOP_QUANTITIES + TENSOR_FLOP_QUANTITIES
-# Integer tensor operations: counted and shown, never mixed into FLOPs.
-OP_QUANTITIES: tuple[str, ...] = (
-    "ops_tensor_int8",
-    "ops_tensor_int4",
-    "ops_tensor_int1",
-    "ops_tensor_int8_sparse",
-    "ops_tensor_int4_sparse",
-)
-BYTE_QUANTITIES: tuple[str, ...] = ("bytes_l1", "bytes_l2", "bytes_hbm")
-QUANTITIES: tuple[str, ...] = FLOP_QUANTITIES + OP_QUANTITIES + BYTE_QUANTITIES
-
-LEVELS: tuple[str, ...] = ("l1", "l2", "hbm")
-# The compute roofs: one per FLOP (or operation) quantity, named as in metrics/gpus.toml and ceilings files.
-COMPUTE_ROOF_OF: dict[str, str] = {
-    "flops_fp64": "fp64",
-    "flops_fp32": "fp32",
-    "flops_fp16": "fp16",
-    **{q: q.removeprefix("flops_") for q in TENSOR_FLOP_QUANTITIES},
-    **{q: q.replace("ops_", "") for q in OP_QUANTITIES},
-}
-COMPUTE_ROOFS: tuple[str, ...] = tuple(COMPUTE_ROOF_OF.values())
-TENSOR_ROOFS: tuple[str, ...] = tuple(k for k in COMPUTE_ROOFS if k.startswith("tensor_"))
-ROOF_KEYS: tuple[str, ...] = LEVELS + COMPUTE_ROOFS
 # Device attributes (device__attribute_*) the roofs are derived from when a report lacks peak metrics.
 DEVICE_ATTRIBUTES: tuple[str, ...] = (
     "device__attribute_multiprocessor_count",
@@ -72,8 +31,8 @@ DEVICE_ATTRIBUTES: tuple[str, ...] = (
 
 def metrics_dir() -> Path:
     """The ``metrics/`` folder: in the source tree, or packaged inside a wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "metrics", here / "_metrics"):
+    package = Path(__file__).resolve().parents[1]  # hroofline/
+    for candidate in (package.parent / "metrics", package / "_metrics"):
         if (candidate / "hierarchical.toml").is_file():
             return candidate
     raise FileNotFoundError("hroofline's metrics/ data folder is missing from the installation")
@@ -350,109 +309,3 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
         ),
         display_names=dict(data.get("display_names", {})),
     )
-
-
-@dataclass(frozen=True)
-class GpuName:
-    """A catalog GPU: its names, compute capability and datasheet peaks (FLOP/s, byte/s).
-
-    ``clocks`` gives the SM clock (Hz) each peak is quoted at: ``default`` for all, per key where the
-    datasheet quotes a peak at another clock (H100 tensor peaks at 1830 MHz, FP32 at 1980 MHz)."""
-
-    name: str
-    cc: str
-    aliases: tuple[str, ...]
-    match: tuple[str, ...]
-    peaks: dict[str, float] = field(default_factory=dict)
-    peak_source: str | None = None
-    clocks: dict[str, float] = field(default_factory=dict)
-    clock_source: str | None = None
-    link_bandwidth: float | None = None  # GPU-to-GPU link, per direction (byte/s): the communication roof
-    link_source: str | None = None
-    memory_bytes: float | None = None  # device memory as sold (metrics/gpus.toml memory_gib)
-    memory_by_alias: dict[str, float] = field(default_factory=dict)  # larger variants named by an alias
-    variant: str | None = None  # the alias that chose a variant's memory (v100-sxm2-32gb)
-    sms: int | None = None  # streaming multiprocessors
-    l2_bytes: float | None = None  # L2 cache
-    consumer: bool = False  # a GeForce part (half-rate FP32 accumulation: metrics/rates.toml [consumer])
-    roofs_from_reports_only: str | None = None  # why the catalog gives it no peaks (a laptop's clock varies)
-    derived: frozenset[str] = frozenset()  # keys whose peak or quoted clock was computed from a per-SM rate
-
-    def quoted_clock(self, key: str) -> float | None:
-        """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
-        if key == "hbm":
-            return None
-        return self.clocks.get(key, self.clocks.get("default"))
-
-
-@cache
-def load_gpu_names() -> dict[str, GpuName]:
-    data = tomllib.loads((metrics_dir() / "gpus.toml").read_text())
-    gpus = {}
-    for key, value in data.items():
-        peak = dict(value.get("peak", {}))
-        source = peak.pop("source", None)
-        derived = set(peak.pop("derived", ())) | set(value.get("clock", {}).get("derived", ()))
-        clocks = {k: float(v) for k, v in value.get("clock", {}).items() if k not in ("source", "derived")}
-        clock_source = value.get("clock", {}).get("source")
-        gpus[key] = GpuName(
-            name=key,
-            cc=value["cc"],
-            aliases=tuple(value.get("aliases", ())),
-            match=tuple(value.get("match", ())),
-            peaks={k: float(v) for k, v in peak.items()},
-            peak_source=source,
-            clocks=clocks,
-            clock_source=clock_source,
-            link_bandwidth=float(value["link"]["bandwidth"]) if "link" in value else None,
-            link_source=value.get("link", {}).get("source"),
-            memory_bytes=float(value["memory_gib"]) * GIB if "memory_gib" in value else None,
-            memory_by_alias={k: float(v) * GIB for k, v in value.get("memory_gib_by_alias", {}).items()},
-            sms=int(value["sms"]) if "sms" in value else None,
-            l2_bytes=float(value["l2_mib"]) * 2**20 if "l2_mib" in value else None,
-            consumer=bool(value.get("consumer", False)),
-            roofs_from_reports_only=value.get("roofs_from_reports_only"),
-            derived=frozenset(derived),
-        )
-    return gpus
-
-
-def _canon(text: str) -> str:
-    return re.sub(r"[\s_]+", "-", text.strip().lower())
-
-
-def resolve_gpu(name: str) -> GpuName:
-    """A --gpu argument to a catalog entry; case and '-'/'_'/' ' do not matter."""
-    wanted = _canon(name)
-    for gpu in load_gpu_names().values():
-        if wanted == gpu.name or wanted in (_canon(a) for a in gpu.aliases):
-            variant = gpu.memory_by_alias.get(wanted)
-            return replace(gpu, memory_bytes=variant, variant=wanted) if variant else gpu
-    names = [*load_gpu_names(), *(a for gpu in load_gpu_names().values() for a in gpu.aliases)]
-    raise UsageError(f"unknown GPU {name!r}", did_you_mean(_canon(name), names, "GPUs", "hroofline gpus"))
-
-
-# A word after the matched model name that makes it another product (RTX 3090 Ti, RTX 4090 D, H200 NVL)
-# or a slice of one (MIG): the catalog's full-part peaks do not apply.
-_VARIANT_WORDS = frozenset({"ti", "super", "d", "nvl", "mig", "max-q", "mobile", "laptop", "ada", "lhr", "xt"})
-
-
-def gpu_from_display_name(display_name: str) -> GpuName | None:
-    """ncu's device display name (e.g. 'Tesla V100-SXM2-16GB') to a catalog entry, if any.
-
-    The longest matching fragment wins; a name with a variant word after it (Ti, D, NVL, ...) or a MIG
-    slice matches nothing, rather than a full part's peaks."""
-    text = display_name.lower()
-    if re.search(r"(^|[\s-])mig([\s-]|$)", text):
-        return None
-    best: tuple[int, GpuName] | None = None
-    for gpu in load_gpu_names().values():
-        for fragment in gpu.match:
-            found = re.search(rf"(^|[\s-]){re.escape(fragment)}($|[\s-])", text)
-            if not found or (best is not None and len(fragment) <= best[0]):
-                continue
-            rest = text[found.end() :].replace("-", " ").split()
-            if rest and rest[0] in _VARIANT_WORDS and rest[0] not in fragment.split():
-                continue
-            best = (len(fragment), gpu)
-    return best[1] if best else None

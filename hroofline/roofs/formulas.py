@@ -19,15 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import (
-    FLOP_QUANTITIES,
-    OP_QUANTITIES,
-    QUANTITIES,
-    TENSOR_FLOP_QUANTITIES,
-    Formula,
-    MetricSet,
-    other_prefix,
-)
+from hroofline.model.quantities import FLOP_QUANTITIES, OP_QUANTITIES, QUANTITIES, TENSOR_FLOP_QUANTITIES
+from hroofline.roofs.metricset import Formula, MetricSet, other_prefix
 
 TIME_FROM_DURATION = "gpu__time_duration.sum"
 TIME_FROM_CYCLES = "sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second"

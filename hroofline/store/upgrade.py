@@ -12,10 +12,12 @@ from __future__ import annotations
 import pandas as pd
 
 from hroofline.errors import UsageError
-from hroofline.metricset import COMPUTE_ROOFS, GpuName, gpu_from_display_name, load_metric_set, resolve_gpu
-from hroofline.model import PEAK_PREFIX, RunMeta, SourceInfo
-from hroofline.rates import rates_for
-from hroofline.roofline import l1_blind_launches
+from hroofline.model.quantities import COMPUTE_ROOFS
+from hroofline.model.run import PEAK_PREFIX, RunMeta, SourceInfo
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name, resolve_gpu
+from hroofline.roofs.formulas import l1_blind_launches
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.roofs.rates import rates_for
 
 DENSE_SCHEMA = 7
 

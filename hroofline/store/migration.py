@@ -2,7 +2,7 @@
 
 Layout 1 kept each run in ``runs/<run>/`` with raw metrics as columns and no ``run`` column; older schemas
 lack columns that readers of the whole store (DuckDB, Polars, Spark) expect in every file. Each run is read
-as :func:`hroofline.store.read_run` reads any run, written again in today's schema and put in place in one
+as :func:`hroofline.store.files.read_run` reads any run, written again in today's schema and put in place in one
 rename, so a migration stopped at any point leaves every run readable, old or new; the next use goes on
 where it stopped. ``store.json`` says when the store is current, so that a current store costs one small read.
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from hroofline.errors import StoreError
-from hroofline.model import SCHEMA_VERSION
-from hroofline.store import (
+from hroofline.model.run import SCHEMA_VERSION
+from hroofline.store.files import (
     LAYOUT_VERSION,
     RUN_FOLDER_PREFIX,
     STORE_FILE,
-    RunStore,
+    StoreLayout,
     locked,
     read_meta_json,
     read_run,
@@ -42,7 +42,7 @@ def store_version(root: Path) -> tuple[int, int] | None:
         return None
 
 
-def migrate_if_old(store: RunStore) -> None:
+def migrate_if_old(store: StoreLayout) -> None:
     if not store.runs_dir.is_dir():
         return
     version = store_version(store.root)
@@ -64,7 +64,7 @@ def migrate_if_old(store: RunStore) -> None:
             migrate(store)  # unless another process did it meanwhile
 
 
-def old_layout_folders(store: RunStore) -> list[Path]:
+def old_layout_folders(store: StoreLayout) -> list[Path]:
     """Runs in layout 1 (``runs/NAME/``): one listing of the runs folder."""
     return [
         folder
@@ -73,7 +73,7 @@ def old_layout_folders(store: RunStore) -> list[Path]:
     ]
 
 
-def migrate(store: RunStore) -> None:
+def migrate(store: StoreLayout) -> None:
     """Every run to today's layout and schema; runs that cannot be read are left where they are, with a
     note. Ends by writing ``store.json``."""
     migrated, left = 0, []
@@ -92,7 +92,7 @@ def migrate(store: RunStore) -> None:
         _note(f"could not migrate run folder {entry}; it is left as it was")
 
 
-def _migrate_run(store: RunStore, folder: Path) -> int:
+def _migrate_run(store: StoreLayout, folder: Path) -> int:
     """1 when the run was rewritten, 0 when it was current already."""
     legacy = not folder.name.startswith(RUN_FOLDER_PREFIX)
     name = folder.name if legacy else folder.name.removeprefix(RUN_FOLDER_PREFIX)
@@ -127,7 +127,7 @@ def _same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return identity(old) == identity(new)
 
 
-def _free_name(store: RunStore, name: str) -> str:
+def _free_name(store: StoreLayout, name: str) -> str:
     candidate, number = name, 1
     while store.run_dir(candidate).exists():
         number += 1

@@ -1,4 +1,4 @@
-"""SQL over a store with DuckDB (embedded: no server), and the store's list of runs as a table.
+"""SQL over a store with DuckDB (embedded: no server).
 
 Two tables are defined for a query:
 
@@ -12,58 +12,20 @@ Two tables are defined for a query:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 
 from hroofline.errors import QueryError, StoreError
-from hroofline.model import RunMeta
-from hroofline.store import RunStore
-
-RUN_LISTING_COLUMNS: tuple[str, ...] = (
-    "run",
-    "kind",
-    "gpu",
-    "cc",
-    "arch",
-    "precision",
-    "phases",
-    "sources",
-    "launches",
-    "ncu",
-    "created",
-    "updated",
-)
-
-
-def run_listing(store: RunStore) -> pd.DataFrame:
-    """One row per run, from the runs' metadata alone (no launches are read)."""
-    return listing_frame([store.load_meta(name) for name in store.run_names()])
+from hroofline.model.run import RunMeta
+from hroofline.store.listing import RUN_LISTING_COLUMNS, listing_rows
+from hroofline.store.reading import StoreReader
 
 
 def listing_frame(metas: Sequence[RunMeta]) -> pd.DataFrame:
-    rows: list[dict[str, Any]] = []
-    for meta in metas:
-        rows.append(
-            {
-                "run": meta.name,
-                "kind": "+".join(dict.fromkeys(source.collection for source in meta.sources)) or None,
-                "gpu": meta.gpu_name,
-                "cc": meta.cc,
-                "arch": meta.arch,
-                "precision": meta.precision,
-                "phases": ",".join(meta.phases) or None,
-                "sources": len(meta.sources),
-                "launches": sum(s.launches for s in meta.sources),
-                "ncu": ", ".join(meta.ncu_versions) or None,
-                "created": meta.created,
-                "updated": meta.updated,
-            }
-        )
-    return pd.DataFrame(rows, columns=list(RUN_LISTING_COLUMNS))
+    return pd.DataFrame(listing_rows(metas), columns=list(RUN_LISTING_COLUMNS))
 
 
-def query_store(store: RunStore, sql: str) -> pd.DataFrame:
+def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
     """The result of ``sql`` over the store's ``launches`` and ``runs`` tables."""
     import duckdb
     import pyarrow.dataset

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hroofline.collect.autocast_emulation import active_dtype
+from hroofline.work.autocast import active_dtype
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 FLASH_MAX_HEAD_DIM = 256

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hroofline.metricset import COMPUTE_ROOFS, MetricSet, RoofAlternative, RoofDefinition, normalize_cc
-from hroofline.model import PEAK_PREFIX
-from hroofline.rates import DenseRates
+from hroofline.model.quantities import COMPUTE_ROOFS
+from hroofline.model.run import PEAK_PREFIX
+from hroofline.roofs.metricset import MetricSet, RoofAlternative, RoofDefinition, normalize_cc
+from hroofline.roofs.rates import DenseRates
 
 # Unit counts from device attributes, for peaks given per unit.
 UNIT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -73,7 +74,7 @@ def report_roofs(
         table, table_how = _evaluate(definition, metrics, clocks, context, table=True)
         if measured is None and _units(metrics, "sm") is None:
             # Without the report's own SM count a roof from the rates is the catalog's: the datasheet's
-            # peaks (hroofline.ceilings) say it, with their sources.
+            # peaks (hroofline.roofs.ceilings) say it, with their sources.
             table = None
         values = _reconcile(definition.key, measured, table, metrics, clocks, context, result)
         if values is None:

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from hroofline.analyze.roofs import compute_roofs_present
-from hroofline.ceilings import LEVEL_LABELS, ROOF_LABELS
-from hroofline.render.numbers import si
+from hroofline.model.numbers import si
+from hroofline.model.quantities import LEVEL_LABELS, ROOF_LABELS, compute_roofs_present
 
 LEVEL_COLOURS: dict[str, str] = {"L1": "#e45756", "L2": "#54a24b", "HBM": "#4c78a8"}
 ROOF_GREY = "#555555"

@@ -1,15 +1,5 @@
-"""hroofline as a library: the same functions the CLI runs, returning runs, DataFrames and Altair charts.
-
-import hroofline
-run = hroofline.load("resnet18-cpu")              # a Run from the store
-run.summary()                                     # per phase: time, FLOPs, bytes (a DataFrame)
-run.top(n=5, by="layer")                          # ranked, with binding roof and recoverable time
-run.kernels(group_by="layer", phase="backward")   # kernel table per launch, name or layer
-run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
-hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
-hroofline.compare(base, candidate)                # a Comparison (phases, matched layers or families)
-hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
-"""
+"""Prediction through the API: what a model's step should cost on a catalog GPU, traced on the meta device
+(``hroofline.predict``, and ``predict_run`` that the CLI's ``predict`` and the sweep call)."""
 
 from __future__ import annotations
 
@@ -17,47 +7,13 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hroofline.model import Run
-from hroofline.store import RunDefaults, RunStore, check_run_name
-from hroofline.store_location import store_path
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-def _store(store: str | Path | None) -> RunStore:
-    return RunStore(store_path(str(store) if store is not None else None))
-
-
-def load(run: str, store: str | Path | None = None) -> Run:
-    """A run from the store (``store``, else $HROOFLINE_STORE, else ./hroofline-runs)."""
-    return _store(store).load(run)
-
-
-def runs(store: str | Path | None = None) -> list[str]:
-    """The names of the runs in the store."""
-    return _store(store).run_names()
-
-
-def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
-    """SQL over the store with DuckDB, as ``hroofline query``: tables ``launches`` (one row per launch of every
-    run) and ``runs`` (one row per run)."""
-    from hroofline.store_query import query_store
-
-    return query_store(_store(store), sql)
-
-
-def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
-    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`): per phase, and layer to layer
-    when both have layers, else by kernel family."""
-    from hroofline.analyze.compare import compare_runs
-
-    def as_run(value: Run | str) -> Run:
-        return value if isinstance(value, Run) else load(value, store)
-
-    return compare_runs(as_run(base), as_run(candidate))
+from hroofline.api.face import RunView
+from hroofline.api.notebook import store_at
+from hroofline.model.run import Run
+from hroofline.store.files import check_run_name
+from hroofline.store.runs import RunDefaults
 
 
 @dataclass(frozen=True)
@@ -82,7 +38,7 @@ def predict(
     store: str | Path | None = None,
     replace: bool = False,
     calibrate: Run | str | None = None,
-) -> Run:
+) -> RunView:
     """What a training step (or an inference pass, eval mode without gradients: ``phases="forward"``) of ``model``
     should cost on ``gpu``: ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a
     torchvision name or a model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is
@@ -92,7 +48,7 @@ def predict(
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
-    target = _store(store)
+    target = store_at(store)
     if run is not None:
         check_run_name(run)
         if not replace and target.has_run(run):
@@ -109,8 +65,8 @@ def predict(
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
         target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
-        return target.load(run)
-    return result.as_run()
+        return RunView.of(target.load(run))
+    return RunView.of(result.as_run())
 
 
 def _meta_copy(model: Any) -> Any:
@@ -153,8 +109,8 @@ class Prediction:
 
     def as_run(self) -> Run:
         """The prediction as a run that is in no store."""
-        from hroofline.metricset import load_metric_set
-        from hroofline.model import RunMeta, conform_launches
+        from hroofline.model.run import RunMeta, conform_launches
+        from hroofline.roofs.metricset import load_metric_set
 
         meta = RunMeta(name=self.name, gpu=self.gpu, cc=self.source.cc, precision=self.precision)
         meta.sources.append(self.source.info)
@@ -180,9 +136,9 @@ def predict_run(
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
     from hroofline.collect.models import check_model
     from hroofline.collect.workload import WorkloadConfig
-    from hroofline.importers import ImportedSource
-    from hroofline.metricset import resolve_gpu
-    from hroofline.model import SourceInfo
+    from hroofline.importers.source import ImportedSource
+    from hroofline.model.run import SourceInfo
+    from hroofline.roofs.catalog import resolve_gpu
 
     config = WorkloadConfig(
         spec, options.batch_size, options.precision, options.optimizer, "meta", input_shape=input_shape, seq_len=seq_len

@@ -1,8 +1,13 @@
-"""Numbers for people: SI prefixes with three significant digits (1 GB/s = 1e9 byte/s, never 2**30)."""
+"""Numbers for people: SI prefixes with three significant digits (1 GB/s = 1e9 byte/s, never 2**30); values for
+JSON (null for not measured, plain Python for numpy)."""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PREFIXES = (
     (1e15, "P"),
@@ -39,3 +44,21 @@ def per_second(value: float | None, unit: str) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:,.0f} {unit}/s" if value >= 100 else f"{value:.3g} {unit}/s"
+
+
+def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: json_value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def json_value(value: object) -> object:
+    if isinstance(value, list | tuple) or (hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0):
+        return [json_value(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]  # type: ignore[union-attr]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if value is None or type(value).__name__ == "NAType":  # pandas.NA, without importing pandas
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):
+        return json_value(value.item())  # numpy scalars
+    return value

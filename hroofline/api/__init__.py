@@ -1,0 +1,48 @@
+"""hroofline as a library: the same compositions the CLI runs, returning runs, DataFrames and Altair charts.
+
+    import hroofline
+    run = hroofline.load("resnet18-cpu")              # a run from the store, with its analyses as methods
+    run.summary()                                     # per phase: time, FLOPs, bytes (a DataFrame)
+    run.top(n=5, by="layer")                          # ranked, with binding roof and recoverable time
+    run.kernels(group_by="layer", phase="backward")   # kernel table per launch, name or layer
+    run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
+    run.report("report/")                             # the HTML page, as `hroofline report`
+    hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import`
+    hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
+    hroofline.compare(base, candidate)                # a Comparison (phases, matched layers or families)
+    hroofline.report(["r1", "r2"], "report/", compare=[("r1", "r2")])
+    hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
+
+``notebook`` (the functions above), ``face`` (:class:`~hroofline.api.face.RunView`), ``outputs`` (roofline, top),
+``report_page``, ``imports`` and ``prediction`` (the compositions the CLI calls). Loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_HOMES: dict[str, str] = {
+    "load": "notebook",
+    "runs": "notebook",
+    "query": "notebook",
+    "compare": "notebook",
+    "import_run": "notebook",
+    "report": "notebook",
+    "store_at": "notebook",
+    "predict": "prediction",
+    "predict_run": "prediction",
+    "PredictOptions": "prediction",
+    "Prediction": "prediction",
+    "RunView": "face",
+    "import_files": "imports",
+    "roofline": "outputs",
+    "top": "outputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'hroofline.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"hroofline.api.{_HOMES[name]}"), name)

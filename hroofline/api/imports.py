@@ -1,0 +1,59 @@
+"""Importing files into a run, as one composition for the CLI and the notebook: sources already in the run are
+skipped, the rest read, passes over the same launches joined, and all of them added in one atomic step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
+from hroofline.roofs.metricset import load_metric_set
+from hroofline.store.files import check_run_name
+from hroofline.store.runs import AddResult, RunDefaults, RunStore
+
+
+@dataclass
+class Imported:
+    """What an import did: the store's result (sources added, already present, the run) and the files it skipped
+    because the run held them already."""
+
+    result: AddResult | None
+    skipped: list[str] = field(default_factory=list)  # "[i/n] source" of each source the run held already
+    replaced: bool = False
+
+
+def import_files(
+    store: RunStore,
+    run: str,
+    sources: list[str | Path],
+    options: ImportOptions,
+    defaults: RunDefaults,
+    replace: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Imported:
+    """Imports ``sources`` into ``run`` of ``store`` (all or none); with ``replace`` the run becomes these sources
+    alone. ``defaults`` fill what the run does not know (its GPU, precision)."""
+    name = check_run_name(run)
+    say = progress or (lambda text: None)
+    replacing = replace and store.has_run(name)
+    already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
+    metric_set = load_metric_set()
+    read: list[ReadSource] = []
+    skipped: list[str] = []
+    for index, source in enumerate(sources, start=1):
+        path = Path(source)
+        # Only an existing run can already hold the source; then its digest is needed up front.
+        digest = source_digest(path) if already and path.exists() else None
+        prefix = f"[{index}/{len(sources)}] {source}"
+        if digest in already:
+            skipped.append(prefix)
+            continue
+        say(f"{prefix}: reading")
+        read.append(read_source(path, options, metric_set, digest))
+    if not read:
+        return Imported(None, skipped)
+    imported = import_sources(read, options, metric_set)
+    if replacing:
+        return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
+    return Imported(store.add_sources(name, imported, gpu=defaults.gpu, precision=defaults.precision), skipped)

@@ -1,0 +1,92 @@
+"""The store through the API: runs loaded as :class:`~hroofline.api.face.RunView` (a run with its analyses as
+methods), their names, SQL over all of them, and two runs compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hroofline.api.face import RunView
+from hroofline.model.run import Run
+from hroofline.store.location import store_path
+from hroofline.store.runs import RunStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def store_at(store: str | Path | None) -> RunStore:
+    """The store ``store``, else $HROOFLINE_STORE, else ./hroofline-runs."""
+    return RunStore(store_path(str(store) if store is not None else None))
+
+
+def load(run: str, store: str | Path | None = None) -> RunView:
+    """A run from the store (``store``, else $HROOFLINE_STORE, else ./hroofline-runs), with its analyses as
+    methods (``.summary()``, ``.top()``, ``.chart()``, ...)."""
+    return RunView.of(store_at(store).load(run))
+
+
+def runs(store: str | Path | None = None) -> list[str]:
+    """The names of the runs in the store."""
+    return store_at(store).run_names()
+
+
+def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
+    """SQL over the store with DuckDB, as ``hroofline query``: tables ``launches`` (one row per launch of every
+    run) and ``runs`` (one row per run)."""
+    from hroofline.store.query import query_store
+
+    return query_store(store_at(store), sql)
+
+
+def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
+    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`): per phase, and layer to layer
+    when both have layers, else by kernel family."""
+    from hroofline.analyze.compare import compare_runs
+
+    def as_run(value: Run | str) -> Run:
+        return value if isinstance(value, Run) else load(value, store)
+
+    return compare_runs(as_run(base), as_run(candidate))
+
+
+def import_run(
+    sources: list[str | Path] | str | Path,
+    run: str,
+    gpu: str | None = None,
+    phase: str | None = None,
+    store: str | Path | None = None,
+    replace: bool = False,
+) -> RunView:
+    """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
+    ``replace`` made of these alone), as ``hroofline import``; returns the run."""
+    from hroofline.api.imports import import_files
+    from hroofline.importers.build import ImportOptions
+    from hroofline.model.phases import parse_phase_option
+    from hroofline.roofs.catalog import resolve_gpu
+    from hroofline.store.runs import RunDefaults
+
+    paths = [sources] if isinstance(sources, str | Path) else list(sources)
+    named = resolve_gpu(gpu) if gpu else None
+    options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named)
+    target = store_at(store)
+    import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, None), replace)
+    return RunView.of(target.load(run))
+
+
+def report(
+    runs: list[Run | str],
+    out: str | Path,
+    compare: list[tuple[Run | str, Run | str]] | None = None,
+    title: str = "hroofline report",
+    store: str | Path | None = None,
+) -> Path:
+    """One self-contained HTML page (``out/index.html``) of ``runs`` and the comparisons ``compare``, as
+    ``hroofline report``; returns the page's path."""
+    from hroofline.api.report_page import report as compose
+
+    def as_run(value: Run | str) -> Run:
+        return value if isinstance(value, Run) else load(value, store)
+
+    pairs = [(as_run(base), as_run(candidate)) for base, candidate in compare or []]
+    return compose([as_run(run) for run in runs], pairs, title).write(Path(out))

@@ -1,0 +1,108 @@
+"""What a run is shown as, composed once for the CLI and the notebook: its roofline, its top kernels, several runs
+on their GPUs' rooflines, and the roof notes in sentences. The CLI parses arguments and prints; these compose
+the stages (roofs, analysis, rendering)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hroofline.analyze.binding import RooflinePoints, RoofNotes, roofline_points, top_kernels
+from hroofline.analyze.kernels import KernelQuery
+from hroofline.errors import HrooflineError
+from hroofline.model.quantities import LEVEL_LABELS
+from hroofline.model.run import Run
+from hroofline.render.roof_notes import above_roof_details, above_roof_lines
+from hroofline.roofs.ceilings import RunRoofs, run_roofs
+
+
+@dataclass
+class Roofline:
+    """A run's hierarchical roofline: the Altair chart, what it drew and against which roofs."""
+
+    chart: Any  # altair.Chart
+    points: RooflinePoints
+    roofs: RunRoofs
+    title: str
+
+    @property
+    def warnings(self) -> list[str]:
+        return warnings_of(self.points.notes)
+
+
+def roofline(
+    run: Run, query: KernelQuery, ceilings: str | None = None, levels: tuple[str, ...] | None = None, title: str = ""
+) -> Roofline:
+    """The roofline of ``run``'s launches that ``query`` selects, one dot per its grouping (a kernel name in a
+    phase, a layer, a launch), at ``levels`` (default: those with a roof)."""
+    from hroofline.render.roofline_chart import ChartOptions, roofline_chart  # Altair loads only when drawing
+
+    roofs = run_roofs(run, ceilings)
+    levels = levels or roofs.levels()
+    points = roofline_points(run, roofs, query, levels=levels)
+    if points.points.empty:
+        where = f" in phase {query.phase}" if query.phase else ""
+        if points.not_drawn == 0:
+            raise HrooflineError(f"nothing to draw: run {run.name!r} has no kernels{where}")
+        raise HrooflineError(
+            f"nothing to draw: no kernel of run {run.name!r}{where} has time, FLOPs and bytes at "
+            + ", ".join(LEVEL_LABELS[lv] for lv in levels)
+            + f" ({points.no_flops} of {points.not_drawn} have no FLOPs)"
+        )
+    title = title or run.name + (f" · {query.phase}" if query.phase else "")
+    return Roofline(roofline_chart(points, roofs, ChartOptions(title=title, levels=levels)), points, roofs, title)
+
+
+@dataclass
+class TopTable:
+    """The kernels (or layers) worth the time, ranked, with the roofs they were judged against."""
+
+    table: pd.DataFrame
+    roofs: RunRoofs
+    notes: RoofNotes = field(default_factory=RoofNotes)
+
+    @property
+    def warnings(self) -> list[str]:
+        return warnings_of(self.notes)
+
+
+def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
+    roofs = run_roofs(run, ceilings)
+    notes = RoofNotes()
+    return TopTable(top_kernels(run, roofs, query, notes), roofs, notes)
+
+
+def warnings_of(notes: RoofNotes) -> list[str]:
+    """The roof analysis's warnings: kernels above a roof once per kind, roofs missing."""
+    return above_roof_lines(notes) + notes.missing_roofs
+
+
+def explained(notes: RoofNotes) -> list[str]:
+    """Every kernel group behind a warning, one line each."""
+    return above_roof_details(notes)
+
+
+@dataclass
+class RunsChart:
+    """Several runs, one dot each (or per phase), on their GPUs' rooflines."""
+
+    chart: Any
+    found: Any  # hroofline.analyze.step_points.StepPoints
+    title: str
+
+
+def runs_chart(runs: list[Run], by: str, level: str | None, ceilings: str | None, title: str = "") -> RunsChart:
+    from hroofline.analyze.step_points import step_points
+    from hroofline.render.runs_chart import runs_chart as draw
+
+    found = step_points(runs, by, level, ceilings)
+    if not found.drawable.any():
+        raise HrooflineError("nothing to draw: no run has FLOPs, bytes and time")
+    series = found.points["series"].drop_duplicates().tolist()
+    gpus = len(found.peaks)
+    title = title or (", ".join(series) if len(series) <= 4 else f"{len(runs)} runs") + (
+        f" on {', '.join(found.peaks)}" if gpus <= 3 else f" on {gpus} GPUs"
+    )
+    return RunsChart(draw(found, title), found, title)

@@ -1,0 +1,34 @@
+"""``hroofline runs``: the store's runs, from their metadata alone (no pandas: listing a store is instant)."""
+
+from __future__ import annotations
+
+import argparse
+
+from hroofline.cli.common import add_store_option, open_reader, write_out
+from hroofline.render.text import records_table, to_json
+from hroofline.store.listing import run_listing
+
+RUNS_TABLE_COLUMNS = ("run", "kind", "gpu", "precision", "phases", "sources", "launches", "ncu", "updated")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    runs = commands.add_parser(
+        "runs",
+        description="List the runs in the store: how each was collected (kind), GPU, precision, phases, sources, "
+        "launches, ncu versions and dates. JSON has every column, as the runs table of `hroofline query`.",
+    )
+    runs.add_argument("--format", choices=("table", "json"), default="table")
+    add_store_option(runs)
+    runs.set_defaults(run_command=list_runs)
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    store = open_reader(args)
+    listing = run_listing(store)
+    if args.format == "json":
+        write_out(to_json(listing))
+    elif listing:
+        write_out(records_table(listing, RUNS_TABLE_COLUMNS))
+    else:
+        write_out(f"no runs in {store.root}\n")
+    return 0

@@ -1,0 +1,350 @@
+"""The import pipeline: any real ncu output to the standard per-launch table.
+
+``import_sources`` recognises each source by its content (a ``.ncu-rep`` report, a long or wide CSV, a
+console log, each possibly gzip-compressed, or a folder of passes), reads it into a
+:class:`~hroofline.importers.raw.RawProfile`, joins sources that are passes over the same launches, and
+evaluates the metric formulas and the report's own roofs on each result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from hroofline.errors import InputError, MergeError
+from hroofline.importers.checks import (
+    failed_launch_warning,
+    failed_launches,
+    uncounted_tensor_work,
+    uncounted_work_warning,
+)
+from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
+from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
+from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
+from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
+from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
+from hroofline.importers.ncu_rep import is_ncu_report, read_ncu_rep
+from hroofline.importers.nvtx import stack_label
+from hroofline.importers.raw import (
+    RawProfile,
+    decode_text,
+    gunzip_if_needed,
+    is_blank,
+    read_file_bytes,
+    sha256_of_file,
+)
+from hroofline.importers.source import ImportedSource
+from hroofline.importers.trace_source import TraceOptions, trace_source
+from hroofline.model.layers import layer_from_ranges, phase_label
+from hroofline.model.phases import phase_from_ranges
+from hroofline.model.run import RAW_METRIC_PREFIX, SourceInfo, conform_launches
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name
+from hroofline.roofs.formulas import Derived, derive_quantities, kernel_time
+from hroofline.roofs.metricset import MetricSet, normalize_cc
+from hroofline.roofs.rates import rates_for
+from hroofline.roofs.report import RoofContext, report_roofs
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    phase: str | None = None
+    gpu: GpuName | None = None
+    merge: str = "launch"
+    steps: frozenset[int] | None = None  # traces: the profiler steps to import (all by default)
+    rank: int | None = None  # traces: the rank, where the trace does not say
+    cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
+    force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
+
+
+@dataclass(frozen=True)
+class ReadSource:
+    """One source as read, before its formulas run."""
+
+    path: Path
+    profile: RawProfile | TraceEvents
+    digest: str
+    files: list[dict[str, str]]
+
+
+def source_digest(path: Path) -> str:
+    """The identity of a source: its file's sha256, or one over a folder's files."""
+    if path.is_dir():
+        return folder_digest(folder_files(path))[0]
+    return sha256_of_file(path)
+
+
+def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None) -> ReadSource:
+    """The profile of a file or folder, with the source's sha256 and, for a folder, its files' hashes.
+
+    A file's sha256 is computed once, beside the parsing, unless the caller already has it."""
+    if path.is_dir():
+        folder_sha256, files = folder_digest(folder_files(path))
+        reader = _file_reader(metric_set)
+        return ReadSource(path, read_metric_logs(path, options.merge, metric_set, reader), folder_sha256, files)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    raw = read_file_bytes(path)
+    if digest is not None:
+        return ReadSource(path, _read_file(gunzip_if_needed(raw, path), path, metric_set), digest, [])
+    # hashlib releases the GIL on large buffers, so hashing overlaps the parse.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashing = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
+        profile = _read_file(gunzip_if_needed(raw, path), path, metric_set)
+        return ReadSource(path, profile, hashing.result(), [])
+
+
+def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
+    def read(path: Path) -> RawProfile:
+        profile = _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
+        if isinstance(profile, TraceEvents):
+            raise InputError(f"{path}: a PyTorch profiler trace in a folder of ncu passes", "import it on its own")
+        return profile
+
+    return read
+
+
+def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile | TraceEvents:
+    if is_blank(data):
+        raise InputError(f"{path}: the file is empty")
+    if looks_like_json(data):
+        return parse_trace(data, path)
+    if is_ncu_report(data):
+        return read_ncu_rep(data, str(path), metric_set)
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{path}: not an ncu report, CSV export or console log (binary data)")
+    if find_csv_header(data) >= 0:
+        return read_ncu_csv(data, str(path))
+    text = decode_text(data)
+    if looks_like_console_log(text):
+        return read_ncu_console(text, str(path), metric_set.display_names)
+    if NO_KERNELS.search(text):
+        raise InputError(f"{path}: ncu profiled no kernels in this run (the log says 'No kernels were profiled')")
+    raise InputError(f"{path}: not an ncu report, CSV export or console log")
+
+
+def import_source(
+    path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
+) -> ImportedSource:
+    """Read one source and compute its quantities; ``digest`` is the source's sha256 if already known."""
+    return build_source(read_source(path, options, metric_set, digest), options, metric_set)
+
+
+def import_sources(sources: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> list[ImportedSource]:
+    """Sources of one import: passes over the same launches are joined, the rest stay apart."""
+    return [build_source(group, options, metric_set) for group in group_passes(sources, options, metric_set)]
+
+
+def group_passes(sources: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> list[ReadSource]:
+    """Joins the sources that are passes over the same launches: the same kernel names in the same order,
+    each measuring something the others did not. ``--merge name`` joins them all per kernel name."""
+    if options.merge == "name" and len(sources) > 1:  # traces are never passes: they stay as they are
+        traces = [s for s in sources if isinstance(s.profile, TraceEvents)]
+        passes = [s for s in sources if not isinstance(s.profile, TraceEvents)]
+        joined = [_joined(passes, options, metric_set)] if len(passes) > 1 else passes
+        return joined + traces
+    groups: list[list[ReadSource]] = []
+    for source in sources:
+        home = next((g for g in groups if _is_another_pass(g, source, metric_set)), None)
+        if home is None:
+            groups.append([source])
+        else:
+            home.append(source)
+    return [group[0] if len(group) == 1 else _joined(group, options, metric_set) for group in groups]
+
+
+def _is_another_pass(group: list[ReadSource], source: ReadSource, metric_set: MetricSet) -> bool:
+    """Whether ``source`` is one more pass over the launches of ``group``. Passes that measure other
+    metrics over nearly the same launches, but not the same, disagree: that is refused, not appended."""
+    first = group[0]
+    if isinstance(source.profile, TraceEvents) or isinstance(first.profile, TraceEvents):
+        return False  # a trace is a whole measurement (each rank's its own), never a pass
+    measured = measured_metrics(source.profile, metric_set)
+    if any(measured == measured_metrics(member.profile, metric_set) for member in group):
+        return False  # the same measurement again (repeats): appended
+    if same_launches(first.profile, source.profile):
+        return True
+    if _mostly_the_same_launches(first.profile, source.profile):
+        a, b = Pass(first.path, first.profile), Pass(source.path, source.profile)
+        raise MergeError(
+            f"{first.path} and {source.path} look like passes over the same launches, but they disagree: "
+            f"{launch_difference(a, b)}",
+            "pass --merge name to join per-kernel-name sums, or import them separately to append",
+        )
+    return False
+
+
+def _mostly_the_same_launches(a: RawProfile, b: RawProfile) -> bool:
+    """Equal launch counts and at least half the kernel names equal, position by position."""
+    if len(a.identity) != len(b.identity) or not len(a.identity):
+        return False
+    names_a, names_b = a.identity["kernel"].astype(str).to_numpy(), b.identity["kernel"].astype(str).to_numpy()
+    return bool((names_a == names_b).mean() >= 0.5)
+
+
+def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricSet) -> ReadSource:
+    passes = [Pass(s.path, s.profile) for s in group]
+    where = " + ".join(str(s.path) for s in group)
+    profile = join_passes(passes, options.merge, metric_set, where)
+    files = [{"name": str(s.path), "sha256": s.digest} for s in group]
+    digest = hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in files).encode()).hexdigest()
+    return ReadSource(Path(where), profile, digest, files)
+
+
+def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
+    """The formulas, the report's roofs and the import's checks, on one source as read."""
+    if isinstance(source.profile, TraceEvents):
+        return _trace_source(source, source.profile, options, metric_set)
+    path, profile = source.path, source.profile
+    cc = _compute_capability(profile, options, path)
+    arch = metric_set.arch_of(cc)
+    time = kernel_time(profile.metrics, metric_set)
+    derived = derive_quantities(profile.metrics, metric_set, arch, time)
+    if time.seconds.isna().all() and derived.quantities.isna().all().all():
+        raise InputError(
+            f"{path}: no usable per-kernel metrics: none of kernel time (gpu__time_duration.sum, or "
+            "sm__cycles_elapsed.avg with .per_second), FLOP counts or bytes per memory level"
+        )
+    per_launch = (profile.identity, profile.metrics, time.seconds, time.method, time.clock_hz, derived.quantities)
+    identity, metrics, seconds, method, clock_hz, quantities = (x.reset_index(drop=True) for x in per_launch)
+    warnings = list(profile.warnings)
+    failed = failed_launches(seconds, quantities)
+    if failed.any():
+        warnings.append(failed_launch_warning(identity, failed, str(path)))
+        identity, metrics, seconds, method, clock_hz, quantities = (
+            x[~failed].reset_index(drop=True) for x in (identity, metrics, seconds, method, clock_hz, quantities)
+        )
+    launch_cc = identity["cc"] if "cc" in identity else pd.Series([None] * len(identity))
+    launch_cc = launch_cc.where(launch_cc.notna(), cc)
+    gpu = _source_gpu(profile, metrics, options, path)
+    context = RoofContext(launch_cc, rates_for(cc, gpu, profile.device_name), gpu.sms if gpu else None)
+    roofs = report_roofs(metrics, metric_set, seconds, context, derived.level_roofs)
+    launches = pd.DataFrame(
+        {
+            "source": 0,
+            "launch_id": identity["launch_id"].astype("int64"),
+            "kernel": identity["kernel"],
+            "phase": [phase_from_ranges(r) or options.phase or "other" for r in identity["nvtx_ranges"]],
+            "nvtx": [stack_label(r) or None for r in identity["nvtx_ranges"]],
+            "layer": _layers(identity["nvtx_ranges"]),
+            "grid": identity.get("grid"),
+            "block": identity.get("block"),
+            "device": identity.get("device"),
+            "cc": launch_cc,
+            "stream": identity.get("stream"),
+            "launches": identity.get("launches", 1),
+            "time_s": seconds,
+            "time_method": method,
+            "clock_hz": clock_hz,
+        }
+    )
+    launches = pd.concat([launches, quantities, roofs.peaks], axis=1)
+    for name in sorted(derived.used_metrics):
+        launches[RAW_METRIC_PREFIX + name] = metrics[name]
+    warnings += _tensor_warnings(identity, metrics, quantities, seconds, metric_set, arch, str(path))
+    info = _source_info(source, options, derived, int(launches["launches"].sum()))
+    info.time_methods = {str(k): int(v) for k, v in launches["time_method"].value_counts().items()}
+    info.roofs = roofs.how
+    info.notes += roofs.notes
+    info.warnings = warnings
+    return ImportedSource(info=info, launches=conform_launches(launches), cc=cc, device_name=profile.device_name)
+
+
+def _trace_source(
+    source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
+) -> ImportedSource:
+    trace_options = TraceOptions(
+        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu
+    )
+    return trace_source(trace, source.digest, trace_options, metric_set)
+
+
+def _layers(stacks: pd.Series) -> list[str | None]:
+    """Each launch's layer: the innermost NVTX range that is no phase (hroofline's module ranges, or any a
+    user set). Where some launches of the source have one, the others get the label of their phase
+    (backward outside modules is autograd's, ...); a source with no such range has no layers."""
+    layers = [layer_from_ranges(ranges) for ranges in stacks]
+    if not any(layers):
+        return layers
+    return [layer or phase_label(phase_from_ranges(r) or "other") for layer, r in zip(layers, stacks, strict=True)]
+
+
+def _tensor_warnings(
+    identity: pd.DataFrame,
+    metrics: pd.DataFrame,
+    quantities: pd.DataFrame,
+    seconds: pd.Series,
+    metric_set: MetricSet,
+    arch: str | None,
+    where: str,
+) -> list[str]:
+    found = uncounted_tensor_work(identity["kernel"], metrics, quantities, seconds, metric_set)
+    wanted = [m for m in metric_set.collect.get(arch or "", ()) if "tensor" in m] if arch else []
+    warnings = []
+    for work in found:
+        to_collect = [m for m in wanted if ("_int" in m) == (work.kind == "integer")]
+        if "(" in work.kind:  # one precision: its own path
+            precision = work.kind.split("(")[1].rstrip(")").lower()
+            to_collect = [m for m in to_collect if precision in m]
+        warnings.append(uncounted_work_warning(work, where, to_collect))
+    return warnings
+
+
+SM_COUNT = "device__attribute_multiprocessor_count"
+
+
+def _source_gpu(profile: RawProfile, metrics: pd.DataFrame, options: ImportOptions, path: Path) -> GpuName | None:
+    """The catalog GPU of a source: the one the report states wins over ``--gpu``. A report whose SM count
+    differs from the named GPU's is refused unless ``force_gpu``: its roofs would be another GPU's."""
+    stated = gpu_from_display_name(profile.device_name) if profile.device_name else None
+    named = options.gpu
+    if named is None:
+        return stated
+    counts = metrics[SM_COUNT].dropna() if SM_COUNT in metrics else pd.Series(dtype=float)
+    sms = int(counts.iloc[0]) if len(counts) else (stated.sms if stated is not None else None)
+    if sms is not None and named.sms is not None and sms != named.sms and not options.force_gpu:
+        device = f" ({profile.device_name})" if profile.device_name else ""
+        raise InputError(
+            f"{path}: the profiled device{device} has {sms} SMs, --gpu {named.name} has {named.sms}",
+            f"leave out --gpu (the report says which GPU it is), or add --force-gpu to judge it as {named.name} anyway",
+        )
+    return named
+
+
+def _compute_capability(profile: RawProfile, options: ImportOptions, path: Path) -> str | None:
+    in_file = profile.identity["cc"].dropna() if "cc" in profile.identity else pd.Series(dtype=object)
+    file_cc = normalize_cc(str(in_file.iloc[0])) if len(in_file) else None
+    if file_cc is None and profile.device_name:
+        known = gpu_from_display_name(profile.device_name)
+        file_cc = known.cc if known else None
+    if options.gpu is None:
+        return file_cc
+    if file_cc is not None and file_cc != options.gpu.cc:
+        raise InputError(
+            f"{path}: --gpu {options.gpu.name} has compute capability {options.gpu.cc}, "
+            f"but the profiled device has {file_cc}",
+            "leave out --gpu or name the GPU that was profiled",
+        )
+    return options.gpu.cc
+
+
+def _source_info(source: ReadSource, options: ImportOptions, derived: Derived, launches: int) -> SourceInfo:
+    profile = source.profile
+    extra = {name: unit or "" for name, unit in sorted(profile.units.items()) if name not in derived.used_metrics}
+    return SourceInfo(
+        path=str(source.path),
+        kind=profile.kind,
+        sha256=source.digest,
+        launches=launches,
+        files=source.files,
+        ncu_version=profile.ncu_version,
+        phase=options.phase,
+        formulas_used=derived.formulas_used,
+        extra_metrics=extra,
+        notes=list(profile.notes) + list(derived.notes),
+    )

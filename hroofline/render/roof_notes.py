@@ -1,0 +1,54 @@
+"""The roof analysis's notes in sentences: kernels above a roof said once per kind (how many, how much time,
+why), each listed on request, and the roofs that were missing."""
+
+from __future__ import annotations
+
+from hroofline.analyze.binding import CACHE_CEILING, LESS_ARITHMETIC, MEASURED, RESIDENT, RoofNotes
+from hroofline.model.names import short_kernel_name
+from hroofline.model.numbers import si
+
+# Per kind: what it means, said once for all the kernel groups of that kind.
+_ABOVE_WHY = {
+    RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
+    "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
+    CACHE_CEILING: "faster than their bytes allow at a cache level: their bytes are the fewest their ops must move, "
+    "and the ceiling measured there (a summing loop) is below what these ops reach",
+    LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "
+    "than the op's formula (Winograd or FFT convolutions, a fused kernel that skips masked work)",
+    MEASURED: "faster than their roofs allow for what the counters measured: the ceilings or the metrics are "
+    "wrong (check --ceilings, the clock, the metric formulas)",
+}
+
+
+LOUD_KERNELS = 3  # a measured kernel above its roof is an error: the line names the worst of them
+
+
+def above_roof_lines(notes: RoofNotes) -> list[str]:
+    """One line per kind of kernel above a roof: how many, how much time, why."""
+    lines = []
+    for kind, why in _ABOVE_WHY.items():
+        found = [a for a in notes.above if a.kind == kind]
+        if not found:
+            continue
+        launches = sum(a.launches_above for a in found)
+        time_s = sum(a.time_s for a in found)
+        at_roof = sum(a.time_at_roof_s for a in found)
+        roofs = sorted({a.bound for a in found})
+        l2 = f"{notes.l2_bytes / 2**20:g} MiB " if notes.l2_bytes else ""
+        worst = sorted(found, key=lambda a: a.time_s - a.time_at_roof_s)[:LOUD_KERNELS] if kind == MEASURED else []
+        named = f" ({', '.join(f'{short_kernel_name(a.kernel)} ({a.phase})' for a in worst)}...)" if worst else ""
+        lines.append(
+            f"{len(found)} kernel(s){named} in {launches} launch(es) ran {why.format(l2=l2)} ({si(time_s, 's')} "
+            f"in all against {si(at_roof, 's')} at the {', '.join(roofs)} roof(s) of {notes.roofs_label}); "
+            "--explain lists them"
+        )
+    return lines
+
+
+def above_roof_details(notes: RoofNotes) -> list[str]:
+    """One line per kernel group above a roof."""
+    return [
+        f"{short_kernel_name(a.kernel)} ({a.phase}) beats its {a.bound} roof in {a.launches_above} of "
+        f"{a.count} launch(es): they took {si(a.time_s, 's')} against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
+        for a in notes.above
+    ]

@@ -1,0 +1,202 @@
+"""The store's disk layer: where runs live, and reading, writing, locking and sweeping them atomically.
+
+Layout::
+
+    STORE/store.json                               the store's layout and schema version
+    STORE/runs/run=<run>/meta.json                 metadata; names the current launches file
+    STORE/runs/run=<run>/launches-<id>.parquet     one row per launch, with a ``run`` column
+    STORE/runs/run=<run>/.lock                     serialises writers of the run
+    STORE/.lock                                    serialises migrations
+
+Writes are atomic: a new launches file is written and synced under a fresh name, then ``meta.json`` is
+replaced in one ``os.replace``. A reader sees the old run or the new one, never a mix. Both the runs
+(:mod:`hroofline.store.runs`) and the migration of old stores (:mod:`hroofline.store.migration`) stand on
+this module, which imports neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hroofline.errors import StoreError, UsageError
+from hroofline.model.run import SCHEMA_VERSION, Run, RunMeta, conform_launches, ordered_phases, upgrade_launches
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+RUN_FOLDER_PREFIX = "run="  # Hive-style: the folder names the partition column and its value
+LAYOUT_VERSION = 2  # 1: runs/<run>/, raw metrics as columns, no run column; 2: runs/run=<run>/
+STORE_FILE = "store.json"
+
+
+def check_run_name(name: str) -> str:
+    if not _RUN_NAME.match(name):
+        raise UsageError(
+            f"invalid run name {name!r}", "use letters, digits, '.', '_', '+' and '-', starting with a letter or digit"
+        )
+    return name
+
+
+class StoreLayout:
+    """Where a store's runs are: ``root/runs/run=<name>``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_dir(self, name: str) -> Path:
+        return self.runs_dir / f"{RUN_FOLDER_PREFIX}{name}"
+
+
+def read_meta_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise StoreError(f"unreadable run metadata {path} ({error})") from None
+    if data.get("schema_version", 0) > SCHEMA_VERSION:
+        raise StoreError(
+            f"run {data.get('name', path.parent.name)!r} was written by a newer hroofline "
+            f"(schema {data['schema_version']})",
+            "upgrade hroofline",
+        )
+    return data
+
+
+def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
+    """A run from its folder and metadata, its launches in today's schema whatever wrote them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hroofline.store.format import launches_frame
+    from hroofline.store.upgrade import DENSE_SCHEMA, upgrade_roofs
+
+    path = run_dir / raw["launches_file"]
+    try:
+        frame = launches_frame(pq.ParquetFile(path).read())
+    except (OSError, pa.ArrowException) as error:
+        raise StoreError(f"run {raw['name']!r}: cannot read {path} ({error})") from None
+    meta = RunMeta.from_json(raw)
+    frame = conform_launches(upgrade_launches(frame, meta.schema_version, meta.predicted))
+    if meta.schema_version < DENSE_SCHEMA:
+        frame = upgrade_roofs(meta, frame)  # on today's columns: older files lack the sparse ones
+    meta.schema_version = SCHEMA_VERSION
+    return Run(meta=meta, launches=frame)
+
+
+def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
+    """Writes a run's launches and then its metadata (the commit point) into ``run_dir``; returns the metadata
+    written (``meta`` in today's schema, with the phases of ``launches``)."""
+    import pyarrow.parquet as pq
+
+    from hroofline.store.format import launches_table
+
+    launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
+    new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
+    phases = ordered_phases(set(launches["phase"].dropna()))
+    meta = replace(meta, schema_version=SCHEMA_VERSION, phases=phases)
+    try:
+        pq.write_table(launches_table(launches, meta.name), new_files[0], compression="zstd")
+        fsync_file(new_files[0])
+        os.replace(new_files[0], new_files[1])
+        data = meta.to_json()
+        data["launches_file"] = launches_file
+        new_files[2].write_text(json.dumps(data, indent=2, sort_keys=True))
+        fsync_file(new_files[2])
+        os.replace(new_files[2], run_dir / "meta.json")  # the commit point
+    except BaseException:
+        if not _meta_names(run_dir, launches_file):  # interrupted before the commit point
+            for path in new_files:
+                path.unlink(missing_ok=True)
+        raise
+    fsync_dir(run_dir)
+    for stale in run_dir.glob("launches-*.parquet"):
+        if stale.name != launches_file:
+            stale.unlink(missing_ok=True)
+    return meta
+
+
+def write_run_into_place(store: StoreLayout, target: Path, meta: RunMeta, launches: pd.DataFrame, purpose: str) -> None:
+    """Writes a whole run into a working folder (``.PURPOSE-NAME-...``), then renames it to ``target`` in one step,
+    which fails if a run appeared there meanwhile; the working folder goes on any failure."""
+    staging = store.runs_dir / f".{purpose}-{meta.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        staging.mkdir()
+        write_run(staging, meta, launches)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+LEFTOVER_PREFIXES = (".migrating-", ".renaming-", ".removed-")  # working folders of a migration, rename, removal
+LEFTOVER_AGE_S = 3600.0  # older than any of those takes: left by one that was killed
+
+
+def sweep_leftovers(store: StoreLayout) -> None:
+    """Removes the working folders that a killed migration, rename or removal left in the runs folder (whole
+    copies of runs that readers of ``runs/**`` would see twice)."""
+    if not store.runs_dir.is_dir():
+        return
+    now = time.time()
+    for folder in store.runs_dir.iterdir():
+        if folder.name.startswith(LEFTOVER_PREFIXES):
+            try:
+                stale = now - folder.stat().st_mtime >= LEFTOVER_AGE_S
+            except OSError:  # removed meanwhile
+                continue
+            if stale:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_store_file(root: Path) -> None:
+    """Says which layout and schema the store's runs are in (atomically)."""
+    temporary = root / f".{STORE_FILE}.{uuid.uuid4().hex[:8]}.tmp"
+    text = json.dumps({"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION}, indent=2) + "\n"
+    temporary.write_text(text)
+    fsync_file(temporary)
+    os.replace(temporary, root / STORE_FILE)
+
+
+def _meta_names(run_dir: Path, launches_file: str) -> bool:
+    try:
+        return json.loads((run_dir / "meta.json").read_text()).get("launches_file") == launches_file
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def fsync_file(path: Path) -> None:
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,63 @@
+"""A notebook's session through the API alone (``import hroofline`` and nothing else of the package): a file imported,
+its summary and chart shown as Jupyter shows them, a report written. Each is the composition the CLI runs, so each
+is checked against the CLI's output on the same store: the same numbers, the same chart spec, the same page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_golden import normalised
+
+
+@pytest.fixture
+def notebook(deepcam_dir: Path, tmp_path: Path) -> dict[str, object]:
+    """The cells, run in order as a user types them."""
+    import hroofline
+
+    store = tmp_path / "store"
+    run = hroofline.import_run(deepcam_dir / "pt-O1-Adam-fw", run="deepcam-o1", gpu="v100", phase="fw", store=store)
+    chart = run.chart(phase="forward")
+    return {
+        "store": store,
+        "run": run,
+        "html": run._repr_html_(),  # what a cell holding `run` displays
+        "chart": chart,
+        "bundle": chart._repr_mimebundle_(),  # what a cell holding the chart displays
+        "page": hroofline.report([run], tmp_path / "report", title="notebook", store=store),
+        "again": hroofline.load("deepcam-o1", store=store),
+    }
+
+
+def test_the_imported_run_is_the_one_the_cli_imports(notebook: dict, cli, deepcam_dir: Path) -> None:
+    store = notebook["store"]
+    summary = json.loads(cli("summary", "deepcam-o1", "--format", "json", "--store", store).out)
+    forward = notebook["run"].summary().loc["forward"]
+    assert summary["phases"]["forward"]["kernels"] == forward["kernels"] == 797
+    assert summary["phases"]["forward"]["time_s"] == pytest.approx(forward["time_s"], rel=1e-12)
+    assert summary["phases"]["forward"]["flops_tensor"] == pytest.approx(forward["flops_tensor"], rel=1e-12)
+    cli("import", deepcam_dir / "pt-O1-Adam-fw", "--run", "by-cli", "--gpu", "v100", "--phase", "fw", "--store", store)
+    by_cli = cli("summary", "by-cli", "--format", "json", "--store", store).out
+    assert json.loads(by_cli)["phases"] == summary["phases"]
+    assert notebook["again"].launches.equals(notebook["run"].launches)  # what load() reads is what was stored
+
+
+def test_the_run_and_its_chart_display_inline(notebook: dict, cli, tmp_path: Path) -> None:
+    html = notebook["html"]
+    assert html.startswith("<p><b>deepcam-o1</b></p><table") and "forward" in html
+    spec = notebook["chart"].to_dict()
+    assert json.dumps(spec) in notebook["bundle"]["text/html"]  # the page Jupyter shows draws this spec
+    out = tmp_path / "chart.json"
+    assert cli("chart", "deepcam-o1", "--phase", "forward", "--out", out, "--store", notebook["store"]).code == 0
+    assert spec == json.loads(out.read_text())  # the CLI's chart
+
+
+def test_the_report_is_the_cli_report(notebook: dict, cli, tmp_path: Path) -> None:
+    page = notebook["page"]
+    assert page == page.parent / "index.html" and page.stat().st_size > 100_000  # the chart library inlined
+    out = tmp_path / "cli-report"
+    args = ["report", "deepcam-o1", "--title", "notebook", "--out", out, "--store", notebook["store"]]
+    assert cli(*args).code == 0
+    assert normalised(page.read_text()) == normalised((out / "index.html").read_text())
