@@ -132,9 +132,12 @@ browser:
 	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
 	  || echo "make: could not install chromium; the browser tests will be skipped" >&2; }
 
+# Two test processes (pytest-xdist): the suite is CPU-bound in Python, and the machines it runs on have two cores.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) browser
 	$(BIN)/ruff check hroofline tests bench
-	$(BIN)/python -m pytest -q --ignore=tests/test_spark.py
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --ignore=tests/test_spark.py
 
 # The store read by Spark (tests/test_spark.py): PySpark from PyPI and a Java runtime from Debian, installed
 # here when missing (as the browser is); a failed installation fails the target. CI runs it after `make test`.
@@ -160,6 +163,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/predict_speed.py
 	$(BIN)/python bench/estimate_error.py
 	$(BIN)/python bench/cli_startup.py
+	$(BIN)/python bench/collection_cost.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT)

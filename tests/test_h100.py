@@ -138,6 +138,7 @@ def test_runs_stored_before_dense_roofs_are_corrected_on_reading(h100_dir: Path,
     import pyarrow.parquet as pq
 
     from hroofline.cli.main import main
+    from hroofline.model.run import SCHEMA_VERSION
     from hroofline.store.format import SCHEMA_VERSION_KEY
     from hroofline.store.runs import RunStore
 
@@ -164,7 +165,7 @@ def test_runs_stored_before_dense_roofs_are_corrected_on_reading(h100_dir: Path,
     pd.testing.assert_series_equal(read.launches["bytes_l1"], today.launches["bytes_l1"])
     note = read.meta.sources[0].notes[-1]
     assert "not the dense rates" in note and "L1 unknown for 6 launch(es)" in note
-    assert json_module.loads((store / "store.json").read_text())["schema_version"] == 7
+    assert json_module.loads((store / "store.json").read_text())["schema_version"] == SCHEMA_VERSION
 
 
 def test_gpt2_trace_puts_its_matmuls_and_fused_attention_on_the_tensor_roof(cli, h100_dir: Path) -> None:

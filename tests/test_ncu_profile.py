@@ -79,11 +79,23 @@ def test_group_passes_each_read_the_time_and_log_long_csv() -> None:
 
 
 def test_dry_run_prints_the_command(cli) -> None:
+    """The command profiles every launch of the phases, to run elsewhere; the default (one launch per
+    signature) needs a trace pass first, which the note says."""
     result = cli("profile", "--arch", "resnet34", "--gpu", "v100", "--dry-run", "--run", "r34")
     assert result.code == 0
-    assert "--nvtx-include hroofline@forward" in result.out
+    assert "--nvtx-include hroofline@forward" in result.out and "measure" not in result.out
+    assert "one launch per signature" in result.err and "trace pass" in result.err
     assert "hroofline-profiles/r34/profile.ncu-rep" in result.out
     assert "hroofline.collect.workload --arch resnet34" in result.out
+    every = cli("profile", "--arch", "resnet34", "--gpu", "v100", "--dry-run", "--run", "r34", "--every-launch")
+    assert every.code == 0 and every.out == result.out and "trace pass" not in every.err
+
+
+def test_the_ncu_command_of_a_distinct_launch_pass() -> None:
+    (command,) = _command("h100-sxm", NcuSettings(distinct=True))
+    assert _option(command, "--nvtx-include") == ["hroofline@measure/"]
+    assert NcuSettings(distinct=True).recorded()["launches"] == "one per signature, the rest copied"
+    assert "launches" not in NcuSettings(kernel_filter=("--kernel-name", "x")).recorded()
 
 
 @pytest.fixture
@@ -116,7 +128,7 @@ def test_one_pass_end_to_end(
     assert source.info.kind == "ncu-rep"
     assert source.info.settings["clock_control"] == "base" and source.info.settings["cache_control"] == "all"
     assert len(source.launches) > 0 and source.launches["time_s"].gt(0).all()
-    assert any("3 kernels" in m for m in messages)
+    assert any("done, 3 launches profiled" in m for m in messages)
     assert (tmp_path / "prof" / "logs" / "all-metrics.log").read_text().startswith("$ ")
     store = RunStore(tmp_path / "store")
     result = store.add_sources("r", [source], gpu="v100-sxm2", precision="amp")
@@ -155,7 +167,20 @@ def test_group_passes_of_a_real_h100_run(standin_path: Path, tmp_path: Path, mon
     source = profile_with_ncu(passes, settings, load_metric_set(), resolve_gpu("h100"), said.append)
     assert len(source.launches) == 10 and set(source.launches["phase"]) == {"forward"}
     assert source.launches["time_s"].between(1.5e-3, 3.3e-3).all()
-    assert "  time: done, 10 kernels" in said
+    assert "  time: done, 10 launches profiled" in said
+
+
+def test_progress_says_launches_done_to_go_and_time_left() -> None:
+    from hroofline.collect.ncu_backend import progress_line
+
+    assert progress_line("all metrics", 1, 170, 0.0) == "  all metrics: 1 of 170 launches profiled, 169 to go"
+    # 50 launches in 14.7 s after the first: 0.3 s each, 120 to go
+    assert progress_line("all metrics", 51, 171, 15.0) == (
+        "  all metrics: 51 of 171 launches profiled, 120 to go, about 36 s left"
+    )
+    assert progress_line("all metrics", 11, 1118, 30.0).endswith("1,107 to go, about 55 min left")
+    assert progress_line("all metrics", 170, 170, 50.0) == "  all metrics: 170 of 170 launches profiled, 0 to go"
+    assert progress_line("all metrics", 7, None, 3.0) == "  all metrics: 7 launches profiled"
 
 
 @pytest.mark.parametrize(

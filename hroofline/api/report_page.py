@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from hroofline.analyze.binding import has_times, ranked, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
+from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
 from hroofline.api.outputs import explained, warnings_of
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.run import Run
 from hroofline.render.output import write_atomically
+from hroofline.render.roof_notes import provenance_line
 from hroofline.roofs.ceilings import RunRoofs, run_roofs
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         ("compute capability", f"{meta.cc or '-'} ({meta.arch or 'unknown architecture'})"),
         ("precision", meta.precision or "-"),
         ("kernel launches", str(int(run.launches["launches"].sum()))),
+        *([("counters", line)] if (line := provenance_line(counter_provenance(run.launches))) else []),
         ("sources", ", ".join(s.path for s in meta.sources) or "-"),
         ("ncu", ", ".join(meta.ncu_versions) or "-"),
         ("roofs", roofs.describe() + "".join(f" {note}." for note in roofs.notes)),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hroofline.analyze.binding import TOP_COLUMNS, TOP_SORTS
 from hroofline.analyze.kernels import KernelQuery
+from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
 from hroofline.api.outputs import explained, roofline, runs_chart, top
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
@@ -15,6 +16,7 @@ from hroofline.model.names import short_kernel_name
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.quantities import LEVEL_LABELS, LEVELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
+from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
 from hroofline.roofs.ceilings import bundled_ceiling_files
 
@@ -214,6 +216,9 @@ def show_top(args: argparse.Namespace) -> int:
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")
+        counters = provenance_line(counter_provenance(run.launches))
+        if counters:
+            write_out(f"note: {counters}\n")
         if run.meta.predicted:
             write_out(
                 "note: a prediction: time_s is the estimated time (bound / its class's efficiency, with a host "

@@ -17,9 +17,15 @@ from hroofline.cli.common import (
     write_out,
 )
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
-from hroofline.cli.profile_trace import profile_out_dir, profile_trace_run, top_kernels_pass
+from hroofline.cli.profile_trace import (
+    TracePlan,
+    distinct_launches_pass,
+    profile_out_dir,
+    profile_trace_run,
+    top_kernels_pass,
+)
 from hroofline.collect.models import check_model
-from hroofline.collect.ncu_top import KernelSelection, join_counters, kernel_filter_arguments, parse_kernels_option
+from hroofline.collect.ncu_top import parse_kernels_option
 from hroofline.collect.workload import canonical_precision
 from hroofline.errors import UsageError
 from hroofline.roofs.catalog import GpuName, resolve_gpu
@@ -38,7 +44,9 @@ if TYPE_CHECKING:
 PROFILE_EPILOG = """\
 examples:
   hroofline profile --arch resnet18 --gpu cpu --batch-size 2          the CPU, with ceilings measured here
-  hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older)
+  hroofline profile --arch resnet34 --gpu v100 --precision amp        ncu on a V100 (ncu 2024.1 or older): a trace
+                                                                       pass, then ncu on one launch per signature
+  hroofline profile --arch resnet34 --gpu h100-sxm --every-launch     ncu on every launch (Yang's way; slower)
   hroofline profile --arch vit_b_16 --gpu h100-sxm --passes groups    one ncu run per metric group
   hroofline profile --arch resnet50 --gpu a100 --dry-run              print the ncu command only
   hroofline profile --arch resnet18 --gpu cpu --backend trace --batch-size 2   torch.profiler: times measured,
@@ -52,6 +60,12 @@ examples:
 On a GPU, the step's phases and its modules are NVTX start/end ranges (domain 'hroofline'), which also
 cover the kernels PyTorch's autograd threads launch; ncu profiles only the phases, only in the profiled
 steps, and every kernel gets the layer (module path) it ran in, in backward too.
+
+ncu costs about 0.3 s per launch it profiles (H100, the hierarchical metric set). By default a torch.profiler
+trace pass first records every launch with its kernel, grid, block, op and op inputs; launches that agree in all
+of these (a signature) do the same work, so ncu profiles one of each (GPT-2's step: 168 of 1,118 launches) and
+the others get its counters with their own measured time. --every-launch profiles each launch instead: for
+data-dependent kernels, or when the copy check warns.
 """
 
 
@@ -105,6 +119,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "kernel first, then ncu profiles just those names' launches; their counters replace the analytic work "
         "of the same launches in the trace's run",
     )
+    gpu_options.add_argument(
+        "--every-launch",
+        action="store_true",
+        help="ncu profiles every launch of the phases (no trace pass, no copied counters; about 0.3 s a launch on "
+        "an H100); the default profiles one launch per signature and copies its counters to the identical ones",
+    )
     gpu_options.add_argument("--dry-run", action="store_true", help="print the ncu command line(s) and stop")
     gpu_options.add_argument(
         "--force-gpu",
@@ -122,7 +142,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 BACKENDS = ("ncu", "trace", "recorder")
 HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
-GPU_ONLY_OPTIONS = ("ncu", "passes", "clock_control", "cache_control", "kernels", "dry_run", "force_gpu")
+GPU_ONLY_OPTIONS = (
+    "ncu",
+    "passes",
+    "clock_control",
+    "cache_control",
+    "kernels",
+    "every_launch",
+    "dry_run",
+    "force_gpu",
+)
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -135,6 +164,8 @@ def run_profile(args: argparse.Namespace) -> int:
     _check_backend(args, on_cpu)
     if args.backend == "trace" and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for --backend ncu, not for --backend trace")
+    if args.kernels and args.every_launch:
+        raise UsageError("--kernels and --every-launch: choose one (top kernel names, or every launch)")
     if args.kernels:
         parse_kernels_option(args.kernels)
         if args.dry_run or args.script is not None:
@@ -164,16 +195,22 @@ def run_profile(args: argparse.Namespace) -> int:
     else:
         from hroofline.collect.ncu_command import workload_command
 
+        assert gpu is not None
         settings = _ncu_settings(args, warmup)
-        top, tool = None, None
-        if args.kernels:
-            assert gpu is not None
+        plan, tool, calls = None, None, None
+        if args.dry_run and not args.every_launch:
+            say(
+                "note: this command profiles every launch; by default hroofline first runs a trace pass and profiles "
+                "one launch per signature, which needs the trace's op calls (run hroofline profile itself)"
+            )
+        elif not args.every_launch:
             tool = _preflight(args, gpu)  # before the trace pass: ncu must be there to use what it finds
-            top = top_kernels_pass(args, config, gpu, run, warmup)
-            settings = replace(settings, kernel_filter=tuple(kernel_filter_arguments(top[1])))
+            plan = (top_kernels_pass if args.kernels else distinct_launches_pass)(args, config, gpu, run, warmup)
+            settings = replace(settings, kernel_filter=plan.kernel_filter, distinct=plan.measure_calls is not None)
+            calls = plan.measure_calls
         memory_out = profile_out_dir(args, run) / MEMORY_FILE
-        command = workload_command(config, settings, not args.no_layers, memory_out)
-        _profile_gpu(args, gpu, command, settings, run, config.arch, top, tool)
+        command = workload_command(config, settings, not args.no_layers, memory_out, calls)
+        _profile_gpu(args, gpu, command, settings, run, config.arch, plan, tool)
     return 0
 
 
@@ -191,7 +228,7 @@ def _default_gpu_backend(args: argparse.Namespace) -> str:
     stderr); without a GPU, ncu, whose checks then say what is missing."""
     from hroofline.collect.preflight import counters_denied, find_ncu, gpu_visible
 
-    if args.dry_run or args.ncu or args.kernels:
+    if args.dry_run or args.ncu or args.kernels or args.every_launch:
         return "ncu"  # asked for ncu's options: ncu it is, or its checks say why not
     if find_ncu(None) is None:
         if not gpu_visible():
@@ -238,6 +275,8 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
     else:
         from hroofline.collect.ncu_command import script_command
 
+        if not args.every_launch and not args.dry_run:
+            say("--script: ncu profiles every launch (one launch per signature needs a trace pass of a model)")
         settings = _ncu_settings(args, warmup)
         command = script_command(script, script_args, settings, not args.no_layers)
         _profile_gpu(args, gpu, command, settings, run, str(script))
@@ -282,7 +321,7 @@ def _profile_gpu(
     settings: NcuSettings,
     run: str,
     what: str,
-    top: tuple[ImportedSource, KernelSelection] | None = None,
+    plan: TracePlan | None = None,
     tool: NcuTool | None = None,
 ) -> None:
     from hroofline.collect.ncu_backend import profile_with_ncu, with_measured_memory
@@ -302,12 +341,13 @@ def _profile_gpu(
     say(f"profiling {what} on {gpu.name} ({arch}) with {tool.path} ({tool.version_text})")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     (out_dir / MEMORY_FILE).unlink(missing_ok=True)  # an earlier profile's record is not this one's
-    profiled = profile_with_ncu(passes, settings, metric_set, gpu, say, force_gpu=args.force_gpu)
+    expected = plan.expected_launches if plan is not None else None
+    profiled = profile_with_ncu(passes, settings, metric_set, gpu, say, args.force_gpu, expected)
     source = with_measured_memory(profiled, out_dir / MEMORY_FILE)
     shown = 0
-    if top is not None:
-        source = join_counters(top[0], source, top[1])
-        shown = len(top[0].info.notes)  # said after the trace pass
+    if plan is not None:
+        source = plan.join(source)
+        shown = len(plan.trace.info.notes)  # said after the trace pass
     for note in source.info.notes[shown:]:
         say(f"  note: {note}")
     for warning in source.info.warnings:

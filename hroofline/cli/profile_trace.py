@@ -1,19 +1,26 @@
-"""``profile --backend trace`` and ``profile --backend ncu --kernels top:N`` on a model."""
+"""``profile --backend trace``, and the trace passes before ncu on a model: the distinct-launch plan (the
+default) and ``--kernels top:N``."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from hroofline.cli.common import open_store, say
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
-from hroofline.collect.ncu_top import KernelSelection, parse_kernels_option, top_kernel_names
+from hroofline.collect.distinct_launches import join_distinct, plan_distinct_launches, write_measure_calls
+from hroofline.collect.ncu_top import join_counters, kernel_filter_arguments, parse_kernels_option, top_kernel_names
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
+from hroofline.importers.trace_source import MARKED_CALLS_SETTING
 from hroofline.roofs.catalog import GpuName
 from hroofline.roofs.ceilings import CPU
 from hroofline.store.runs import RunDefaults
+
+MEASURE_CALLS_FILE = "measure-calls.json"  # the op calls the ncu pass marks, written by the trace pass
 
 
 def profile_out_dir(args: argparse.Namespace, run: str) -> Path:
@@ -33,8 +40,25 @@ def profile_trace_run(
     report_phases(result.run, store.root)
 
 
+@dataclass(frozen=True)
+class TracePlan:
+    """What a trace pass decided for the ncu pass after it: ncu's extra filter options or the op calls to mark,
+    how many launches ncu is to profile, and how its counters join the trace's run."""
+
+    trace: ImportedSource
+    join: Callable[[ImportedSource], ImportedSource]
+    kernel_filter: tuple[str, ...] = ()
+    measure_calls: Path | None = None
+    expected_launches: int | None = None
+
+
 def _trace_pass(
-    args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
+    args: argparse.Namespace,
+    config: WorkloadConfig,
+    gpu: GpuName | None,
+    run: str,
+    warmup: int,
+    mark_calls: bool = False,
 ) -> ImportedSource:
     from hroofline.collect.trace_backend import profile_trace
 
@@ -44,7 +68,7 @@ def _trace_pass(
         if not gpu_visible():
             raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
     trace_file = profile_out_dir(args, run) / "trace.json"
-    source = profile_trace(config, warmup, args.steps, trace_file, say)
+    source = profile_trace(config, warmup, args.steps, trace_file, say, mark_calls)
     for note in source.info.notes:
         say(f"  note: {note}")
     say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
@@ -53,7 +77,7 @@ def _trace_pass(
 
 def top_kernels_pass(
     args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName, run: str, warmup: int
-) -> tuple[ImportedSource, KernelSelection]:
+) -> TracePlan:
     """The trace pass of ``--kernels top:N``: every kernel's time, and the N names ncu is to profile."""
     count = parse_kernels_option(args.kernels)
     say(f"trace pass: every kernel of the step, to choose the {count} kernel names ncu profiles")
@@ -63,4 +87,36 @@ def top_kernels_pass(
     say(
         f"ncu pass: the top {len(selection.names)} kernel names ({share} of kernel time, {selection.launches} launches)"
     )
-    return trace, selection
+    return TracePlan(
+        trace,
+        lambda measured: join_counters(trace, measured, selection),
+        kernel_filter=tuple(kernel_filter_arguments(selection)),
+        expected_launches=selection.launches,
+    )
+
+
+def distinct_launches_pass(
+    args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName, run: str, warmup: int
+) -> TracePlan:
+    """The trace pass of distinct-launch profiling: every launch's signature and op call, and the calls whose
+    launches ncu measures (one per signature at least)."""
+    say("trace pass: every launch of the step with its op and inputs, to profile each distinct launch once")
+    trace = _trace_pass(args, config, gpu, run, warmup, mark_calls=True)
+    if MARKED_CALLS_SETTING not in trace.info.settings:
+        raise ProfilingError(
+            "the trace pass recorded no op calls (no ATen op ran in the profiled step?)",
+            "profile with --every-launch",
+        )
+    plan = plan_distinct_launches(trace.launches)
+    share = 100 * plan.profiled / plan.launches
+    say(
+        f"ncu pass: {plan.profiled:,} of {plan.launches:,} launches ({share:.1f}%), at least one of each of "
+        f"{plan.signatures:,} signatures, in {len(plan.calls):,} op calls; the rest get copied counters"
+    )
+    calls = write_measure_calls(plan, profile_out_dir(args, run) / MEASURE_CALLS_FILE)
+    return TracePlan(
+        trace,
+        lambda measured: join_distinct(trace, measured, plan),
+        measure_calls=calls,
+        expected_launches=plan.profiled,
+    )

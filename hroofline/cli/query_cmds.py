@@ -17,6 +17,7 @@ from hroofline.analyze.kernels import (
     phase_summary,
     shown_columns,
 )
+from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
@@ -25,6 +26,7 @@ from hroofline.model.names import short_kernel_name
 from hroofline.model.numbers import si
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
+from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.roofs.ceilings import run_gpu
 
@@ -165,10 +167,15 @@ def show_summary(args: argparse.Namespace) -> int:
     if args.by != "phase":
         return _show_grouped_summary(run, args.by, args.format)
     phases = phase_summary(run)
+    provenance = counter_provenance(run.launches)
     if args.format == "json":
         total = phases.pop("total")
-        write_out(to_json({"run": run.name, "phases": phases, "total": total}))
+        counters = {"counters": asdict(provenance)} if provenance else {}
+        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters}))
     else:
+        line = provenance_line(provenance)
+        if line:
+            write_out(f"note: {line}\n")
         empty = empty_detail_columns(phases)
         present = {c for values in phases.values() for c in values}
         write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty and c in present]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,8 +32,49 @@ class PassResult:
     log: Path
 
 
-def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
-    """One ncu run; its whole output goes to a log beside its result, progress to ``progress``."""
+def progress_line(name: str, done: int, expected: int | None, seconds: float) -> str:
+    """'all metrics: 120 of 170 launches profiled, 50 to go, about 15 s left': the time left from the rate
+    since the first launch (the application's start-up is not ncu's per-launch cost)."""
+    if expected is None or expected <= 0:
+        return f"  {name}: {done:,} launches profiled"
+    left = max(expected - done, 0)
+    line = f"  {name}: {done:,} of {expected:,} launches profiled, {left:,} to go"
+    if done > 1 and left:
+        line += f", about {_duration(seconds / (done - 1) * left)} left"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+class _Progress:
+    """One progress line: rewritten in place on a terminal, else a line every 10% (or 50 launches)."""
+
+    def __init__(self, name: str, expected: int | None, say: Callable[[str], None]) -> None:
+        self.name, self.expected, self.say = name, expected, say
+        self.first: float | None = None
+        self.terminal = sys.stderr.isatty()
+        self.step = max(1, (expected or 500) // 10)
+
+    def launch(self, done: int) -> None:
+        now = time.monotonic()
+        self.first = self.first if self.first is not None else now
+        line = progress_line(self.name, done, self.expected, now - self.first)
+        if self.terminal:
+            sys.stderr.write("\r" + line.ljust(79))
+            sys.stderr.flush()
+        elif done == 1 or done % self.step == 0:
+            self.say(line)
+
+    def end(self) -> None:
+        if self.terminal and self.first is not None:
+            sys.stderr.write("\n")
+
+
+def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None], expected: int | None = None) -> PassResult:
+    """One ncu run; its whole output goes to a log beside its result, progress to ``progress`` (with the
+    time left where the launches to profile, ``expected``, are known)."""
     ncu_pass.output.parent.mkdir(parents=True, exist_ok=True)
     ncu_pass.log.parent.mkdir(parents=True, exist_ok=True)
     log = ncu_pass.log
@@ -44,6 +87,7 @@ def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
     except OSError as error:
         raise ProfilingError(f"cannot start {ncu_pass.command[0]}: {error}") from error
     assert process.stdout is not None
+    shown = _Progress(ncu_pass.name, expected, progress)
     with log.open("w") as log_file:
         log_file.write("$ " + " ".join(ncu_pass.command) + "\n")
         for line in process.stdout:
@@ -51,8 +95,8 @@ def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
             lines.append(line)
             if _PROFILED.search(line):
                 kernels += 1
-                if kernels == 1 or kernels % 50 == 0:
-                    progress(f"  {ncu_pass.name}: {kernels} kernels profiled")
+                shown.launch(kernels)
+    shown.end()
     returncode = process.wait()
     output = "".join(lines)
     if ncu_pass.writes_log_file and ncu_pass.output.is_file():
@@ -66,7 +110,7 @@ def run_pass(ncu_pass: NcuPass, progress: Callable[[str], None]) -> PassResult:
         failure = ProfilingError(f"ncu wrote no {ncu_pass.output.name}", f"see {log}")
     if failure is not None:
         raise failure
-    progress(f"  {ncu_pass.name}: done, {kernels} kernels")
+    progress(f"  {ncu_pass.name}: done, {kernels:,} launches profiled")
     return PassResult(ncu_pass.name, kernels, log)
 
 
@@ -77,12 +121,13 @@ def profile_with_ncu(
     gpu: GpuName,
     progress: Callable[[str], None],
     force_gpu: bool = False,
+    expected: int | None = None,
 ) -> ImportedSource:
     """Runs every pass, then imports the report (or the folder of per-group logs, merged by launch);
-    ``force_gpu`` judges it as ``gpu`` whatever SM count it states."""
+    ``force_gpu`` judges it as ``gpu`` whatever SM count it states; ``expected`` launches per pass, where known."""
     for number, ncu_pass in enumerate(passes, start=1):
         progress(f"ncu pass {number}/{len(passes)}: {ncu_pass.name}")
-        run_pass(ncu_pass, progress)
+        run_pass(ncu_pass, progress, expected)
     source = passes[0].output if len(passes) == 1 else passes[0].output.parent
     options = ImportOptions(phase=None, gpu=gpu, merge="launch", force_gpu=force_gpu)
     imported = import_source(source, options, metric_set)

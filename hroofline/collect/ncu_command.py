@@ -3,7 +3,10 @@
 - The metric list is the architecture's ``[collect]`` list.
 - Only the profiled steps are profiled: ``--profile-from-start off`` and the workload calls
   cudaProfilerStart/Stop around them.
-- Only kernels inside the phases: ``--nvtx --nvtx-include hroofline@forward`` and so on. The phases are
+- Only the launches of the op calls a distinct-launch plan chose (the default after a trace pass):
+  ``--nvtx --nvtx-include hroofline@measure/``, the push/pop range the workload opens around those calls
+  (:mod:`hroofline.collect.op_calls`). Else (``--every-launch``) every kernel inside the phases:
+  ``--nvtx --nvtx-include hroofline@forward`` and so on. The phases are
   NVTX start/end ranges (no trailing ``/`` in the filter, which would mean push/pop ranges), so kernels
   that backward launches from autograd threads are included and tagged.
 - Clock and cache control are explicit choices, recorded in the run: ``base`` clocks give repeatable
@@ -19,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hroofline.collect.op_calls import MEASURE_RANGE
 from hroofline.collect.session import COLLECT_ENV, LAYERS_ENV, STEPS_ENV, WARMUP_ENV
 from hroofline.collect.workload import NVTX_DOMAIN, STEP_PHASES, WorkloadConfig
 from hroofline.roofs.metricset import MetricSet
@@ -44,6 +48,7 @@ class NcuSettings:
     warmup: int = 2
     steps: int = 1
     kernel_filter: tuple[str, ...] = ()  # ncu options choosing kernels by name (``--kernels top:N``)
+    distinct: bool = False  # only the op calls the workload marks as ``measure`` (one launch per signature)
 
     def recorded(self) -> dict[str, str]:
         recorded = {
@@ -55,13 +60,22 @@ class NcuSettings:
         }
         if self.kernel_filter:
             recorded["kernel_filter"] = " ".join(self.kernel_filter)
+        if self.distinct:
+            recorded["launches"] = "one per signature, the rest copied"
+        elif not self.kernel_filter:
+            recorded["launches"] = "every launch"
         return recorded
 
 
 def workload_command(
-    config: WorkloadConfig, settings: NcuSettings, layers: bool = True, memory_out: Path | None = None
+    config: WorkloadConfig,
+    settings: NcuSettings,
+    layers: bool = True,
+    memory_out: Path | None = None,
+    measure_calls: Path | None = None,
 ) -> list[str]:
-    """The workload module's command line; with ``memory_out`` it writes each phase's CUDA memory there."""
+    """The workload module's command line; with ``memory_out`` it writes each phase's CUDA memory there, with
+    ``measure_calls`` it marks those op calls for ncu."""
     shape = ["--input-shape", ",".join(map(str, config.input_shape))] if config.input_shape else []
     tokens = ["--seq-len", str(config.seq_len)] if config.seq_len else []
     return [
@@ -86,6 +100,7 @@ def workload_command(
         "cuda",
         *([] if layers else ["--no-layers"]),
         *(["--memory-out", str(memory_out)] if memory_out is not None else []),
+        *(["--measure-calls", str(measure_calls)] if measure_calls is not None else []),
     ]
 
 
@@ -101,7 +116,9 @@ def script_command(script: Path, arguments: list[str], settings: NcuSettings, la
     return ["env", *(f"{k}={v}" for k, v in environment.items()), sys.executable, str(script), *arguments]
 
 
-def nvtx_filter() -> list[str]:
+def nvtx_filter(distinct: bool = False) -> list[str]:
+    if distinct:
+        return ["--nvtx", "--nvtx-include", f"{NVTX_DOMAIN}@{MEASURE_RANGE}/"]
     arguments = ["--nvtx"]
     for phase in STEP_PHASES:
         arguments += ["--nvtx-include", f"{NVTX_DOMAIN}@{phase}"]
@@ -142,7 +159,7 @@ def ncu_passes(
         "all",
         "--profile-from-start",
         "off",
-        *nvtx_filter(),
+        *nvtx_filter(settings.distinct),
         "--clock-control",
         settings.clock_control,
         "--cache-control",

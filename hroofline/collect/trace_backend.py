@@ -52,11 +52,19 @@ class RecordFunctionRanges:
 
 
 def profile_trace(
-    config: WorkloadConfig, warmup: int, steps: int, trace_file: Path, progress: Callable[[str], None]
+    config: WorkloadConfig,
+    warmup: int,
+    steps: int,
+    trace_file: Path,
+    progress: Callable[[str], None],
+    mark_calls: bool = False,
 ) -> ImportedSource:
     """Profiles ``steps`` training steps (after ``warmup``) with torch.profiler; the trace is written to
-    ``trace_file`` and imported."""
+    ``trace_file`` and imported. ``mark_calls`` numbers the op calls (:mod:`hroofline.collect.op_calls`) so
+    that an ncu pass can measure chosen ones."""
     from torch.profiler import ProfilerActivity, profile, schedule
+
+    from hroofline.collect.op_calls import marking, trace_call_marks
 
     ranges = RecordFunctionRanges()
     tracker = LayerTracker(listeners=[ranges.layer])
@@ -84,10 +92,11 @@ def profile_trace(
     started = time.perf_counter()
     with tracker, native_stderr_quiet():
         profiler.start()
-        for _ in range(steps):
-            step.run()
-            step.synchronize()
-            profiler.step()
+        with marking(trace_call_marks() if mark_calls else None):
+            for _ in range(steps):
+                step.run()
+                step.synchronize()
+                profiler.step()
         ranges.layer(None)
         profiler.stop()
     seconds = time.perf_counter() - started

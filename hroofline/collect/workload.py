@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -328,10 +329,18 @@ class TrainingStep:
 
 
 def run_profiled_steps(
-    step: TrainingStep, warmup: int, steps: int, cuda_profiler: bool, tracker: LayerTracker | None = None
+    step: TrainingStep,
+    warmup: int,
+    steps: int,
+    cuda_profiler: bool,
+    tracker: LayerTracker | None = None,
+    marks: Any | None = None,
 ) -> None:
     """Warm-up steps unmarked and unprofiled, then the profiled steps between profiler start and stop
-    (with ``tracker``, inside its module tracking)."""
+    (with ``tracker``, inside its module tracking; with ``marks``, the op-call marks of
+    :mod:`hroofline.collect.op_calls`)."""
+    from hroofline.collect.op_calls import marking
+
     listeners = step.marks.listeners
     step.marks.listeners = []
     for _ in range(warmup):
@@ -343,7 +352,7 @@ def run_profiled_steps(
     if profiler is not None:
         profiler.start()
     try:
-        with tracker if tracker is not None else contextlib.nullcontext():
+        with tracker if tracker is not None else contextlib.nullcontext(), marking(marks):
             for _ in range(steps):
                 step.run()
             step.synchronize()
@@ -383,9 +392,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--no-cuda-profiler-range", action="store_true", help="do not call cudaProfilerStart/Stop")
     parser.add_argument(
+        "--measure-calls",
+        metavar="FILE",
+        help="a JSON list of op-call numbers: only these calls of the profiled steps in the NVTX range "
+        "hroofline@measure (ncu's distinct-launch pass)",
+    )
+    parser.add_argument(
         "--memory-out", metavar="FILE", help="write each phase's CUDA memory (first profiled step) here, as JSON"
     )
     return parser.parse_args(argv)
+
+
+def measure_marks(path: Path) -> Any:
+    """The ncu pass's op-call marks for the calls listed in ``path``."""
+    from hroofline.collect.op_calls import measure_call_marks
+
+    try:
+        planned = frozenset(int(number) for number in json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as error:
+        raise UsageError(f"--measure-calls {path}: not a JSON list of op-call numbers ({error})") from None
+    return measure_call_marks(planned, NVTX_DOMAIN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -424,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        run_profiled_steps(step, args.warmup, args.steps, not args.no_cuda_profiler_range, tracker)
+        marks = measure_marks(Path(args.measure_calls)) if args.measure_calls else None
+        run_profiled_steps(step, args.warmup, args.steps, not args.no_cuda_profiler_range, tracker, marks)
         if memory is not None:
             from hroofline.collect.memory_tracking import write_memory
 

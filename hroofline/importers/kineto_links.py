@@ -26,6 +26,8 @@ from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents, input
 from hroofline.model.phases import canonical_phase
 
 LAYER_RANGE_PREFIX = "hroofline.layer:"
+# hroofline's count of the op calls of the profiled steps, one range per ATen op call (hroofline/collect/op_calls.py).
+CALL_RANGE_PREFIX = "hroofline.call#"
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DISPATCHABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
@@ -44,6 +46,7 @@ class LaunchLink:
     phase: str | None
     step: int | None
     layer: str | None
+    marked_call: int | None = None  # hroofline's number of the op call that launched it, where the trace marks it
 
 
 def range_phase(name: str) -> str | None:
@@ -128,7 +131,7 @@ def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[L
     links = []
     for index, call in enumerate(calls):
         if call is None:
-            links.append(LaunchLink(None, None, (), (), None, None, None))
+            links.append(LaunchLink(None, None, (), (), None, None, None, None))
             continue
         links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers))
     return links
@@ -153,7 +156,10 @@ def process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Interva
 
 def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Intervals, layers: _Intervals) -> LaunchLink:
     ops = [e for e in stack if not e.is_range]
-    ranges = tuple(e.name for e in stack if e.is_range and not e.name.startswith(LAYER_RANGE_PREFIX))
+    ranges = tuple(
+        e.name for e in stack if e.is_range and not e.name.startswith((LAYER_RANGE_PREFIX, CALL_RANGE_PREFIX))
+    )
+    call = next((e.name for e in reversed(stack) if e.is_range and e.name.startswith(CALL_RANGE_PREFIX)), None)
     named = [p for p in map(range_phase, ranges) if p]
     if named:
         phase: str | None = named[-1]
@@ -174,6 +180,7 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
         phase=phase,
         step=int(step) if step is not None else None,
         layer=layer,
+        marked_call=int(call[len(CALL_RANGE_PREFIX) :]) if call and call[len(CALL_RANGE_PREFIX) :].isdigit() else None,
     )
 
 

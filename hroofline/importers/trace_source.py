@@ -29,6 +29,7 @@ from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
 from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, device_sms, input_dims
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
+from hroofline.importers.launch_signature import launch_signatures, op_calls
 from hroofline.importers.source import ImportedSource
 from hroofline.model.layers import phase_label
 from hroofline.model.run import SourceInfo, conform_launches
@@ -37,6 +38,7 @@ from hroofline.roofs.formulas import KernelTime, derive_quantities
 from hroofline.roofs.metricset import MetricSet
 from hroofline.roofs.rates import DenseRates, rates_for
 
+MARKED_CALLS_SETTING = "op_calls"  # present where op_call is hroofline's count, which an ncu pass can mark again
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
 CPU_TIME_METHOD = "measured: the op's self time in the PyTorch profiler trace (its duration less its child ops')"
 COUNTER_TIME_METHOD = "not measured: CUPTI range profiling replays each kernel, its range time is not kernel time"
@@ -124,6 +126,8 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
     info = _info(trace, digest, frame, options)
+    if op_calls(kept_links)[1]:
+        info.settings[MARKED_CALLS_SETTING] = "hroofline's count of the profiled steps' ATen op calls"
     return ImportedSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
 
 
@@ -191,6 +195,8 @@ def _identity(
             "category": categories,
             "rank": _rank(trace, options),
             "step": pd.array([link.step for link in links], dtype="Int64"),
+            "signature": launch_signatures(activities, links),
+            "op_call": pd.array(op_calls(links)[0], dtype="Int64"),
             "time_s": [a.duration_s for a in activities],
             "time_method": TIME_METHOD,
         }

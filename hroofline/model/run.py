@@ -27,7 +27,10 @@ from hroofline.model.quantities import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTI
 # 7: 2:4-sparse tensor work apart (flops_tensor_<p>_sparse, ops_tensor_int8/int4_sparse); compute roofs from a
 #    report checked against the dense rates (Hopper's tensor peaks were the sparse rate); an L1 count blind to
 #    TMA is null (hroofline/store/upgrade.py corrects runs written before).
-SCHEMA_VERSION = 7
+# 8: traces: each kernel's ``signature`` (what identifies the same work, hroofline/importers/launch_signature.py)
+#    and the ``op_call`` that launched it; ``counters_from``: the launch whose measured counters a launch carries
+#    (itself where ncu measured it, another launch of its signature where they were copied).
+SCHEMA_VERSION = 8
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
 
@@ -58,6 +61,9 @@ IDENTITY_COLUMNS: dict[str, str] = {
     "category": "string",
     "rank": "Int64",
     "step": "Int64",
+    "signature": "string",
+    "op_call": "Int64",
+    "counters_from": "Int64",
 }
 TIME_COLUMNS: dict[str, str] = {
     "time_s": "float64",

@@ -4,6 +4,7 @@ why), each listed on request, and the roofs that were missing."""
 from __future__ import annotations
 
 from hroofline.analyze.binding import CACHE_CEILING, LESS_ARITHMETIC, MEASURED, RESIDENT, RoofNotes
+from hroofline.analyze.provenance import CounterProvenance
 from hroofline.model.names import short_kernel_name
 from hroofline.model.numbers import si
 
@@ -52,3 +53,15 @@ def above_roof_details(notes: RoofNotes) -> list[str]:
         f"{a.count} launch(es): they took {si(a.time_s, 's')} against {si(a.time_at_roof_s, 's')} at roof [{a.kind}]"
         for a in notes.above
     ]
+
+
+def provenance_line(provenance: CounterProvenance | None) -> str | None:
+    """'168 of 1,118 kernel launches measured by ncu, 950 copied from identical launches', where any were copied."""
+    if provenance is None:
+        return None
+    rest = provenance.launches - provenance.measured - provenance.copied
+    return (
+        f"{provenance.measured:,} of {provenance.launches:,} kernel launches measured by ncu, {provenance.copied:,} "
+        "copied from identical launches (same kernel, grid, block, op and op inputs; column counters_from)"
+        + (f", {rest:,} with no measured counters" if rest > 0 else "")
+    )
