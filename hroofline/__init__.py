@@ -22,6 +22,7 @@ As a library (nothing heavy is imported until used)::
     run.kernels(group_by="layer")     # a DataFrame
     run.chart()                       # an Altair chart (shown inline in Jupyter)
     run.report("report/")             # the HTML page
+    run.advise()                      # what to change, with its evidence and what it can win
     predicted = hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100")
 """
 
@@ -39,6 +40,7 @@ _API: dict[str, str] = {
     "load": "hroofline.api.notebook",
     "predict": "hroofline.api.prediction",
     "compare": "hroofline.api.notebook",
+    "advise": "hroofline.api.notebook",
     "runs": "hroofline.api.notebook",
     "query": "hroofline.api.notebook",
     "import_run": "hroofline.api.notebook",

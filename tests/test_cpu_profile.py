@@ -191,3 +191,16 @@ def test_gpu_only_options_are_refused_for_the_cpu(cli, tmp_path: Path) -> None:
     )
     assert result.code == 2 and "--passes, --dry-run: only for profiling a GPU" in result.err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_cpu_run_gets_no_gpu_advice(cpu_run: Path, cli) -> None:
+    from hroofline.analyze.advice.base import load_rules
+    from hroofline.analyze.advice.rules import advise
+    from hroofline.store.runs import RunStore
+
+    store = RunStore(cpu_run)
+    (name,) = store.run_names()
+    gpu_rules = {key for key, rule in load_rules().items() if rule.applies_to == "gpu"}
+    assert not {f.rule.key for f in advise(store.load(name))} & gpu_rules
+    out = cli("advise", name, "--store", str(cpu_run)).out
+    assert name in out and "tensor cores" not in out and "channels_last" not in out

@@ -98,6 +98,8 @@ def test_mixed_precision_counts_16_bit_flops_once(tmp_path: Path, trace_run: tup
 
 def test_compare_with_the_prediction_per_layer(cli, trace_run: tuple[Path, Path]) -> None:
     store, _ = trace_run
+    # the prediction the first test stored, made here too where this test runs alone (or on another worker)
+    predict("resnet18", gpu="v100", batch_size=2, store=store, run="resnet18-predicted", replace=True)
     result = cli("compare", "resnet18-predicted", "resnet18-fp32-cpu-trace", "--format", "json", "--store", store)
     assert result.code == 0, result.err
     data = json.loads(result.out)

@@ -7,6 +7,7 @@
     run.kernels(group_by="layer", phase="backward")   # kernel table per launch, name or layer
     run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
     run.report("report/")                             # the HTML page, as `hroofline report`
+    run.advise()                                      # what to change, with evidence and win (a DataFrame)
     hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import`
     hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
     hroofline.compare(base, candidate)                # a Comparison (phases, matched layers or families)
@@ -26,6 +27,7 @@ _HOMES: dict[str, str] = {
     "runs": "notebook",
     "query": "notebook",
     "compare": "notebook",
+    "advise": "notebook",
     "import_run": "notebook",
     "report": "notebook",
     "store_at": "notebook",

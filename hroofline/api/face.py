@@ -67,6 +67,12 @@ class RunView(Run):
 
         return report([self], [], title or f"hroofline report: {self.name}", top, ceilings).write(Path(out))
 
+    def advise(self) -> pd.DataFrame:
+        """What to change in the step, one row per finding, the most to win first, as ``hroofline advise``."""
+        from hroofline.api.advice import advise
+
+        return advise(self)
+
     def _repr_html_(self) -> str:
         from html import escape
 

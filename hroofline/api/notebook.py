@@ -50,6 +50,13 @@ def compare(base: Run | str, candidate: Run | str, store: str | Path | None = No
     return compare_runs(as_run(base), as_run(candidate))
 
 
+def advise(run: Run | str, store: str | Path | None = None) -> pd.DataFrame:
+    """What to change in ``run``'s step, one row per finding, the most to win first, as ``hroofline advise``."""
+    from hroofline.api.advice import advise as findings_table
+
+    return findings_table(run if isinstance(run, Run) else load(run, store))
+
+
 def import_run(
     sources: list[str | Path] | str | Path,
     run: str,

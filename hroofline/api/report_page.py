@@ -12,6 +12,7 @@ from hroofline.analyze.binding import has_times, ranked, roofline_points, top_ke
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
+from hroofline.api.advice import findings
 from hroofline.api.outputs import explained, warnings_of
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.run import Run
@@ -109,7 +110,13 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
             layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
     return RunSection(
-        name=run.name, facts=facts, summary=summary, phases=phases, warnings=warnings, sources=list(meta.sources)
+        name=run.name,
+        facts=facts,
+        summary=summary,
+        phases=phases,
+        warnings=warnings,
+        sources=list(meta.sources),
+        advice=findings(run),
     )
 
 

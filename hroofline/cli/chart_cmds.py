@@ -225,6 +225,8 @@ def show_top(args: argparse.Namespace) -> int:
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
             )
     write_out(render_frame(table, args.format))
+    if args.format == "table" and not run.meta.predicted:
+        write_out(f"what to change, with what it can win: hroofline advise {run.name}\n")
     _warn(ranked.warnings, explained(ranked.notes) if args.explain else [])
     return 0
 

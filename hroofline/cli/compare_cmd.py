@@ -16,7 +16,8 @@ examples:
   hroofline compare deepcam-fp32 deepcam-amp-o1 --out fp32-vs-amp.html   both on one roofline, with arrows
   hroofline compare r50-fp32-v100-predicted r50-fp32-v100 --format json  predicted against measured
 
-Ratios are candidate / base; speedup is base time / candidate time. Comparing a predicted run with a
+Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
+(hroofline advise) and whether CAND shows each acted on. Comparing a predicted run with a
 measured one gives the "estimated versus measured" table: FLOPs, HBM bytes and time ratios per phase.
 """
 
@@ -42,6 +43,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from hroofline.analyze.advice.rules import confirm_advice
+    from hroofline.render.advice import confirmation_lines
     from hroofline.render.compare_text import comparison_text, phase_frame
     from hroofline.render.output import chart_format
 
@@ -56,6 +59,9 @@ def run_compare(args: argparse.Namespace) -> int:
         write_out(render_frame(phase_frame(comparison), "csv"))
     else:
         write_out(comparison_text(comparison, args.top))
+        lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
+        if lines:
+            write_out("\n" + "\n".join(lines) + "\n")
     if args.out:
         _draw(args, base, candidate)
     return 0

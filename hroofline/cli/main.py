@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "draw the hierarchical roofline of a run, or many runs on their GPUs' rooflines (HTML, PNG, SVG, JSON)",
     ),
     "top": ("chart_cmds", "the kernels worth your time: ranked by time, with binding roof and recoverable time"),
+    "advise": ("advise_cmd", "what to change in the step, with the evidence and what each change can win"),
     "report": (
         "chart_cmds",
         "write one self-contained HTML page: summary, a chart per phase and the top kernels of each run",

@@ -13,9 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from hroofline.analyze.advice.base import Finding
 from hroofline.model.names import short_kernel_name
 from hroofline.model.numbers import si
 from hroofline.model.run import SourceInfo
+from hroofline.render.advice import advice_html
 from hroofline.render.compare_text import ComparisonTables
 from hroofline.render.html_page import ChartBlock, escape, page
 from hroofline.render.text import column_unit
@@ -64,6 +66,7 @@ class RunSection:
     phases: list[PhaseSection]
     warnings: list[str] = field(default_factory=list)
     sources: list[SourceInfo] = field(default_factory=list)  # where every number came from
+    advice: list[Finding] = field(default_factory=list)  # what to change (hroofline advise)
 
 
 def report_page(
@@ -157,6 +160,8 @@ def _run_html(index: int, run: RunSection) -> str:
     if run.sources:
         parts.append(_provenance_html(run.sources))
     parts.append(_summary_html(run.summary))
+    if run.advice:
+        parts.append(advice_html(run.advice))
     for warning in run.warnings:
         parts.append(f'<p class="warning">⚠ {escape(warning)}</p>')
     for number, section in enumerate(run.phases, start=1):

@@ -1,0 +1,68 @@
+"""FP32 matrix products and convolutions on the FP32 units of a GPU with tensor cores: TF32 (Ampere on) or
+mixed precision (Volta, Turing) runs them on the tensor cores. The win is bounded by the time their FLOPs take
+at the tensor-core roof."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hroofline.analyze.advice.base import (
+    UPPER_BOUND,
+    AdviceContext,
+    Confirmation,
+    Finding,
+    Rule,
+    enough_evidence,
+    names_matching,
+)
+from hroofline.analyze.families import kernel_family
+
+_TF32_FROM = 8.0  # Ampere
+_TENSOR_CORES_FROM = 7.0  # Volta
+
+
+def _in_families(context: AdviceContext, rule: Rule) -> pd.Series:
+    """Matrix products; before Ampere convolutions too (from Ampere on PyTorch lets cuDNN use TF32 by default:
+    a convolution it still runs on the FP32 units is cuDNN's choice, which no switch changes)."""
+    families = context.launches["kernel"].astype(str).map(kernel_family)
+    wanted = rule.settings["families"] if (context.cc or 0) < _TF32_FROM else rule.settings["tf32_families"]
+    return families.isin(wanted)
+
+
+def detect(context: AdviceContext, rule: Rule) -> Finding | None:
+    if context.cc is None or context.cc < _TENSOR_CORES_FROM:
+        return None
+    launches = context.launches
+    fp32 = launches["flops_fp32"].fillna(0.0)
+    tensor = launches["flops_tensor"].fillna(0.0)
+    sixteen_bit = names_matching(launches["kernel"], rule.settings["sixteen_bit"])
+    mask = _in_families(context, rule) & (fp32 > 0) & (tensor <= 0) & ~sixteen_bit
+    evidence = enough_evidence(context, mask, rule)
+    if evidence is None:
+        return None
+    tf32 = context.cc >= _TF32_FROM
+    peak = context.per_launch_peaks.loc[mask[mask].index, "tensor_tf32" if tf32 else "tensor_fp16"]
+    chosen = launches[mask]
+    at_tensor_roof = (chosen["flops_fp32"] / peak).where(peak > 0)
+    win = float((chosen["time_s"] - at_tensor_roof).clip(lower=0).fillna(0.0).sum())
+    suffix = "tf32" if tf32 else "fp16"
+    return Finding(
+        rule,
+        evidence,
+        win,
+        UPPER_BOUND,
+        rule.text(f"change_{suffix}"),
+        rule.text(f"code_{suffix}"),
+        win,
+        {"families": sorted(set(chosen["kernel"].astype(str).map(kernel_family)))},
+    )
+
+
+def confirm(finding: Finding, after: AdviceContext) -> Confirmation:
+    """Confirmed where the same families now do most of their FLOPs on the tensor cores."""
+    launches = after.launches[_in_families(after, finding.rule)]
+    flops = float(launches["flops_fp32"].fillna(0.0).sum() + launches["flops_tensor"].fillna(0.0).sum())
+    tensor_share = float(launches["flops_tensor"].fillna(0.0).sum()) / flops if flops > 0 else 0.0
+    still = launches[(launches["flops_fp32"].fillna(0.0) > 0) & (launches["flops_tensor"].fillna(0.0) <= 0)]
+    after_s = float(still["time_s"].sum())
+    return Confirmation(finding, finding.evidence.time_s, after_s, tensor_share >= 0.5, {"tensor_share": tensor_share})

@@ -1,0 +1,55 @@
+"""Advice as one composition for the CLI, the notebook and the report: the findings of a run, as data or as a
+table (one row per finding)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hroofline.analyze.advice.base import Finding
+from hroofline.analyze.advice.rules import advise as find
+from hroofline.model.run import Run
+
+COLUMNS = (
+    "rule",
+    "title",
+    "win_s",
+    "win_kind",
+    "upper_bound_s",
+    "time_s",
+    "step_share",
+    "phase_share",
+    "roof_pct",
+    "kernels",
+    "layers",
+    "change",
+    "code",
+    "detail",
+)
+
+
+def findings(run: Run) -> list[Finding]:
+    return find(run)
+
+
+def advise(run: Run) -> pd.DataFrame:
+    """One row per finding, the most to win first: what to change, the evidence, and what it can win (s)."""
+    rows = [
+        {
+            "rule": f.rule.key,
+            "title": f.rule.title,
+            "win_s": f.win_s,
+            "win_kind": f.win_kind,
+            "upper_bound_s": f.upper_bound_s,
+            "time_s": f.evidence.time_s,
+            "step_share": f.evidence.step_share,
+            "phase_share": dict(f.evidence.phase_share),
+            "roof_pct": f.evidence.roof_pct,
+            "kernels": [name for name, _ in f.evidence.kernels],
+            "layers": [name for name, _ in f.evidence.layers],
+            "change": f.change,
+            "code": f.code,
+            "detail": dict(f.detail),
+        }
+        for f in findings(run)
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))

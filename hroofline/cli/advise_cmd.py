@@ -1,0 +1,48 @@
+"""``hroofline advise``: what to change in the step, from its roofline, with the evidence and what it can win."""
+
+from __future__ import annotations
+
+import argparse
+
+from hroofline.cli.common import add_store_option, open_store, write_out
+
+EPILOG = """\
+examples:
+  hroofline advise resnet34-fp32-h100          the findings, the most to win first
+  hroofline advise gpt2 --format json          the same as data (hroofline.advise(run) in Python)
+
+Each finding names the rule that fired, its evidence (kernels, layers, their time and share of the step,
+their % of roof), the change in PyTorch terms with a line of code, and what it can win: an upper bound
+(the kernels vanish or reach their roofs) or an estimate (they reach what similar kernels of the run
+reach). Rules and their thresholds are data: metrics/advice.toml. `hroofline compare BEFORE AFTER` says
+for each finding of BEFORE whether AFTER shows it acted on.
+"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    advise = commands.add_parser(
+        "advise",
+        description="Advice from the run's roofline: layout conversions (channels_last), matrix products on "
+        "fallback kernels (shapes to pad), FP32 work off the tensor cores (TF32, mixed precision), memory-bound "
+        "element-wise kernels (fusion), per-parameter optimizers (foreach, fused), kernels too small for the GPU.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    advise.add_argument("run", metavar="RUN")
+    advise.add_argument("--format", choices=("text", "json"), default="text")
+    add_store_option(advise)
+    advise.set_defaults(run_command=run_advise)
+
+
+def run_advise(args: argparse.Namespace) -> int:
+    from hroofline.analyze.advice.base import advice_context
+    from hroofline.api.advice import advise, findings
+    from hroofline.render.advice import advice_text
+    from hroofline.render.text import to_json
+
+    run = open_store(args).load(args.run)
+    if args.format == "json":
+        write_out(to_json({"run": run.name, "findings": advise(run).to_dict(orient="records")}))
+        return 0
+    write_out(advice_text(run.name, findings(run), advice_context(run).on_gpu))
+    return 0

@@ -1,0 +1,88 @@
+"""Advice in words: each finding with its evidence, the change, its code and what it can win; and what a later
+run shows of each (``compare``). Everything here is formatting: the numbers come from
+:mod:`hroofline.analyze.advice`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from hroofline.analyze.advice.base import Confirmation, Finding
+from hroofline.model.numbers import si
+
+_KERNELS_SHOWN = 3
+
+
+def finding_lines(rank: int, finding: Finding) -> list[str]:
+    evidence = finding.evidence
+    phases = ", ".join(f"{100 * share:.1f}% of {phase}" for phase, share in evidence.phase_share.items())
+    roof = f", at {evidence.roof_pct:.0f}% of their roofs" if evidence.roof_pct is not None else ""
+    lines = [
+        f"{rank}. {finding.rule.title}",
+        f"   can win: {si(finding.win_s, 's')} ({finding.rule.text('win')})",
+        f"   evidence: {evidence.launches:,} launches, {si(evidence.time_s, 's')} = "
+        f"{100 * evidence.step_share:.1f}% of the step ({phases}){roof}",
+    ]
+    for kernel, time in evidence.kernels[:_KERNELS_SHOWN]:
+        lines.append(f"     {si(time, 's'):>9}  {kernel}")
+    if evidence.layers:
+        layers = ", ".join(f"{layer} {si(time, 's')}" for layer, time in evidence.layers[:_KERNELS_SHOWN])
+        lines.append(f"     layers: {layers}")
+    lines += [f"     {line}" for line in detail_lines(finding)]
+    lines += [f"   change: {finding.change}", f"     {finding.code}"]
+    return lines
+
+
+def detail_lines(finding: Finding) -> list[str]:
+    """What a rule found besides its kernels, in words."""
+    detail = finding.detail
+    lines = []
+    if detail.get("dimension"):
+        lines.append(
+            f"dimension to pad: {detail['dimension']:,} (no multiple of "
+            f"{8 if detail.get('element_bits') == 16 else 4} elements) -> {detail['padded']:,}"
+        )
+    elif "element_bits" in detail:
+        lines.append("dimension to pad: the run records no shapes (an ncu report); a trace of the step names it")
+    if detail.get("others_roof_pct") is not None:
+        lines.append(f"this run's other matrix products reach {detail['others_roof_pct']:.0f}% of their roof")
+    if detail.get("families"):
+        lines.append("kernel families: " + ", ".join(detail["families"]))
+    if detail.get("sms"):
+        lines.append(f"fewer thread blocks than the GPU's {detail['sms']} SMs, under 10 us each")
+    return lines
+
+
+def advice_text(run: str, findings: Sequence[Finding], on_gpu: bool) -> str:
+    if not findings:
+        what = "" if on_gpu else " (a CPU run: the GPU rules do not apply)"
+        return f"{run}: no advice: no rule found enough time to win{what}\n"
+    total = sum(f.win_s for f in findings)
+    lines = [f"{run}: {len(findings)} finding(s), the most to win first (wins overlap: {si(total, 's')} is no sum)"]
+    for rank, finding in enumerate(findings, start=1):
+        lines += ["", *finding_lines(rank, finding)]
+    return "\n".join(lines) + "\n"
+
+
+def confirmation_lines(confirmations: Sequence[Confirmation], base: str, candidate: str) -> list[str]:
+    if not confirmations:
+        return []
+    lines = [f"advice for {base}, as {candidate} shows it:"]
+    for c in confirmations:
+        verdict = "done" if c.confirmed else "not seen"
+        share = c.detail.get("tensor_share")
+        extra = f"; {100 * share:.0f}% of their FLOPs on tensor cores" if share is not None else ""
+        lines.append(f"  {verdict:>8}: {c.finding.rule.title}: {si(c.before_s, 's')} -> {si(c.after_s, 's')}{extra}")
+    return lines
+
+
+def advice_html(findings: Sequence[Finding]) -> str:
+    """The report's 'What to change' list."""
+    if not findings:
+        return ""
+    items = []
+    for rank, finding in enumerate(findings, start=1):
+        head, *rest = finding_lines(rank, finding)
+        body = escape("\n".join(line.removeprefix("   ") for line in rest))
+        items.append(f"<li><b>{escape(head.split('. ', 1)[1])}</b><pre>{body}</pre></li>")
+    return '<h3 class="advice">What to change</h3><ol class="advice">' + "".join(items) + "</ol>"

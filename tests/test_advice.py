@@ -1,0 +1,102 @@
+"""Advice on real runs: the shared H100 resnet34 and GPT-2 steps, Yang et al.'s DeepCAM on a V100 (FP32 and
+AMP): which rules fire, with which evidence, and what they can win; compare confirms the advice acted on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hroofline.analyze.advice.rules import advise, confirm_advice
+from hroofline.store.runs import RunStore
+
+RESNET = "resnet34-fp32-b32-step"
+GPT2_TRACE = "gpt2-amp-bf16-b8-s512-trace.json"
+GPT2_REPORT = "gpt2-amp-bf16-b8-s512-step.ncu-rep"
+
+
+@pytest.fixture(scope="module")
+def h100_runs(h100_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from hroofline.cli.main import main
+
+    store = tmp_path_factory.mktemp("advice") / "store"
+    for name, run in ((f"{RESNET}.ncu-rep", "r34"), (GPT2_TRACE, "gpt2-trace"), (GPT2_REPORT, "gpt2-ncu")):
+        assert main(["import", str(h100_dir / name), "--run", run, "--store", str(store)]) == 0
+    return store
+
+
+def test_resnet34_on_h100_gets_channels_last(h100_runs: Path) -> None:
+    run = RunStore(h100_runs).load("r34")
+    findings = advise(run)
+    rules = [f.rule.key for f in findings]
+    assert "layout_conversions" in rules[:2]
+    layout = findings[rules.index("layout_conversions")]
+    names = [name for name, _ in layout.evidence.kernels]
+    assert any("nchwToNhwcKernel" in n for n in names) and any("nhwcToNchwKernel" in n for n in names)
+    # the conversions, counted here from the launches themselves: at least 10% of backward, and the win is theirs
+    launches = run.launches
+    conversions = launches["kernel"].astype(str).str.contains("nchwToNhwc|nhwcToNchw")
+    backward = launches["phase"] == "backward"
+    share = launches.loc[conversions & backward, "time_s"].sum() / launches.loc[backward, "time_s"].sum()
+    assert share >= 0.10 and layout.evidence.phase_share["backward"] == pytest.approx(share)
+    assert layout.win_s <= layout.evidence.time_s + 1e-12
+    assert layout.evidence.time_s == pytest.approx(launches.loc[conversions, "time_s"].sum())
+    assert "channels_last" in layout.code
+    for finding in findings:
+        assert 0 <= finding.win_s <= finding.upper_bound_s + 1e-12 <= finding.evidence.time_s + 2e-12
+
+
+def test_gpt2_lm_head_fallback_with_the_dimension_to_pad(h100_runs: Path) -> None:
+    store = RunStore(h100_runs)
+    for name in ("gpt2-trace", "gpt2-ncu"):
+        findings = {f.rule.key: f for f in advise(store.load(name))}
+        fallback = findings["gemm_fallbacks"]
+        assert [layer for layer, _ in fallback.evidence.layers] == ["lm_head"]
+        assert all("cutlass_75" in kernel and "align1" in kernel for kernel, _ in fallback.evidence.kernels)
+        assert fallback.evidence.roof_pct is not None and fallback.evidence.roof_pct < 20
+        assert fallback.win_s <= fallback.upper_bound_s <= fallback.evidence.time_s
+    trace = {f.rule.key: f for f in advise(store.load("gpt2-trace"))}
+    assert trace["gemm_fallbacks"].detail["dimension"] == 50257 and trace["gemm_fallbacks"].detail["padded"] == 50304
+    report = {f.rule.key: f for f in advise(store.load("gpt2-ncu"))}
+    assert "dimension" not in report["gemm_fallbacks"].detail  # an ncu report records no shapes
+    fusion = report["memory_bound_elementwise"]
+    assert 0.1 < fusion.evidence.phase_share["backward"] < 0.5
+    assert any("elementwise" in kernel for kernel, _ in fusion.evidence.kernels)
+
+
+def test_advise_prints_evidence_change_and_win(cli, h100_runs: Path) -> None:
+    out = cli("advise", "gpt2-trace", "--store", str(h100_runs)).out
+    assert "dimension to pad: 50,257 (no multiple of 8 elements) -> 50,304" in out
+    assert "layers: lm_head" in out and "can win:" in out and "estimate" in out
+    data = json.loads(cli("advise", "r34", "--format", "json", "--store", str(h100_runs)).out)
+    assert [f["rule"] for f in data["findings"]][:2].count("layout_conversions") == 1
+    assert "hroofline advise r34" in cli("top", "r34", "--store", str(h100_runs)).out
+
+
+def test_the_notebook_gets_the_same_advice(h100_runs: Path, tmp_path: Path) -> None:
+    import hroofline
+
+    table = hroofline.advise("r34", store=h100_runs)
+    assert list(table["rule"]) == [f.rule.key for f in advise(RunStore(h100_runs).load("r34"))]
+    assert table.equals(hroofline.load("r34", store=h100_runs).advise())
+    page = hroofline.load("r34", store=h100_runs).report(tmp_path / "report")
+    assert "What to change" in page.read_text() and "channels_last" in page.read_text()
+
+
+def test_deepcam_fp32_gets_mixed_precision_and_compare_confirms_it(cli, deepcam_store: Path) -> None:
+    store = RunStore(deepcam_store)
+    findings = {f.rule.key: f for f in advise(store.load("deepcam-O0"))}
+    tensor = findings["fp32_off_tensor_cores"]
+    assert "mixed precision" in tensor.change and "autocast" in tensor.code  # a V100: no TF32
+    assert tensor.evidence.step_share > 0.5 and {"convolution", "gemm"} <= set(tensor.detail["families"])
+    (confirmed,) = [
+        c
+        for c in confirm_advice(store.load("deepcam-O0"), store.load("deepcam-O1"))
+        if c.finding.rule.key == "fp32_off_tensor_cores"
+    ]
+    assert confirmed.confirmed and confirmed.detail["tensor_share"] > 0.5
+    out = cli("compare", "deepcam-O0", "deepcam-O1", "--store", str(deepcam_store)).out
+    assert "done: FP32 matrix products and convolutions on the FP32 units, off the tensor cores" in out
+    # and the AMP run is not told to move FP32 work: its 16-bit kernels are not FP32 work
+    assert "fp32_off_tensor_cores" not in {f.rule.key for f in advise(store.load("deepcam-O1"))}
