@@ -261,8 +261,11 @@ def matched_points(base: Run, candidate: Run, level: str, count: int) -> pd.Data
     for side in ("base", "candidate"):
         placeable &= (merged[f"ai_{level}_{side}"] > 0) & (merged[f"flop_rate_{side}"] > 0)
     merged = merged[placeable]
-    weight = merged["time_s_base"] + merged["time_s_candidate"]
-    return merged.loc[weight.sort_values(ascending=False).index].head(count).reset_index(drop=True)
+    merged = merged.assign(weight=merged["time_s_base"] + merged["time_s_candidate"])
+    # Ties (repeated blocks take the same time) are broken by name: numpy's default sort is not stable, and its
+    # order of ties depends on the CPU's vector instructions, so charts would differ between machines.
+    merged = merged.sort_values(["weight", "phase", "family"], ascending=[False, True, True], kind="stable")
+    return merged.drop(columns="weight").head(count).reset_index(drop=True)
 
 
 @dataclass(frozen=True)

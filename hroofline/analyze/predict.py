@@ -169,7 +169,7 @@ def flop_split(launches: pd.DataFrame, phase: str = "forward") -> FlopSplit:
     columns = [c for c in FLOP_QUANTITIES if c in rows]
     flops = rows[columns].fillna(0.0).sum(axis=1)
     is_matmul = rows["kernel"].isin(MATMUL_OPS)
-    other = flops[~is_matmul].groupby(rows.loc[~is_matmul, "kernel"]).sum().sort_values(ascending=False)
+    other = flops[~is_matmul].groupby(rows.loc[~is_matmul, "kernel"]).sum().sort_values(ascending=False, kind="stable")
     return FlopSplit(
         matmul=float(flops[is_matmul].sum()),
         other=float(flops[~is_matmul].sum()),

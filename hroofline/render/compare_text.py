@@ -103,15 +103,17 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     plural = f"{key.replace('family', 'families')}{'s' if by_layer else ''}"
     sections = (
         ("largest gains", matched[matched["saved_s"] > 0].head(count)),
-        ("largest regressions", matched[matched["saved_s"] < 0].sort_values("saved_s").head(count)),
+        ("largest regressions", matched[matched["saved_s"] < 0].sort_values("saved_s", kind="stable").head(count)),
         (
             f"{plural} only in {comparison.base}",
-            families[families["status"] == "only in base"].sort_values("base_time_s", ascending=False).head(count),
+            families[families["status"] == "only in base"]
+            .sort_values("base_time_s", ascending=False, kind="stable")
+            .head(count),
         ),
         (
             f"{plural} only in {comparison.candidate}",
             families[families["status"] == "only in candidate"]
-            .sort_values("candidate_time_s", ascending=False)
+            .sort_values("candidate_time_s", ascending=False, kind="stable")
             .head(count),
         ),
     )

@@ -26,6 +26,7 @@ h3 { font-size: 1.1em; margin-top: 1.5em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; display: block; overflow-x: auto;
         max-width: 100%; }  /* a table wider than the window scrolls on its own; the page does not */
 table.hr-facts td { white-space: normal; }
+ol.advice pre { white-space: pre-wrap; margin: 0.3em 0 0.8em; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 td.kernel { max-width: 22em; overflow: hidden; text-overflow: ellipsis; text-align: left; }
