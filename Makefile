@@ -159,6 +159,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/import_speed.py
+	$(BIN)/python bench/big_import.py
 	$(BIN)/python bench/chart_scale.py
 	$(BIN)/python bench/cpu_overhead.py
 	$(BIN)/python bench/predict_speed.py

@@ -13,12 +13,13 @@ writes it. Then, each in its own subprocess so that peak memory (max RSS) is per
 
 The three take turns (pyarrow, CLI, in-process; --repeat rounds) so that a noisy machine hits them alike.
 
-Targets (from the issue): the import takes at most 3x the pyarrow read time, both timed in-process (the
-CLI's wall time, interpreter start-up included, is printed beside it), and the CLI's peak memory stays
-under 3 GB (3,000 MB). The imported run must hold 100,000 launches. Prints a table and the
-ratio, then ``PASS`` or ``FAIL`` with the reason; exits 1 on FAIL. Progress goes to stderr.
+Targets (issue 27): the CLI's wall time (interpreter start-up, reading, formulas, writing the store) is at
+most 2x the pyarrow read time, both measured in this one run, and the CLI's peak memory stays under 1 GB
+(1,000 MB). The in-process import is printed beside them for information. The imported run must hold
+100,000 launches. Prints a table and the ratios, then ``PASS`` or ``FAIL`` with the reasons; exits 1 on
+FAIL. Progress goes to stderr. ``--profile`` adds a cProfile of the in-process import (on stderr).
 
-Run as ``make bench`` or ``.venv/bin/python bench/import_speed.py [--launches N] [--repeat N]``.
+Run as ``make bench`` or ``.venv/bin/python bench/import_speed.py [--launches N] [--repeat N] [--profile]``.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ HEADER_START = '"ID","Process ID",'
 PREAMBLE = "==PROF== Connected to process 64848 (/usr/bin/python3.7)\n"
 PREAMBLE_LINES = 1
 METRICS_PER_LAUNCH = 12
-MAX_RATIO = 3.0
-MAX_PEAK_MB = 3000.0
+MAX_RATIO = 2.0
+MAX_PEAK_MB = 1000.0
 
 
 @dataclass
@@ -245,11 +246,10 @@ def report(baseline: Measurement, cli: Measurement, library: Measurement) -> lis
         print(
             "  ".join([row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)])
         )
-    # Like for like: the import operation against the read operation, both timed inside a running Python.
-    # The CLI's wall time adds interpreter start-up and module imports (about 0.4 s), shown for information.
-    ratio = library.best / baseline.best
-    print(f"ratio hroofline import / pyarrow read (in-process): {ratio:.2f} (target <= {MAX_RATIO:.1f})")
-    print(f"ratio of the CLI's wall time, start-up included: {cli.best / baseline.best:.2f} (for information)")
+    # The issue's measure: what a user waits for (the whole command) against a plain pyarrow read of the file.
+    ratio = cli.best / baseline.best
+    print(f"ratio hroofline import (CLI wall) / pyarrow read: {ratio:.2f} (target <= {MAX_RATIO:.1f})")
+    print(f"ratio of the in-process import: {library.best / baseline.best:.2f} (for information)")
     print(f"peak memory of hroofline import (CLI): {cli.peak:.0f} MB (target < {MAX_PEAK_MB:.0f} MB)")
     failures = []
     if ratio > MAX_RATIO:

@@ -51,6 +51,11 @@ _API: dict[str, str] = {
 __all__ = ["__version__", *_API]
 
 
+def __dir__() -> list[str]:
+    """What Tab completion offers: the API, not only what is imported yet."""
+    return sorted(["__version__", *_API])
+
+
 def __getattr__(name: str) -> Any:
     if name in _API:
         import importlib

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+
 
 class HrooflineError(Exception):
     """A failure the user can act on. Never shown as a traceback."""
@@ -42,6 +46,34 @@ class UsageError(HrooflineError):
 
 class ProfilingError(HrooflineError):
     """Profiling cannot start or did not produce data: a missing tool, GPU or permission."""
+
+
+OUT_OF_MEMORY = HrooflineError(
+    "out of memory; nothing was stored", "close other programs, or give the command fewer or smaller runs or sources"
+)
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NOT_PERMITTED = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def system_error(error: OSError, writing: str | None = None) -> HrooflineError | None:
+    """An operating-system fault (a full disk, a folder one may not write) in one line that names the file and
+    says what to do; ``writing`` names what was being written where the error names no file (pyarrow's). None
+    for other errors, which are bugs or are checked where they arise."""
+    where = error.filename or writing
+    what = f" {where}" if where else ""
+    code = error.errno
+    if code is None:  # pyarrow's errors carry the number in their text only
+        found = re.search(r"\[errno (\d+)\]", str(error), re.IGNORECASE)
+        code = int(found.group(1)) if found else None
+    if code in _DISK_FULL:
+        reason = "the disk is full" if code != errno.EFBIG else "the file is larger than this system allows"
+        return HrooflineError(f"cannot write{what}: {reason}", "free space and run it again; nothing was half-written")
+    if code in _NOT_PERMITTED:
+        return HrooflineError(
+            f"not permitted to write or read{what} ({os.strerror(code)})",
+            "check its permissions, or give another folder with --store or --out",
+        )
+    return None
 
 
 SHOWN_NAMES = 8  # known names listed in a hint, at most

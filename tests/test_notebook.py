@@ -4,9 +4,12 @@ is checked against the CLI's output on the same store: the same numbers, the sam
 
 from __future__ import annotations
 
+import html as html_module
 import json
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.test_golden import normalised
@@ -46,9 +49,11 @@ def test_the_imported_run_is_the_one_the_cli_imports(notebook: dict, cli, deepca
 
 def test_the_run_and_its_chart_display_inline(notebook: dict, cli, tmp_path: Path) -> None:
     html = notebook["html"]
-    assert html.startswith("<p><b>deepcam-o1</b></p><table") and "forward" in html
+    assert html.startswith("<div><p><b>deepcam-o1</b>") and "<table" in html and "forward" in html
     spec = notebook["chart"].to_dict()
-    assert json.dumps(spec) in notebook["bundle"]["text/html"]  # the page Jupyter shows draws this spec
+    shown = chart_page(notebook["bundle"]["text/html"])
+    found = re.search(r'<script type="application/json" id="chart-1-spec">(.*?)</script>', shown, re.DOTALL)
+    assert found and json.loads(found.group(1))["datasets"] == spec["datasets"]  # the page Jupyter shows draws it
     out = tmp_path / "chart.json"
     assert cli("chart", "deepcam-o1", "--phase", "forward", "--out", out, "--store", notebook["store"]).code == 0
     assert spec == json.loads(out.read_text())  # the CLI's chart
@@ -61,3 +66,33 @@ def test_the_report_is_the_cli_report(notebook: dict, cli, tmp_path: Path) -> No
     args = ["report", "deepcam-o1", "--title", "notebook", "--out", out, "--store", notebook["store"]]
     assert cli(*args).code == 0
     assert normalised(page.read_text()) == normalised((out / "index.html").read_text())
+
+
+def chart_page(shown: str) -> str:
+    """The page inside the iframe a notebook shows a chart in."""
+    found = re.fullmatch(r'<iframe title="[^"]*" srcdoc="([^"]*)" style="[^"]*" loading="lazy"></iframe>', shown)
+    assert found, shown[:300]
+    return html_module.unescape(found.group(1))
+
+
+def test_a_notebook_shows_charts_offline_and_tables_in_si(notebook: dict) -> None:
+    """Charts carry their JavaScript (a notebook's HTML export opens with no network); a run shows as a line and
+    a card, its tables in SI units without their empty columns; Tab completion offers the API."""
+    import hroofline
+
+    page = chart_page(notebook["bundle"]["text/html"])
+    assert "vegaEmbed" in page and len(page) > 500_000  # Vega, Vega-Lite and Vega-Embed inlined
+    assert re.search(r"<script[^>]+src=", page) is None and "cdn.jsdelivr" not in page
+    run = notebook["run"]
+    text = repr(run)
+    assert text.startswith("<run 'deepcam-o1': ") and len(text) < 300 and "launches 797" in text
+    top = run.top(n=3)
+    assert isinstance(top, pd.DataFrame) and len(top) == 3
+    shown = top._repr_html_()
+    assert " ms<" in shown or " µs<" in shown
+    assert "flops_fp64" not in shown and "e+" not in shown  # an all-zero column left out; no e-notation
+    assert {"load", "predict", "compare", "report", "import_run"} <= set(dir(hroofline))
+    assert "annotations" not in dir(hroofline)
+    compared = hroofline.compare(run, run)
+    assert repr(compared).startswith("<comparison deepcam-o1 -> deepcam-o1") and "total" in compared.phases
+    assert "<table" in compared._repr_html_()

@@ -174,3 +174,21 @@ def test_a_prediction_stored_before_the_estimate_keeps_its_bound(tmp_path: Path)
     pq.write_table(table, parquet)
     launches = RunStore(store).load("resnet50-fp32-v100-predicted").launches
     assert launches["time_bound_s"].tolist() == bound == launches["time_s"].tolist()
+
+
+def test_summary_and_rankings_read_fewer_columns_with_the_same_results(deepcam_store: Path) -> None:
+    """`summary` reads the numbers and phases only, `top` and `kernels` no raw metrics: what they print is what
+    a read of every column gives, on DeepCAM's ncu runs."""
+    from hroofline.analyze.kernels import RANKING_READS, SUMMARY_READS, KernelQuery, kernel_table, phase_summary
+    from hroofline.analyze.provenance import counter_provenance
+
+    store = RunStore(deepcam_store)
+    for name in store.run_names():
+        whole, numbers, ranked = store.load(name), store.load(name, SUMMARY_READS), store.load(name, RANKING_READS)
+        assert any(c.startswith("metric:") for c in whole.launches.columns)
+        assert not any(c.startswith("metric:") for c in numbers.launches.columns)
+        assert "kernel" not in numbers.launches.columns and len(numbers.launches.columns) < 40  # names not read
+        assert phase_summary(numbers) == phase_summary(whole)
+        assert counter_provenance(numbers.launches) == counter_provenance(whole.launches)
+        query = KernelQuery(group_by="name")
+        assert kernel_table(ranked, query).equals(kernel_table(whole, query))

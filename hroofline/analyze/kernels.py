@@ -22,7 +22,7 @@ from hroofline.model.quantities import (
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
 )
-from hroofline.model.run import PHASES, PhaseMemory, Run, first_per_phase
+from hroofline.model.run import LAUNCH_COLUMNS, PHASES, PhaseMemory, Run, first_per_phase
 from hroofline.roofs.formulas import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -232,6 +232,22 @@ def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
 def empty_detail_columns(summary: dict[str, dict[str, float | int | None]]) -> set[str]:
     """The per-precision columns of a phase summary that no phase has a non-zero value for."""
     return {c for c in DETAIL_COLUMNS if not any(values.get(c) for values in summary.values())}
+
+
+# What the phase summary reads of a run: what it sums and how it tells phases, kernels and copied counters apart;
+# not the names or the raw ncu metrics, which are most of a large run's memory.
+SUMMARY_READS: tuple[str, ...] = (
+    *SUMMED,
+    "time_bound_s",
+    "bytes_link",
+    "launches",
+    "launch_id",
+    "counters_from",
+    "phase",
+    "category",
+)
+# What rankings of kernels and layers read: every launch column, not the raw ncu metrics behind them.
+RANKING_READS: tuple[str, ...] = tuple(LAUNCH_COLUMNS)
 
 
 def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:

@@ -58,6 +58,12 @@ class StepPoints:
         """The runs with no point a chart can place."""
         return self.points.loc[~self.drawable, "run"].drop_duplicates().tolist()
 
+    def missing(self, run: str) -> list[str]:
+        """What run ``run`` lacks to be placed: its FLOPs, its bytes at the level drawn, or its time."""
+        rows = self.points[self.points["run"] == run]
+        wanted = (("FLOPs", "flops"), (f"{self.level.upper()} bytes", "bytes"), ("time", "time_s"))
+        return [what for what, column in wanted if not rows[column].gt(0).any()]
+
     def table(self) -> pd.DataFrame:
         """The points as a table: their columns but the time at roof (attainable FLOP/s says it), bytes named
         after their level."""

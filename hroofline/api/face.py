@@ -29,8 +29,10 @@ class RunView(Run):
         import pandas as pd
 
         from hroofline.analyze.kernels import phase_summary
+        from hroofline.api.views import Table
 
-        return pd.DataFrame(phase_summary(self)).T.rename_axis("phase")
+        frame = pd.DataFrame(phase_summary(self)).T.rename_axis("phase")
+        return Table(frame.infer_objects())
 
     def kernels(
         self, group_by: str = "name", phase: str | None = None, layer: str | None = None, sort: str = "time_s"
@@ -38,9 +40,10 @@ class RunView(Run):
         """The kernel table: per ``launch``, kernel ``name`` or ``layer`` (within each phase), optionally of one
         phase and of the layers matching ``layer`` (a module path and below it, or a glob)."""
         from hroofline.analyze.kernels import KernelQuery, kernel_table
+        from hroofline.api.views import Table
 
         chosen = parse_phase_option(phase) if phase else None
-        return kernel_table(self, KernelQuery(group_by=group_by, phase=chosen, sort=sort, layer=layer))
+        return Table(kernel_table(self, KernelQuery(group_by=group_by, phase=chosen, sort=sort, layer=layer)))
 
     def top(
         self, n: int = 10, by: str = "name", phase: str | None = None, sort: str = "time_s", ceilings: str | None = None
@@ -49,17 +52,21 @@ class RunView(Run):
         roof and recoverable time, against the run's roofs (or ``ceilings``)."""
         from hroofline.analyze.kernels import KernelQuery
         from hroofline.api.outputs import top
+        from hroofline.api.views import Table
 
         chosen = parse_phase_option(phase) if phase else None
-        return top(self, KernelQuery(group_by=by, phase=chosen, top=n, sort=sort), ceilings).table
+        return Table(top(self, KernelQuery(group_by=by, phase=chosen, top=n, sort=sort), ceilings).table)
 
     def chart(self, by: str = "name", phase: str | None = None, ceilings: str | None = None) -> Any:
-        """The hierarchical roofline as an Altair chart (displayed inline in Jupyter; ``.save("x.html")``)."""
+        """The hierarchical roofline: the Altair chart, shown inline in Jupyter with no network (its JavaScript
+        travels with it, in the notebook and its HTML export); ``.save("x.html")`` writes it."""
         from hroofline.analyze.kernels import KernelQuery
         from hroofline.api.outputs import roofline
+        from hroofline.api.views import ChartView
 
         chosen = parse_phase_option(phase) if phase else None
-        return roofline(self, KernelQuery(group_by=by, phase=chosen), ceilings).chart
+        drawn = roofline(self, KernelQuery(group_by=by, phase=chosen), ceilings)
+        return ChartView(drawn.chart, drawn.title)
 
     def report(self, out: str | Path, title: str | None = None, top: int = 10, ceilings: str | None = None) -> Path:
         """This run's report page (``out/index.html``, one file that opens offline), as ``hroofline report``."""
@@ -73,7 +80,23 @@ class RunView(Run):
 
         return advise(self)
 
-    def _repr_html_(self) -> str:
-        from html import escape
+    def facts(self) -> dict[str, object]:
+        """The run in a line: how it was collected, GPU, precision, phases, launches."""
+        meta = self.meta
+        kinds = "+".join(dict.fromkeys(source.collection for source in meta.sources))
+        return {
+            "": kinds,
+            "on": meta.gpu_name,
+            "precision": meta.precision,
+            "phases": ", ".join(meta.phases),
+            "launches": f"{len(self.launches):,}",
+        }
 
-        return f"<p><b>{escape(self.name)}</b></p>" + self.summary().to_html(na_rep="-")
+    def __repr__(self) -> str:
+        facts = "; ".join(f"{k} {v}".strip() for k, v in self.facts().items() if v)
+        return f"<run {self.name!r}: {facts}; .summary(), .top(), .chart(), .report(), .advise()>"
+
+    def _repr_html_(self) -> str:
+        from hroofline.render.notebook import card_html, frame_html
+
+        return card_html(self.name, self.facts(), frame_html(self.summary()))

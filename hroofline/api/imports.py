@@ -3,10 +3,12 @@ skipped, the rest read, passes over the same launches joined, and all of them ad
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hroofline.errors import InputError
 from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import check_run_name
@@ -50,10 +52,26 @@ def import_files(
             skipped.append(prefix)
             continue
         say(f"{prefix}: reading")
-        read.append(read_source(path, options, metric_set, digest))
+        with _out_of_memory_names(str(path)):
+            read.append(read_source(path, options, metric_set, digest))
     if not read:
         return Imported(None, skipped)
-    imported = import_sources(read, options, metric_set)
+    with _out_of_memory_names(", ".join(str(s.path) for s in read)):
+        imported = import_sources(read, options, metric_set)
+    read.clear()  # the raw metrics are not needed to write the run: their memory is freed first
     if replacing:
         return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
     return Imported(store.add_sources(name, imported, gpu=defaults.gpu, precision=defaults.precision), skipped)
+
+
+@contextmanager
+def _out_of_memory_names(what: str) -> Iterator[None]:
+    """Out of memory while reading or computing a source: said in one line naming it (a MemoryError's own
+    message is empty; pyarrow's ArrowMemoryError is one too). Nothing is stored: the store's write comes after."""
+    try:
+        yield
+    except MemoryError:
+        raise InputError(
+            f"{what}: out of memory while importing it; nothing was stored",
+            "close other programs, import its files one at a time, or import it on a machine with more memory",
+        ) from None

@@ -40,14 +40,15 @@ def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
 
 
 def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
-    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`): per phase, and layer to layer
-    when both have layers, else by kernel family."""
+    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`, shown as the tables of ``hroofline
+    compare``): per phase, and layer to layer when both have layers, else by kernel family."""
     from hroofline.analyze.compare import compare_runs
+    from hroofline.api.views import ComparisonView
 
     def as_run(value: Run | str) -> Run:
         return value if isinstance(value, Run) else load(value, store)
 
-    return compare_runs(as_run(base), as_run(candidate))
+    return ComparisonView(compare_runs(as_run(base), as_run(candidate)))
 
 
 def advise(run: Run | str, store: str | Path | None = None) -> pd.DataFrame:

@@ -137,9 +137,8 @@ def _overview_section(
     if not drawable.any():
         notes.append("no all-runs chart in the report: no run has FLOPs, bytes and time")
         return None
-    if found.skipped_runs:
-        what = f"no FLOPs, {found.level.upper()} bytes or time"
-        notes.append(f"not on the all-runs chart ({what}): {', '.join(found.skipped_runs)}")
+    for run in found.skipped_runs:
+        notes.append(f"{run} is not on the all-runs chart: it has no {' and no '.join(found.missing(run))}")
     spec = runs_chart(found, "All runs, one dot each").to_dict()
     return RunsSection(spec=spec, table=overview_table(found, runs, totals))
 

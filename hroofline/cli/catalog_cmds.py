@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hroofline.cli.common import write_out
+from hroofline.model.numbers import plain
 from hroofline.render.text import text_table, to_json
 from hroofline.roofs.catalog import load_gpu_names
 from hroofline.roofs.metricset import load_metric_set
@@ -85,4 +86,8 @@ def list_gpus(args: argparse.Namespace) -> int:
 
 
 def _scaled(value: float | None, unit: float) -> str:
-    return "-" if value is None else f"{value / unit:.4g}"
+    """Four significant digits, as the datasheets give them, without e-notation or trailing zeros."""
+    if value is None:
+        return "-"
+    text = plain(value / unit, 4)
+    return text.rstrip("0").rstrip(".") if "." in text else text

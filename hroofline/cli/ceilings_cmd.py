@@ -85,6 +85,11 @@ def _measure(args: argparse.Namespace) -> int:
     write_out("read bandwidth by working set:\n")
     for point in result.bandwidth:
         write_out(f"  {point.working_set / 2**10:>10,.0f} KiB  {point.level:<5} {si(point.bytes_per_s, 'B/s')}\n")
+    # What the ceilings file holds: a roof fed by two precisions (bf16 and fp16 share the 16-bit one) takes the
+    # faster, so the file's value can differ from a line above.
+    write_out("ceilings (what --out writes and --ceilings uses):\n")
+    for key, value in result.ceilings().peaks.items():
+        write_out(f"  {key:<12} {_roof_value(key, value):>14}\n")
     for note in (*result.notes, *result.ordered_levels()[1]):
         say(f"hroofline: note: {note}")
     if args.out:

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 
 from hroofline.analyze.binding import TOP_COLUMNS, TOP_SORTS
-from hroofline.analyze.kernels import KernelQuery
+from hroofline.analyze.kernels import RANKING_READS, KernelQuery
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
 from hroofline.api.outputs import explained, roofline, runs_chart, top
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.model.names import short_kernel_name
+from hroofline.model.names import distinct_short_names
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.quantities import LEVEL_LABELS, LEVELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
@@ -198,21 +198,21 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     write_chart(drawn.chart.to_dict(), out, drawn.title)
     table = found.table()
     write_out(points_text(table) if args.format == "table" else render_frame(table, args.format))
-    if found.skipped_runs:
-        say(f"hroofline: warning: not drawn (no FLOPs, bytes or time): {', '.join(found.skipped_runs)}")
+    for run in found.skipped_runs:
+        say(f"hroofline: warning: {run} is not drawn: it has no {' and no '.join(found.missing(run))}")
     drawn_gpus = found.points.loc[found.drawable, "gpu"].nunique()
     say(f"wrote {out} ({int(found.drawable.sum())} dots on {drawn_gpus} GPU(s), bytes at {found.level.upper()})")
     return 0
 
 
 def show_top(args: argparse.Namespace) -> int:
-    run = open_store(args).load(args.run)
+    run = open_store(args).load(args.run, RANKING_READS)
     phase = parse_phase_option(args.phase) if args.phase else None
     query = KernelQuery(group_by=args.by, phase=phase, top=args.top, sort=args.sort, layer=args.layer, nvtx=args.nvtx)
     ranked = top(run, query, args.ceilings)
     table, roofs = ranked.table, ranked.roofs
     if args.format == "table":
-        table["kernel"] = table["kernel"].map(short_kernel_name)
+        table["kernel"] = table["kernel"].map(distinct_short_names(table["kernel"].astype(str)))
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import TYPE_CHECKING
 
 from hroofline.errors import UsageError
+from hroofline.render.terminal import printable
 from hroofline.store.location import DEFAULT_STORE, STORE_ENV, store_path
 
 # The store needs pandas and the workload its model catalog: both are imported when a command runs, so
@@ -56,19 +58,19 @@ def open_reader(args: argparse.Namespace) -> StoreReader:
 
 
 def write_out(text: str) -> None:
-    sys.stdout.write(text)
+    sys.stdout.write(printable(text))
     sys.stdout.flush()
 
 
 def progress(text: str) -> None:
     """Progress for people watching a terminal; kept out of logs so an error stays one line."""
     if sys.stderr.isatty():
-        print(text, file=sys.stderr, flush=True)
+        print(printable(text), file=sys.stderr, flush=True)
 
 
 def say(text: str) -> None:
     """Progress and notes go to stderr so that stdout stays machine-readable."""
-    print(text, file=sys.stderr, flush=True)
+    print(printable(text), file=sys.stderr, flush=True)
 
 
 def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: bool = False) -> None:
@@ -112,13 +114,15 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
     """The workload of --arch or --model, checked by form (torch is not imported here)."""
-    from hroofline.collect.models import parse_input_shape, parse_model
+    from hroofline.collect.models import DEFAULT_SEQ_LEN, parse_input_shape, parse_model
     from hroofline.collect.workload import WorkloadConfig
 
     if bool(args.arch) == bool(args.model):
         raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")
     if args.arch and parse_model(args.arch).kind != "torchvision":
         raise UsageError(f"--arch {args.arch}: --arch takes torchvision names", f"use --model {args.arch}")
+    if args.model and not args.input_shape and not args.seq_len:  # a default shape is said, not assumed silently
+        _say_default_shape(args.model, parse_model(args.model).kind == "hf", DEFAULT_SEQ_LEN)
     return WorkloadConfig(
         arch=args.arch or args.model,
         batch_size=args.batch_size or 32,
@@ -128,6 +132,14 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         input_shape=parse_input_shape(args.input_shape),
         seq_len=args.seq_len,
     )
+
+
+@functools.cache  # once per model, however many runs of a sweep it is in
+def _say_default_shape(model: str, takes_tokens: bool, tokens: int) -> None:
+    if takes_tokens:
+        say(f"note: {model} gets sequences of {tokens} tokens (--seq-len changes it)")
+    else:
+        say(f"note: {model} gets inputs of 3x224x224 (--input-shape changes it; --seq-len for token ids)")
 
 
 def add_selection_options(parser: argparse.ArgumentParser) -> None:

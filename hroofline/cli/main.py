@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from hroofline import __version__
-from hroofline.errors import HrooflineError, did_you_mean
+from hroofline.errors import OUT_OF_MEMORY, HrooflineError, did_you_mean, system_error
+from hroofline.render.terminal import printable
 
 # Each command: its module (in hroofline/cli/) and its line in --help, in the order --help lists them. A
 # command's own module is all that is imported to run it; `hroofline --help` and a misspelt command import
@@ -94,7 +95,7 @@ class OneLineParser(argparse.ArgumentParser):
         choice = re.search(r"invalid choice: '([^']*)'", message)
         if choice and self.prog == "hroofline":  # an unknown command: every command was registered
             message = f"unknown command {choice[1]!r} ({did_you_mean(choice[1], list(COMMAND_MODULES), 'commands')})"
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(printable(f"{self.prog}: error: {message} (see `{self.prog} --help`)"), file=sys.stderr)
         sys.exit(2)
 
 
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run_command(args) or 0)
     except HrooflineError as error:
-        print(f"hroofline: error: {error.one_line()}", file=sys.stderr)
+        print(f"hroofline: error: {printable(error.one_line())}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("hroofline: interrupted; the store is unchanged", file=sys.stderr)
@@ -138,14 +139,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output piped into `head` and the like: stop quietly.
         sys.stderr.close()
         return 0
-    except Exception as error:  # the one-line contract holds for bugs too
-        if os.environ.get("HROOFLINE_DEBUG"):
-            raise
-        print(
-            f"hroofline: internal error: {type(error).__name__}: {error} (set HROOFLINE_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
+    except MemoryError:  # its message is empty; the store's writes are atomic, so nothing was half-written
+        print(f"hroofline: error: {printable(OUT_OF_MEMORY.one_line())}", file=sys.stderr)
         return 1
+    except OSError as error:  # a full disk, a read-only folder: ordinary faults, said as such
+        fault = system_error(error)
+        if fault is None:
+            return _internal_error(error)
+        print(f"hroofline: error: {printable(fault.one_line())}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        return _internal_error(error)
+
+
+def _internal_error(error: Exception) -> int:
+    """The one-line contract holds for bugs too."""
+    if os.environ.get("HROOFLINE_DEBUG"):
+        raise error
+    text = f"hroofline: internal error: {type(error).__name__}: {error} (set HROOFLINE_DEBUG=1 for the traceback)"
+    print(printable(text), file=sys.stderr)
+    return 1
 
 
 def run() -> NoReturn:

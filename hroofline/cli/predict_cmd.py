@@ -129,13 +129,13 @@ def run_predict(args: argparse.Namespace) -> int:
 
     planned = planned_runs(args)
     store = open_store(args)
-    existing = [p.run for p in planned if store.has_run(p.run)]
-    if existing and not args.replace:
-        raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
     estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
+    existing = [p.run for p in planned if store.has_run(p.run)]  # after the arguments: a mistake is said first
+    if existing and not args.replace:
+        raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
     traces: dict[object, object] = {}
     predictions = []
     notes: dict[str, None] = {}

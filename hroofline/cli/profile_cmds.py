@@ -182,8 +182,8 @@ def run_profile(args: argparse.Namespace) -> int:
     backend = args.backend or ("recorder" if on_cpu else _default_gpu_backend(args))
     suffix = "-trace" if backend == "trace" else ""
     run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}{suffix}")
-    _refuse_existing(args, run)
     check_model(config.model)  # before minutes of measuring or profiling
+    _refuse_existing(args, run)  # after the arguments: a mistake in them is said first
     warmup = 2 if args.warmup is None else args.warmup
     if backend == "trace":
         profile_trace_run(args, config, gpu, run, warmup)

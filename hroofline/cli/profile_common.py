@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
@@ -10,6 +11,7 @@ from hroofline.cli.common import say
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
 from hroofline.roofs.ceilings import Ceilings, load_ceilings_file
+from hroofline.store.location import store_path
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
@@ -29,4 +31,8 @@ def report_phases(run: Run, root: Path) -> None:
     if empty:
         say(f"hroofline: warning: no kernels in phase(s) {', '.join(empty)}: the NVTX phases did not reach them")
     name = run.name
-    say(f"next: hroofline summary {name}; hroofline top {name}; hroofline chart {name} --out {name}.html")
+    store = "" if root == store_path(None) else f" --store {shlex.quote(str(root))}"  # the next commands find it
+    say(
+        f"next: hroofline summary {name}{store}; hroofline top {name}{store}; "
+        f"hroofline chart {name} --out {name}.html{store}"
+    )

@@ -10,7 +10,9 @@ import pandas as pd
 
 from hroofline.analyze.kernels import (
     KERNEL_COLUMNS,
+    RANKING_READS,
     SUMMARY_COLUMNS,
+    SUMMARY_READS,
     KernelQuery,
     empty_detail_columns,
     kernel_table,
@@ -22,7 +24,7 @@ from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.model.names import short_kernel_name
+from hroofline.model.names import distinct_short_names
 from hroofline.model.numbers import si
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
@@ -122,15 +124,19 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_query(args: argparse.Namespace) -> int:
     from hroofline.store.query import query_store
 
-    write_out(render_frame(query_store(open_store(args), args.sql), args.format))
+    store = open_store(args)
+    result = query_store(store, args.sql)
+    for run in store.readable_metas()[1]:
+        say(f"hroofline: warning: run {run.name!r} left out: {run.reason} (`hroofline rm {run.name}` removes it)")
+    write_out(render_frame(result, args.format))
     return 0
 
 
 def remove_runs(args: argparse.Namespace) -> int:
     store = open_store(args)
     names = list(dict.fromkeys(args.names))
-    for name in names:  # every name checked before any run is removed
-        store.load_meta(name)
+    for name in names:  # every name checked before any run is removed; a broken run can be removed too
+        store.check_folder(name)
     for name in names:
         store.remove_run(name)
         say(f"removed run {name!r} from {store.root}")
@@ -145,7 +151,7 @@ def rename_run(args: argparse.Namespace) -> int:
 
 
 def show_kernels(args: argparse.Namespace) -> int:
-    run = open_store(args).load(args.run)
+    run = open_store(args).load(args.run, RANKING_READS)
     query = KernelQuery(
         group_by=args.group_by,
         phase=parse_phase_option(args.phase) if args.phase else None,
@@ -156,16 +162,16 @@ def show_kernels(args: argparse.Namespace) -> int:
     )
     table = kernel_table(run, query)
     if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all
-        table["kernel"] = table["kernel"].map(short_kernel_name)
+        table["kernel"] = table["kernel"].map(distinct_short_names(table["kernel"].astype(str)))
         table = shown_columns(table)
     write_out(render_frame(table, args.format))
     return 0
 
 
 def show_summary(args: argparse.Namespace) -> int:
-    run = open_store(args).load(args.run)
     if args.by != "phase":
-        return _show_grouped_summary(run, args.by, args.format)
+        return _show_grouped_summary(open_store(args).load(args.run, RANKING_READS), args.by, args.format)
+    run = open_store(args).load(args.run, SUMMARY_READS)
     phases = phase_summary(run)
     provenance = counter_provenance(run.launches)
     if args.format == "json":
@@ -212,6 +218,6 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
         roof = f"{gpu.name}'s link, {si(link, 'B/s')} per direction" if gpu and link else "no link roof known"
         write_out(f"\ncommunication kernels (bus bandwidth = bus bytes / time, against {roof}):\n")
         table = pd.DataFrame([asdict(c) for c in communication])
-        table["kernel"] = table["kernel"].map(short_kernel_name)
+        table["kernel"] = table["kernel"].map(distinct_short_names(table["kernel"].astype(str)))
         write_out(render_frame(table, "table"))
     return 0

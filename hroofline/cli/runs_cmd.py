@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hroofline.cli.common import add_store_option, open_reader, write_out
+from hroofline.cli.common import add_store_option, open_reader, say, write_out
 from hroofline.render.text import records_table, to_json
 from hroofline.store.listing import run_listing
 
@@ -24,11 +24,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def list_runs(args: argparse.Namespace) -> int:
     store = open_reader(args)
-    listing = run_listing(store)
+    listing, broken = run_listing(store)
+    for run in broken:
+        say(f"hroofline: warning: run {run.name!r} cannot be read: {run.reason} (`hroofline rm {run.name}` removes it)")
     if args.format == "json":
         write_out(to_json(listing))
     elif listing:
         write_out(records_table(listing, RUNS_TABLE_COLUMNS))
-    else:
+    elif not broken:
         write_out(f"no runs in {store.root}\n")
     return 0

@@ -58,7 +58,7 @@ HF_CONFIGS: dict[str, tuple[str, str, dict[str, int]]] = {
 }
 DEFAULT_SEQ_LEN = 512
 LARGE_INPUT_MODELS: dict[str, int] = {"inception_v3": 299}
-_FACTORY = re.compile(r"^(?P<where>[^:]+):(?P<factory>[A-Za-z_][A-Za-z0-9_]*)$")
+_FACTORY = re.compile(r"(?P<where>[^:]+):(?P<factory>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def parse_model(text: str) -> ModelSpec:
         if name not in HF_CONFIGS:
             raise UsageError(f"unknown transformers config {text!r}", "known: hf:" + ", hf:".join(HF_CONFIGS))
         return ModelSpec("hf", text)
-    if _FACTORY.match(text):
+    if _FACTORY.fullmatch(text):
         return ModelSpec("python", text)
     if ":" in text or text.endswith(".py") or "/" in text:
         raise UsageError(

@@ -9,7 +9,6 @@ evaluates the metric formulas and the report's own roofs on each result.
 from __future__ import annotations
 
 import hashlib
-import mmap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,14 +32,16 @@ from hroofline.importers.ncu_rep import is_ncu_report, read_ncu_rep
 from hroofline.importers.nvtx import stack_label
 from hroofline.importers.raw import (
     RawProfile,
+    SourceData,
+    check_regular_file,
     decode_text,
-    gunzip_if_needed,
     is_blank,
-    read_file_bytes,
+    read_source_data,
     sha256_of_file,
 )
 from hroofline.importers.source import ImportedSource
 from hroofline.importers.trace_source import TraceOptions, trace_source
+from hroofline.importers.values import check_values
 from hroofline.model.layers import layer_from_ranges, phase_label
 from hroofline.model.phases import phase_from_ranges
 from hroofline.model.run import RAW_METRIC_PREFIX, SourceInfo, conform_launches
@@ -89,19 +90,23 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
         return ReadSource(path, read_metric_logs(path, options.merge, metric_set, reader), folder_sha256, files)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
-    raw = read_file_bytes(path)
+    check_regular_file(path)
     if digest is not None:
-        return ReadSource(path, _read_file(gunzip_if_needed(raw, path), path, metric_set), digest, [])
-    # hashlib releases the GIL on large buffers, so hashing overlaps the parse.
+        return ReadSource(path, _read_file(read_source_data(path), path, metric_set), digest, [])
+    # The file's sha256 in a thread beside the parse (hashlib releases the GIL), read from the file in blocks.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        hashing = pool.submit(lambda: hashlib.sha256(raw).hexdigest())
-        profile = _read_file(gunzip_if_needed(raw, path), path, metric_set)
+        hashing = pool.submit(sha256_of_file, path)
+        try:
+            profile = _read_file(read_source_data(path), path, metric_set)
+        except BaseException:
+            hashing.cancel()
+            raise
         return ReadSource(path, profile, hashing.result(), [])
 
 
 def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
     def read(path: Path) -> RawProfile:
-        profile = _read_file(gunzip_if_needed(read_file_bytes(path), path), path, metric_set)
+        profile = _read_file(read_source_data(path), path, metric_set)
         if isinstance(profile, TraceEvents):
             raise InputError(f"{path}: a PyTorch profiler trace in a folder of ncu passes", "import it on its own")
         return profile
@@ -109,23 +114,28 @@ def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
     return read
 
 
-def _read_file(data: bytes | mmap.mmap, path: Path, metric_set: MetricSet) -> RawProfile | TraceEvents:
+def _read_file(source: SourceData, path: Path, metric_set: MetricSet) -> RawProfile | TraceEvents:
+    data = source.data
     if is_blank(data):
         raise InputError(f"{path}: the file is empty")
     if looks_like_json(data):
         return parse_trace(data, path)
     if is_ncu_report(data):
-        return read_ncu_rep(data, str(path), metric_set)
-    if b"\x00" in data[:4096]:
+        profile = read_ncu_rep(data, str(path), metric_set, source.plain_path)
+    elif b"\x00" in data[:4096]:
         raise InputError(f"{path}: not an ncu report, CSV export or console log (binary data)")
-    if find_csv_header(data) >= 0:
-        return read_ncu_csv(data, str(path))
-    text = decode_text(data)
-    if looks_like_console_log(text):
-        return read_ncu_console(text, str(path), metric_set.display_names)
-    if NO_KERNELS.search(text):
-        raise InputError(f"{path}: ncu profiled no kernels in this run (the log says 'No kernels were profiled')")
-    raise InputError(f"{path}: not an ncu report, CSV export or console log")
+    elif find_csv_header(data) >= 0:
+        profile = read_ncu_csv(data, str(path), source.plain_path)
+    else:
+        text = decode_text(data)
+        if not looks_like_console_log(text):
+            if NO_KERNELS.search(text):
+                raise InputError(
+                    f"{path}: ncu profiled no kernels in this run (the log says 'No kernels were profiled')"
+                )
+            raise InputError(f"{path}: not an ncu report, CSV export or console log")
+        profile = read_ncu_console(text, str(path), metric_set.display_names)
+    return check_values(profile, metric_set, str(path))
 
 
 def import_source(
@@ -222,16 +232,19 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     launch_cc = identity["cc"] if "cc" in identity else pd.Series([None] * len(identity))
     launch_cc = launch_cc.where(launch_cc.notna(), cc)
     gpu = _source_gpu(profile, metrics, options, path)
-    context = RoofContext(launch_cc, rates_for(cc, gpu, profile.device_name), gpu.sms if gpu else None)
+    # categorical: the roofs' per-launch look-ups run once per distinct compute capability
+    roof_cc = launch_cc.astype("category")
+    context = RoofContext(roof_cc, rates_for(cc, gpu, profile.device_name), gpu.sms if gpu else None)
     roofs = report_roofs(metrics, metric_set, seconds, context, derived.level_roofs)
+    phase, nvtx, layer = _stack_columns(identity["nvtx_ranges"], options.phase)
     launches = pd.DataFrame(
         {
             "source": 0,
             "launch_id": identity["launch_id"].astype("int64"),
             "kernel": identity["kernel"],
-            "phase": [phase_from_ranges(r) or options.phase or "other" for r in identity["nvtx_ranges"]],
-            "nvtx": [stack_label(r) or None for r in identity["nvtx_ranges"]],
-            "layer": _layers(identity["nvtx_ranges"]),
+            "phase": phase,
+            "nvtx": nvtx,
+            "layer": layer,
             "grid": identity.get("grid"),
             "block": identity.get("block"),
             "device": identity.get("device"),
@@ -243,9 +256,8 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
             "clock_hz": clock_hz,
         }
     )
-    launches = pd.concat([launches, quantities, roofs.peaks], axis=1)
-    for name in sorted(derived.used_metrics):
-        launches[RAW_METRIC_PREFIX + name] = metrics[name]
+    raw = pd.DataFrame({RAW_METRIC_PREFIX + name: metrics[name] for name in sorted(derived.used_metrics)})
+    launches = pd.concat([launches, quantities, roofs.peaks, raw], axis=1)
     warnings += _tensor_warnings(identity, metrics, quantities, seconds, metric_set, arch, str(path))
     info = _source_info(source, options, derived, int(launches["launches"].sum()))
     info.time_methods = {str(k): int(v) for k, v in launches["time_method"].value_counts().items()}
@@ -264,8 +276,26 @@ def _trace_source(
     return trace_source(trace, source.digest, trace_options, metric_set)
 
 
-def _layers(stacks: pd.Series) -> list[str | None]:
-    """Each launch's layer: the innermost NVTX range that is no phase (hroofline's module ranges, or any a
+def _stack_columns(stacks: pd.Series, phase: str | None) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """Each launch's phase, NVTX label and layer from its range stack, worked out once per distinct stack."""
+    values = stacks.to_numpy(dtype=object)
+    try:
+        codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # unhashable stacks (lists)
+        codes, distinct = pd.factorize(stacks.map(lambda r: tuple(r) if r is not None else ()).to_numpy(object))
+    ranges = [tuple(r) if isinstance(r, tuple | list) else () for r in distinct]
+    phases = [phase_from_ranges(r) or phase or "other" for r in ranges]
+    labels = [stack_label(r) or None for r in ranges]
+    layers = _layers(ranges)
+
+    def column(values: list[str | None]) -> pd.Series:
+        return pd.Series(pd.array(values, dtype="string").take(codes))
+
+    return column(phases), column(labels), column(layers)
+
+
+def _layers(stacks: list[tuple[str, ...]]) -> list[str | None]:
+    """Each stack's layer: the innermost NVTX range that is no phase (hroofline's module ranges, or any a
     user set). Where some launches of the source have one, the others get the label of their phase
     (backward outside modules is autograd's, ...); a source with no such range has no layers."""
     layers = [layer_from_ranges(ranges) for ranges in stacks]

@@ -81,6 +81,15 @@ class TraceEvents:
     rank: int | None
     world_size: int | None
     distributed: dict[str, Any] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)  # events whose ts or dur is unusable, by why
+
+    def reject(self, why: str) -> None:
+        self.rejected[why] = self.rejected.get(why, 0) + 1
+
+
+NEGATIVE_GPU = "GPU events had a negative duration: their time left unknown"
+NEGATIVE_CPU = "CPU events had a negative duration: taken as 0, as Kineto does"
+UNUSABLE = "events had a ts or dur that is not a finite number: left out"
 
 
 def looks_like_json(data: bytes | mmap.mmap) -> bool:
@@ -150,10 +159,15 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
         stamp, length = float(event["ts"]), float(event.get("dur", 0.0))
         start, duration = stamp * unit, length * unit
     except (KeyError, TypeError, ValueError):
+        if "ts" in event:
+            trace.reject(UNUSABLE)
         return
     if not (math.isfinite(start) and math.isfinite(duration)):
+        trace.reject(UNUSABLE)
         return
-    duration = max(duration, 0.0)  # Kineto clamps a negative duration to 0 too
+    if duration < 0:  # counted and said: a kernel's time unknown, a CPU range clamped to 0 as Kineto does
+        trace.reject(NEGATIVE_GPU if lowered in GPU_CATEGORIES else NEGATIVE_CPU)
+        duration = math.nan if lowered in GPU_CATEGORIES else 0.0
     if category in ("Kernel", "Operator", "Runtime", "Memcpy", "Memset"):
         trace.schema = "2021"
     if lowered in GPU_CATEGORIES:

@@ -24,7 +24,8 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.raw import RawProfile, check_last_launch_complete
-from hroofline.importers.units import parse_number_text, unit_scale
+from hroofline.importers.units import parse_number_text, text_problem, unit_scale
+from hroofline.importers.values import NON_FINITE, not_a_number
 
 _LAUNCH = re.compile(r"^  (?! )(?P<head>.+?), Context (?P<context>\d+), Stream (?P<stream>\d+)(?P<rest>.*)$")
 _DATE_SUFFIX = re.compile(r", \d{4}-[A-Za-z]{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}$")
@@ -47,6 +48,7 @@ def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None
     values: list[dict[str, float]] = []
     units: dict[str, str] = {}
     rows_per_launch: list[int] = []
+    rejected: dict[tuple[str, str], int] = {}
     for line in text.splitlines():
         header = _LAUNCH.match(line)
         if header:
@@ -63,6 +65,11 @@ def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None
         rows_per_launch[-1] += 1
         units.setdefault(name, unit)
         values[-1][name] = parse_number_text(value) * unit_scale(unit)
+        problem = text_problem(value)
+        if problem is not None:
+            same = [r for m, r in rejected if m == name and (r == NON_FINITE) == (problem == "non-finite")]
+            reason = same[0] if same else NON_FINITE if problem == "non-finite" else not_a_number(value.strip())
+            rejected[(name, reason)] = rejected.get((name, reason), 0) + 1
     if not launches:
         raise InputError(f"{where}: no kernel launches found in the ncu console log")
     if not any(values):
@@ -73,7 +80,7 @@ def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None
     check_last_launch_complete(rows_per_launch, where, "metric rows")
     identity = pd.DataFrame(launches)
     metrics = pd.DataFrame(values).astype(np.float64)
-    return RawProfile(kind="ncu-console", identity=identity, metrics=metrics, units=units)
+    return RawProfile(kind="ncu-console", identity=identity, metrics=metrics, units=units, rejected=rejected)
 
 
 def _metric_row(line: str, display_names: dict[str, str], launch: dict[str, object]) -> tuple[str, str, str] | None:

@@ -7,6 +7,7 @@ each a little-endian u32 length and that many bytes, which must end exactly at t
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import tempfile
@@ -27,11 +28,11 @@ MAGIC = b"NVR\x00"
 _VERSION = re.compile(rb"Nsight Compute Target[\x00-\x1f].{0,2}?(\d{4}\.\d+\.\d+)", re.DOTALL)
 
 
-def is_ncu_report(data: bytes) -> bool:
+def is_ncu_report(data: bytes | bytearray | mmap.mmap) -> bool:
     return data[:4] == MAGIC
 
 
-def check_framing(data: bytes, where: str) -> None:
+def check_framing(data: bytes | bytearray | mmap.mmap, where: str) -> None:
     offset, size = 4, len(data)
     while offset + 4 <= size:
         (length,) = struct.unpack_from("<I", data, offset)
@@ -40,7 +41,10 @@ def check_framing(data: bytes, where: str) -> None:
         raise InputError(f"{where}: the .ncu-rep report is truncated or corrupt (its last block is incomplete)")
 
 
-def read_ncu_rep(data: bytes, where: str, metric_set: MetricSet) -> RawProfile:
+def read_ncu_rep(
+    data: bytes | bytearray | mmap.mmap, where: str, metric_set: MetricSet, plain_path: Path | None = None
+) -> RawProfile:
+    """A report's launches; ``plain_path``: the uncompressed file ``data`` maps, loaded where it is (no copy)."""
     check_framing(data, where)
     try:
         import ncu_report
@@ -48,18 +52,31 @@ def read_ncu_rep(data: bytes, where: str, metric_set: MetricSet) -> RawProfile:
         raise InputError(
             f"{where}: reading .ncu-rep needs NVIDIA's ncu_report module", "pip install ncu-report"
         ) from None
-    # ncu_report opens paths only; a gzip-compressed report is written out decompressed first.
-    with tempfile.TemporaryDirectory(prefix="hroofline-") as folder:
-        path = Path(folder) / "report.ncu-rep"
-        path.write_bytes(data)
-        try:
-            context = ncu_report.load_report(str(path))
-        except Exception as error:  # the SWIG layer raises plain Exceptions
-            raise InputError(f"{where}: ncu_report cannot load the report ({error})") from None
-        profile = _profile_from_context(context, where, metric_set)
+    if plain_path is not None and plain_path.name.endswith(".ncu-rep"):
+        profile = _load(ncu_report, plain_path, where, metric_set)
+    elif Path("/proc/self/fd").is_dir():
+        # ncu_report opens paths only: a compressed report is written out decompressed, to a file with no name
+        # (Linux's O_TMPFILE), opened by its descriptor's path, so that a killed import leaves nothing behind.
+        with tempfile.TemporaryFile(prefix="hroofline-", suffix=".ncu-rep") as handle:
+            handle.write(data)
+            handle.flush()
+            profile = _load(ncu_report, Path(f"/proc/self/fd/{handle.fileno()}"), where, metric_set)
+    else:
+        with tempfile.TemporaryDirectory(prefix="hroofline-") as folder:
+            path = Path(folder) / "report.ncu-rep"
+            path.write_bytes(data)
+            profile = _load(ncu_report, path, where, metric_set)
     version = _VERSION.search(data)
     profile.ncu_version = version.group(1).decode() if version else None
     return profile
+
+
+def _load(ncu_report: Any, path: Path, where: str, metric_set: MetricSet) -> RawProfile:
+    try:
+        context = ncu_report.load_report(str(path))
+    except Exception as error:  # the SWIG layer raises plain Exceptions
+        raise InputError(f"{where}: ncu_report cannot load the report ({error})") from None
+    return _profile_from_context(context, where, metric_set)
 
 
 def _profile_from_context(context: Any, where: str, metric_set: MetricSet) -> RawProfile:

@@ -238,7 +238,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         "world_size": str(trace.world_size) if trace.world_size else "",
         "steps": ", ".join(map(str, steps)),
     }
-    warnings = []
+    warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
     if options.rank is None and trace.rank is None and not options.cpu_ops:

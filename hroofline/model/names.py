@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from functools import cache
+
+_NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
+
+
+def distinct_short_names(names: Iterable[str]) -> dict[str, str]:
+    """Each name's :func:`short_kernel_name`, with as many template arguments as it takes to tell apart the names
+    that would otherwise read alike (seven ``vectorized_elementwise_kernel<4, ...>`` in one table say nothing);
+    names that differ only in their parameters or namespaces keep their whole text."""
+    full = list(dict.fromkeys(names))
+    shown = {name: short_kernel_name(name) for name in full}
+    for arguments in (2, 3, 4, 6, None):
+        clashing = _clashing(shown)
+        if not clashing:
+            return shown
+        for name in clashing:
+            shown[name] = short_kernel_name(name, arguments)
+    for name in _clashing(shown):
+        shown[name] = name.strip().removeprefix("void ")
+    return shown
+
+
+def _clashing(shown: dict[str, str]) -> list[str]:
+    seen: dict[str, int] = {}
+    for text in shown.values():
+        seen[text] = seen.get(text, 0) + 1
+    return [name for name, text in shown.items() if seen[text] > 1]
 
 
 @cache
-def short_kernel_name(name: str) -> str:
+def short_kernel_name(name: str, template_arguments: int | None = 1) -> str:
     """``void cudnn::detail::implicit_convolve_sgemm<__half, __half, 512>(int, ...)`` ->
     ``implicit_convolve_sgemm<__half, ...>``: no return type, namespaces or parameters, and only the
-    first template argument."""
+    first template argument (``template_arguments`` of them; None: all)."""
     text = name.strip()
     if text.startswith("void "):
         text = text[5:]
@@ -18,8 +46,10 @@ def short_kernel_name(name: str) -> str:
     if text.endswith(">"):
         start = _matching_open(text, "<", ">")
         if start > 0:
-            arguments = _split_top_level(text[start + 1 : -1])
-            template = "<" + arguments[0].strip() + (", ...>" if len(arguments) > 1 else ">")
+            arguments = [a.strip() for a in _split_top_level(text[start + 1 : -1])]
+            # The first argument as written; those added to tell names apart without their namespaces.
+            kept = arguments[:1] + [_NAMESPACES.sub("", a) for a in arguments[1 : template_arguments or len(arguments)]]
+            template = "<" + ", ".join(kept) + (", ...>" if len(arguments) > len(kept) else ">")
             text = text[:start]
     base = _split_scope(text)[-1]
     return base + template

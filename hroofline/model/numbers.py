@@ -39,6 +39,20 @@ def si(value: float | None, unit: str, digits: int = 3) -> str:
     return f"{value / scale:.{digits}g} {prefix}{unit}"
 
 
+def plain(value: float | None, digits: int = 3) -> str:
+    """A number without a unit, to ``digits`` significant digits and never in e-notation: ``plain(1000.0) ==
+    "1,000"``, ``plain(0.01234) == "0.0123"``; from a million on with an SI prefix (``plain(6.558e9) == "6.56 G"``)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e6:
+        return si(value, "", digits).rstrip()
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"
+
+
 def per_second(value: float | None, unit: str) -> str:
     """A throughput in plain numbers: ``per_second(1072.4, "images") == "1,072 images/s"``."""
     if value is None or not math.isfinite(value):

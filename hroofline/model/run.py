@@ -10,6 +10,7 @@ ran at), derived from the report's peak metrics and device attributes (:mod:`hro
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -266,20 +267,38 @@ def upgrade_launches(frame: pd.DataFrame, schema_version: int, analytic: bool = 
     return frame
 
 
-def conform_launches(frame: pd.DataFrame) -> pd.DataFrame:
-    """Give a launch table exactly the standard columns and dtypes, raw metric columns last."""
+def conform_launches(frame: pd.DataFrame, columns: Collection[str] | None = None) -> pd.DataFrame:
+    """Give a launch table exactly the standard columns and dtypes, raw metric columns last; with ``columns``,
+    only those of the standard columns (a run read in part: the others are not made up as empty columns)."""
     import pandas as pd
 
-    out = frame.copy()
+    out = frame.copy(deep=False)  # copy-on-write: the caller's frame is never changed, and nothing is copied twice
     tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in out.columns]
     out["flops_tensor"] = out[tensor].sum(axis=1, min_count=1) if tensor else float("nan")
+    if columns is not None:
+        wanted = {name: dtype for name, dtype in LAUNCH_COLUMNS.items() if name in columns}
+        for name, dtype in wanted.items():
+            if name not in out.columns:
+                out[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=out.index, dtype=dtype)
+            elif out[name].dtype != dtype:
+                out[name] = out[name].astype(dtype)
+        return _columns(out, list(wanted))
     for name, dtype in LAUNCH_COLUMNS.items():
-        if name not in out.columns:
-            missing = float("nan") if dtype == "float64" else pd.NA
-            out[name] = pd.Series([missing] * len(out), index=out.index, dtype=dtype)
-        else:
+        if name not in out.columns:  # filled from one value, not from a list as long as the table
+            out[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=out.index, dtype=dtype)
+        elif out[name].dtype != dtype:
             out[name] = out[name].astype(dtype)
     raw = sorted(c for c in out.columns if c.startswith(RAW_METRIC_PREFIX))
     for name in raw:
-        out[name] = out[name].astype("float64")
-    return out[list(LAUNCH_COLUMNS) + raw].reset_index(drop=True)
+        if out[name].dtype != "float64":
+            out[name] = out[name].astype("float64")
+    return _columns(out, list(LAUNCH_COLUMNS) + raw)
+
+
+def _columns(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """``frame[names]`` with a fresh index, without copying: a selection by list would copy every column into one
+    block, and a million-launch run is a gigabyte."""
+    import pandas as pd
+
+    index = pd.RangeIndex(len(frame))
+    return pd.DataFrame({name: frame[name].set_axis(index) for name in names}, index=index, copy=False)

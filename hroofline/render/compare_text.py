@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from hroofline.analyze.compare import Comparison
-from hroofline.model.numbers import si
+from hroofline.model.numbers import plain, si
 from hroofline.render.text import text_table
 
 PHASE_CSV_COLUMNS: tuple[str, ...] = (
@@ -62,7 +62,7 @@ class ComparisonTables:
 
 
 def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
+    return plain(value)
 
 
 def _share(value: float | None) -> str:

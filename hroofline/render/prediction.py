@@ -106,7 +106,7 @@ def _fit_line(fit: MemoryFit) -> str:
     peak = f"peak {si(fit.peak_bytes, 'B')} in {fit.peak_phase}"
     how = "traced" if fit.largest_batch_traced else "scaling activations and temporaries with the batch"
     largest = (
-        f"largest batch that fits: {fit.largest_batch} ({how})"
+        f"largest batch that fits: {fit.largest_batch:,} ({how})"
         if fit.largest_batch >= 1
         else "not even a batch of 1 fits"
     )
@@ -120,6 +120,11 @@ def _tensor_line(peaks: Peaks, share: float) -> str:
     if route is None:
         return "tensor cores: none (every op on the FP32 / FP16 / FP64 units)"
     what = "convolutions" if route.ops == CONVOLUTION_OPS else "convolutions and matrix products"
+    if share == 0 and route.ops == CONVOLUTION_OPS:  # PyTorch's fp32: TF32 for convolutions, and there are none
+        return (
+            f"tensor cores: none used (this precision puts only convolutions on the {ROOF_LABELS[route.roof]} roof, "
+            "and the model has none; --precision tf32 puts its matrix products there too)"
+        )
     return (
         f"tensor cores: {what} on the {ROOF_LABELS[route.roof]} roof ({si(peaks.values[route.roof], 'FLOP/s')}), "
         f"{100 * share:.1f}% of the FLOPs"

@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from hroofline.analyze.advice.base import Finding
-from hroofline.model.names import short_kernel_name
-from hroofline.model.numbers import si
+from hroofline.model.names import distinct_short_names
+from hroofline.model.numbers import plain, si
 from hroofline.model.run import SourceInfo
 from hroofline.render.advice import advice_html
 from hroofline.render.compare_text import ComparisonTables
@@ -89,7 +89,7 @@ def report_page(
         parts.append(_run_html(index, run))
     for index, comparison in enumerate(comparisons, start=1):
         parts.append(f'<h2 id="compare-{index}">{escape(comparison.title)}</h2>')
-        parts.append(_comparison_html(comparison.tables))
+        parts.append(comparison_html(comparison.tables))
         if comparison.spec is not None:
             parts.append(ChartBlock(f"compare-chart-{index}", comparison.spec).html())
     return page(title, "\n".join(parts))
@@ -126,7 +126,7 @@ def _provenance_html(sources: Sequence[SourceInfo]) -> str:
     return f"<details><summary>{escape(summary)}</summary>{''.join(blocks)}</details>"
 
 
-def _comparison_html(laid_out: ComparisonTables) -> str:
+def comparison_html(laid_out: ComparisonTables) -> str:
     parts = [f'<p class="note">{escape(laid_out.heading)}.</p>']
     for number, table in enumerate(laid_out.tables):
         if number:
@@ -208,7 +208,7 @@ def _overview_table_html(table: pd.DataFrame) -> str:
             elif key == "fits":
                 cells.append(f"<td>{'-' if value is None else ('yes' if value else 'no')}</td>")
             elif key == "intensity":
-                cells.append(f"<td{_sort_value(value)}>{f'{value:.3g}' if _number(value) else '-'}</td>")
+                cells.append(f"<td{_sort_value(value)}>{plain(value) if _number(value) else '-'}</td>")
             elif unit := column_unit(key):
                 text = si(value if _number(value) else None, unit)
                 cells.append(f"<td{_sort_value(value)}>{escape(text)}</td>")
@@ -277,10 +277,11 @@ def top_table_html(top: pd.DataFrame, chart_id: str | None = None) -> str:
         f'<th class="{"text" if key in text_columns else ""}">{escape(label)}</th>' for key, label in headers
     )
     rows = []
+    shown = distinct_short_names(top["kernel"].astype(str))
     for record in top.to_dict(orient="records"):
         name = str(record["kernel"])
         cells = [f'<td class="kernel">{escape(str(record["layer"]))}</td>'] if by_layer else []
-        cells += [f'<td class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</td>']
+        cells += [f'<td class="kernel" title="{escape(name)}">{escape(shown[name])}</td>']
         cells += [
             f"<td{_sort_value(record[key])}>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]
         ]
@@ -300,7 +301,7 @@ def _top_cell(key: str, value: object) -> str:
     if key.endswith("_pct"):
         return f"{float(value):.1f}%"  # type: ignore[arg-type]
     if key.startswith("ai_"):
-        return f"{float(value):.3g}"  # type: ignore[arg-type]
+        return plain(float(value))  # type: ignore[arg-type]
     return str(value)
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from hroofline.analyze.binding import MEASURED, RooflinePoints
 from hroofline.model.names import short_kernel_name
-from hroofline.model.numbers import si
+from hroofline.model.numbers import plain, si
 from hroofline.model.quantities import LEVEL_LABELS, LEVELS
 from hroofline.render.axes import (
     HEIGHT,
@@ -356,4 +356,4 @@ def _finite(value: object) -> bool:
 
 
 def _fmt(value: object) -> str:
-    return f"{value:.3g}" if _finite(value) else "-"
+    return plain(value) if _finite(value) else "-"  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from hroofline.analyze.step_points import StepPoints
-from hroofline.model.numbers import si
+from hroofline.model.numbers import plain, si
 from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.render.axes import (
     HEIGHT,
@@ -128,7 +128,7 @@ def points_text(table: pd.DataFrame) -> str:
                 si(row["time_s"], "s"),
                 si(row["flops"], "FLOP"),
                 si(row[level], "B"),
-                f"{row['intensity']:.3g}" if pd.notna(row["intensity"]) else "-",
+                plain(row["intensity"]) if pd.notna(row["intensity"]) else "-",
                 si(row["flop_rate"], "FLOP/s"),
                 si(row["attainable_flop_rate"], "FLOP/s"),
                 f"{row['attainable_pct']:.1f}%" if pd.notna(row["attainable_pct"]) else "-",

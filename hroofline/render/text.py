@@ -9,29 +9,58 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hroofline.model.numbers import frame_records, json_value, si
+from hroofline.model.numbers import frame_records, json_value, plain, si
+from hroofline.render.terminal import one_line
 
 if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts without it
     import pandas as pd
 
 _MAX_NAME = 70
+# Shares of a whole, shown as percentages.
+SHARE_COLUMNS = frozenset({"work_known"})
 
 
 def render_frame(frame: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         buffer = io.StringIO()
-        frame.to_csv(buffer, index=False, na_rep="")
+        spreadsheet_safe(frame).to_csv(buffer, index=False, na_rep="")
         return buffer.getvalue()
     if fmt == "json":
         return to_json(frame_records(frame))
     columns = list(frame.columns)
-    rows = [[_cell(v, c) for v, c in zip(row, columns, strict=True)] for row in frame.itertuples(index=False)]
+    rows = [[cell_text(v, c) for v, c in zip(row, columns, strict=True)] for row in frame.itertuples(index=False)]
     return text_table([columns, *rows])
+
+
+# A cell a spreadsheet would take for a formula (OWASP's "CSV injection"): kernel names come from whoever built
+# the profiled program, and =HYPERLINK(...) in one would run when the CSV is opened.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each text cell that a spreadsheet would evaluate prefixed with ``'``, as the spreadsheets'
+    own guidance says; numbers, and text that is a plain number, are left as they are."""
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
+    text_columns = [c for c in frame.columns if is_object_dtype(frame[c]) or is_string_dtype(frame[c])]
+    if not text_columns:
+        return frame
+    safe = frame.copy()
+    for column in text_columns:
+        safe[column] = frame[column].map(_safe_cell)
+    return safe
+
+
+def _safe_cell(value: object) -> object:
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
 
 
 def records_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """Records as aligned text, the cells as :func:`render_frame` writes them."""
-    return text_table([list(columns), *([_cell(record.get(c), c) for c in columns] for record in records)])
+    return text_table([list(columns), *([cell_text(record.get(c), c) for c in columns] for record in records)])
 
 
 def to_json(data: object) -> str:
@@ -72,7 +101,8 @@ def column_unit(column: str) -> str | None:
     return None
 
 
-def _cell(value: object, column: str) -> str:
+def cell_text(value: object, column: str) -> str:
+    """One value as a text table shows it: SI units by the column's name, shares in %, long names cut."""
     value = json_value(value)
     if value is None:
         return "-"
@@ -82,8 +112,12 @@ def _cell(value: object, column: str) -> str:
         unit = column_unit(column)
         if column.endswith("_pct"):
             return f"{value:.1f}%"
-        return si(value, unit) if unit else f"{value:.4g}"
-    text = str(value)
+        if column in SHARE_COLUMNS:
+            return f"{value * 100:.1f}%"
+        if unit:
+            return si(value, unit)
+        return f"{int(value):,}" if value.is_integer() and abs(value) < 1e15 else plain(value)
+    text = one_line(str(value))
     return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 3] + "..."
 
 
@@ -97,5 +131,5 @@ def _is_number(text: str) -> bool:
 
 def summary_table(summary: Mapping[str, Mapping[str, object]], columns: Sequence[str]) -> str:
     rows = [["phase", *columns]]
-    rows += [[phase, *(_cell(values[c], c) for c in columns)] for phase, values in summary.items()]
+    rows += [[phase, *(cell_text(values[c], c) for c in columns)] for phase, values in summary.items()]
     return text_table(rows)

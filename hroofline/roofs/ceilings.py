@@ -17,6 +17,7 @@ the run's GPU are used, key by key.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,7 +80,18 @@ class Ceilings:
         return {"label": self.label, "source": self.source, "peaks": dict(self.peaks)}
 
     def describe(self) -> str:
-        return f"{self.label}; source: {self.source}"
+        return f"{self.label}; source: {readable_source(self.source)}"
+
+
+_CITATION = re.compile(r"\s*\[[A-Z][A-Z0-9-]*(?:-copy)?\]|,? see the header")
+
+
+def readable_source(source: str) -> str:
+    """A roof's source for people: without the catalog's citation tags (``[AMP-BLOG-copy]``) and pointers into
+    its file header, which ``metrics/gpus.toml`` keeps for whoever checks the numbers."""
+    text = " ".join(_CITATION.sub("", source).split()).replace("()", "")
+    text = re.sub(r"^[,;\s]+|(?<=[,;])\s*,", "", text).strip()
+    return text or "datasheet (metrics/gpus.toml)"
 
 
 def from_peaks(label: str, source: str, peaks: dict[str, float]) -> Ceilings:
@@ -200,7 +212,7 @@ class RunRoofs:
         return tuple(level for level in LEVELS if self.per_launch[level].notna().any()) or LEVELS
 
     def describe(self) -> str:
-        return f"{self.label}; source: {self.source}"
+        return f"{self.label}; source: {readable_source(self.source)}"
 
     def representative(self, launches: pd.DataFrame) -> dict[str, float]:
         """One value per roof for the given launches (a chart draws one line per roof): the

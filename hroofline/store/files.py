@@ -24,25 +24,25 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hroofline.errors import StoreError, UsageError
+from hroofline.errors import StoreError, UsageError, system_error
 from hroofline.model.run import SCHEMA_VERSION, Run, RunMeta, conform_launches, ordered_phases, upgrade_launches
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # matched whole: `$` would let a final newline in
 RUN_FOLDER_PREFIX = "run="  # Hive-style: the folder names the partition column and its value
 LAYOUT_VERSION = 2  # 1: runs/<run>/, raw metrics as columns, no run column; 2: runs/run=<run>/
 STORE_FILE = "store.json"
 
 
 def check_run_name(name: str) -> str:
-    if not _RUN_NAME.match(name):
+    if not _RUN_NAME.fullmatch(name):
         raise UsageError(
             f"invalid run name {name!r}", "use letters, digits, '.', '_', '+' and '-', starting with a letter or digit"
         )
@@ -67,7 +67,11 @@ def read_meta_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
-        raise StoreError(f"unreadable run metadata {path} ({error})") from None
+        name = path.parent.name.removeprefix(RUN_FOLDER_PREFIX)
+        raise StoreError(
+            f"unreadable run metadata {path} ({error})",
+            f"`hroofline rm {name}` removes the run; `hroofline import ... --run {name} --replace` writes a new one",
+        ) from None
     if data.get("schema_version", 0) > SCHEMA_VERSION:
         raise StoreError(
             f"run {data.get('name', path.parent.name)!r} was written by a newer hroofline "
@@ -77,8 +81,10 @@ def read_meta_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
-    """A run from its folder and metadata, its launches in today's schema whatever wrote them."""
+def read_run(run_dir: Path, raw: dict[str, Any], columns: Collection[str] | None = None) -> Run:
+    """A run from its folder and metadata, its launches in today's schema whatever wrote them. With ``columns``,
+    only those launch columns are read (the others are left unknown, and the raw metrics out): a summary of a
+    million launches needs their numbers, not their names."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -87,10 +93,24 @@ def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
 
     path = run_dir / raw["launches_file"]
     try:
-        frame = launches_frame(pq.ParquetFile(path).read())
+        parquet = pq.ParquetFile(path)
+        current = raw.get("schema_version") == SCHEMA_VERSION  # older files are upgraded from all their columns
+        read = [c for c in parquet.schema_arrow.names if c in columns] if columns is not None and current else None
+        if read is None:
+            frame = launches_frame(parquet.read())
+        else:  # plain columns: converted as they are freed, so the run is not held twice
+            frame = parquet.read(columns=read).to_pandas(split_blocks=True, self_destruct=True)
+    except (MemoryError, pa.ArrowMemoryError):
+        size = path.stat().st_size / 1e6
+        raise StoreError(
+            f"out of memory reading run {raw['name']!r} ({path}, {size:.0f} MB on disk)",
+            "close other programs, or read fewer columns with hroofline query",
+        ) from None
     except (OSError, pa.ArrowException) as error:
         raise StoreError(f"run {raw['name']!r}: cannot read {path} ({error})") from None
     meta = RunMeta.from_json(raw)
+    if read is not None:  # read in part, from a file in today's schema: nothing to upgrade
+        return Run(meta=meta, launches=conform_launches(frame, columns))
     frame = conform_launches(upgrade_launches(frame, meta.schema_version, meta.predicted))
     if meta.schema_version < DENSE_SCHEMA:
         frame = upgrade_roofs(meta, frame)  # on today's columns: older files lack the sparse ones
@@ -101,16 +121,13 @@ def read_run(run_dir: Path, raw: dict[str, Any]) -> Run:
 def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
     """Writes a run's launches and then its metadata (the commit point) into ``run_dir``; returns the metadata
     written (``meta`` in today's schema, with the phases of ``launches``)."""
-    import pyarrow.parquet as pq
-
-    from hroofline.store.format import launches_table
 
     launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
     new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
     phases = ordered_phases(set(launches["phase"].dropna()))
     meta = replace(meta, schema_version=SCHEMA_VERSION, phases=phases)
     try:
-        pq.write_table(launches_table(launches, meta.name), new_files[0], compression="zstd")
+        write_launches(launches, meta.name, new_files[0])
         fsync_file(new_files[0])
         os.replace(new_files[0], new_files[1])
         data = meta.to_json()
@@ -118,16 +135,39 @@ def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
         new_files[2].write_text(json.dumps(data, indent=2, sort_keys=True))
         fsync_file(new_files[2])
         os.replace(new_files[2], run_dir / "meta.json")  # the commit point
-    except BaseException:
+    except BaseException as error:
         if not _meta_names(run_dir, launches_file):  # interrupted before the commit point
             for path in new_files:
                 path.unlink(missing_ok=True)
+        fault = system_error(error, writing=f"run {meta.name!r} in {run_dir}") if isinstance(error, OSError) else None
+        if fault:
+            raise fault from None
         raise
     fsync_dir(run_dir)
     for stale in run_dir.glob("launches-*.parquet"):
         if stale.name != launches_file:
             stale.unlink(missing_ok=True)
     return meta
+
+
+WRITE_ROWS = 50_000  # launches converted to Arrow at a time: a million-launch run is not held twice
+
+
+def write_launches(launches: pd.DataFrame, run: str, path: Path) -> None:
+    """The launches as one Parquet file, converted and written :data:`WRITE_ROWS` at a time (one row group each)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hroofline.store.format import launches_table
+
+    pa.default_memory_pool().release_unused()  # what reading the source left in Arrow's pool, before this grows it
+    first = launches_table(launches.iloc[:WRITE_ROWS], run)
+    with pq.ParquetWriter(path, first.schema, compression="zstd") as writer:
+        writer.write_table(first, row_group_size=WRITE_ROWS)
+        del first
+        for start in range(WRITE_ROWS, len(launches), WRITE_ROWS):
+            chunk = launches_table(launches.iloc[start : start + WRITE_ROWS], run)
+            writer.write_table(chunk, row_group_size=WRITE_ROWS)
 
 
 def write_run_into_place(store: StoreLayout, target: Path, meta: RunMeta, launches: pd.DataFrame, purpose: str) -> None:
@@ -187,6 +227,42 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def locked_run_folder(run_dir: Path) -> Iterator[None]:
+    """The run's lock, on the folder that is at ``run_dir`` once the lock is held: a removal that held the lock
+    first renames the folder away, and writing into it then would fail midway. Creates the folder."""
+    lock = run_dir / ".lock"
+    while True:
+        run_dir.mkdir(exist_ok=True)
+        with lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                if _same_file(handle.fileno(), lock):
+                    yield
+                    return
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        held, there = os.fstat(descriptor), path.stat()
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+TEMPORARY_FILES = (".launches-*.parquet.tmp", ".meta.json.tmp")
+
+
+def sweep_temporary_files(run_dir: Path) -> None:
+    """Removes what a killed write of this run left (a launches file can be tens of MB). Called under the run's
+    lock, so no write of the run is under way."""
+    for pattern in TEMPORARY_FILES:
+        for path in run_dir.glob(pattern):
+            path.unlink(missing_ok=True)
 
 
 def fsync_file(path: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hroofline.model.run import RunMeta
-from hroofline.store.reading import StoreReader
+from hroofline.store.reading import BrokenRun, StoreReader
 
 RUN_LISTING_COLUMNS: tuple[str, ...] = (
     "run",
@@ -25,9 +25,10 @@ RUN_LISTING_COLUMNS: tuple[str, ...] = (
 )
 
 
-def run_listing(store: StoreReader) -> list[dict[str, Any]]:
-    """One row per run, from the runs' metadata alone."""
-    return listing_rows([store.load_meta(name) for name in store.run_names()])
+def run_listing(store: StoreReader) -> tuple[list[dict[str, Any]], list[BrokenRun]]:
+    """One row per readable run, from the runs' metadata alone; and the runs that cannot be read."""
+    metas, broken = store.readable_metas()
+    return listing_rows(metas), broken
 
 
 def listing_rows(metas: Sequence[RunMeta]) -> list[dict[str, Any]]:

@@ -5,10 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hroofline.errors import StoreError
+
 DEFAULT_STORE = "hroofline-runs"
 STORE_ENV = "HROOFLINE_STORE"
 
 
 def store_path(option: str | None) -> Path:
-    """--store DIR, else $HROOFLINE_STORE, else ./hroofline-runs."""
-    return Path(option or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+    """--store DIR, else $HROOFLINE_STORE, else ./hroofline-runs; checked to be a folder or nothing yet."""
+    path = Path(option or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+    if path.is_symlink() and not path.exists():
+        raise StoreError(
+            f"store {path} is a link to {os.readlink(path)}, which does not exist", "fix or remove the link"
+        )
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"store {path} is a file, not a folder", "give a folder with --store (created if missing)")
+    return path

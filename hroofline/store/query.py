@@ -31,19 +31,31 @@ def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
     import pyarrow.dataset
 
     try:
-        statements = len(duckdb.extract_statements(sql))
+        statements = duckdb.extract_statements(sql)
     except duckdb.Error as error:
         raise QueryError(f"query failed: {_first_line(error)}", HINT) from None
-    if statements != 1:
-        raise QueryError(f"the SQL holds {statements} statements", "give one SELECT (or WITH ... SELECT) statement")
-    committed = [store.committed(name) for name in store.run_names()]
+    if len(statements) != 1:
+        raise QueryError(
+            f"the SQL holds {len(statements)} statements", "give one SELECT (or WITH ... SELECT) statement"
+        )
+    kind = statements[0].type
+    if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+        raise QueryError(
+            f"query refused: {kind.name} is not a SELECT; queries only read the store", "give one SELECT statement"
+        )
+    committed = []
+    for name in store.run_names():
+        try:
+            committed.append(store.committed(name))
+        except StoreError:  # a broken run does not hide the others; `hroofline runs` names it
+            continue
     if not committed:
         raise StoreError(f"no runs in store {store.root}", "import or profile a run first")
     listing = listing_frame([meta for meta, _ in committed])
     # The files each run's metadata names, as an Arrow dataset (read lazily, columns and filters pushed down):
     # DuckDB would take each path as a pattern, and a store path with * ? [ in it would match other folders.
     files = pyarrow.dataset.dataset([str(path) for _, path in committed], format="parquet")
-    connection = duckdb.connect(":memory:")
+    connection = duckdb.connect(":memory:", config=READ_ONLY)
     try:
         connection.register("launches", files)
         connection.register("runs", listing)
@@ -51,11 +63,25 @@ def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
         if result is None or result.description is None:
             raise QueryError("the SQL returned no table", "give one SELECT (or WITH ... SELECT) statement")
         return result.df()
+    except duckdb.PermissionException:
+        raise QueryError(
+            "query refused: it reads or writes files; queries see only the store's launches and runs tables", HINT
+        ) from None
     except duckdb.Error as error:
         raise QueryError(f"query failed: {_first_line(error)}", HINT) from None
     finally:
         connection.close()
 
+
+# A query sees the two tables and nothing else of the machine: no file readers (read_csv('/etc/...')), no COPY ... TO,
+# ATTACH or INSTALL, and the settings locked so that SQL cannot turn this back on. A report server or notebook may
+# pass a user's SQL through.
+READ_ONLY = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
 
 HINT = "tables: launches (one row per launch), runs (one per run)"
 

@@ -4,12 +4,22 @@ launches file it names. The store is brought to today's layout first, once per p
 
 from __future__ import annotations
 
+import fcntl
+from dataclasses import dataclass
 from pathlib import Path
 
 from hroofline.errors import StoreError, did_you_mean
 from hroofline.model.run import RunMeta
 from hroofline.store.files import RUN_FOLDER_PREFIX, StoreLayout, check_run_name, read_meta_json
 from hroofline.store.migration import migrate_if_old
+
+
+@dataclass(frozen=True)
+class BrokenRun:
+    """A run folder that cannot be read as a run: its metadata is missing or unreadable."""
+
+    name: str
+    reason: str
 
 
 class StoreReader(StoreLayout):
@@ -35,6 +45,36 @@ class StoreReader(StoreLayout):
             if p.name.startswith(RUN_FOLDER_PREFIX) and (p / "meta.json").is_file()
         )
 
+    def run_folders(self) -> list[str]:
+        """The names of every run folder, readable or not."""
+        self.ensure_current()
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p.name.removeprefix(RUN_FOLDER_PREFIX) for p in self.runs_dir.iterdir() if _is_run_folder(p))
+
+    def readable_metas(self) -> tuple[list[RunMeta], list[BrokenRun]]:
+        """Every run's metadata that can be read, and the runs that cannot with the reason: one broken run never
+        hides the others."""
+        metas, broken = [], []
+        for name in self.run_folders():
+            try:
+                metas.append(self.load_meta(name))
+            except StoreError as error:
+                problem = self.broken(name, error)
+                if problem:
+                    broken.append(problem)
+        return metas, broken
+
+    def broken(self, name: str, error: StoreError) -> BrokenRun | None:
+        """Why run folder ``name`` cannot be read (None: an import is creating it, and it has no metadata yet)."""
+        run_dir = self.run_dir(name)
+        if (run_dir / "meta.json").is_file():
+            return BrokenRun(name, error.message)
+        if being_written(run_dir):
+            return None
+        kept = len(list(run_dir.glob("launches-*.parquet")))
+        return BrokenRun(name, f"its metadata (meta.json) is missing; {kept} launches file(s) kept")
+
     def has_run(self, name: str) -> bool:
         self.ensure_current()
         return (self.run_dir(name) / "meta.json").is_file()
@@ -47,6 +87,14 @@ class StoreReader(StoreLayout):
         raw = self._read_meta_json(name)
         return RunMeta.from_json(raw), self.run_dir(name) / raw["launches_file"]
 
+    def check_folder(self, name: str) -> None:
+        """That run ``name`` has a folder, readable or not (what removing it needs)."""
+        check_run_name(name)
+        self.ensure_current()
+        if not self.run_dir(name).is_dir():
+            hint = did_you_mean(name, self.run_folders(), "runs there", "hroofline runs")
+            raise StoreError(f"no run named {name!r} in store {self.root}", hint)
+
     def _read_meta_json(self, name: str) -> dict:
         check_run_name(name)
         self.ensure_current()
@@ -57,3 +105,21 @@ class StoreReader(StoreLayout):
         data = read_meta_json(path)
         data["name"] = name  # the folder names the run
         return data
+
+
+def _is_run_folder(path: Path) -> bool:
+    return path.name.startswith(RUN_FOLDER_PREFIX) and path.is_dir()
+
+
+def being_written(run_dir: Path) -> bool:
+    """An import holds the run's lock: a new run's folder has no metadata until its first import commits."""
+    try:
+        with (run_dir / ".lock").open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False

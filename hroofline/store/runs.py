@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,13 +29,15 @@ from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import (
     check_run_name,
     locked,
+    locked_run_folder,
     read_run,
     sweep_leftovers,
+    sweep_temporary_files,
     write_run,
     write_run_into_place,
     write_store_file,
 )
-from hroofline.store.reading import StoreReader
+from hroofline.store.reading import StoreReader, being_written
 
 if TYPE_CHECKING:
     from hroofline.importers.source import ImportedSource
@@ -52,15 +55,16 @@ class RunStore(StoreReader):
     """The runs of a store: read, add, replace, rename, remove (reading their metadata is
     :class:`~hroofline.store.reading.StoreReader`'s, the disk layer :mod:`hroofline.store.files`)."""
 
-    def load(self, name: str) -> Run:
+    def load(self, name: str, columns: Collection[str] | None = None) -> Run:
+        """Run ``name``; with ``columns``, only those launch columns read (see :func:`read_run`)."""
         raw = self._read_meta_json(name)
-        return read_run(self.run_dir(name), raw)
+        return read_run(self.run_dir(name), raw, columns)
 
     def remove_run(self, name: str) -> None:
         """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
-        self._read_meta_json(name)  # an unknown name is an error, with the names there are
+        self.check_folder(name)  # an unknown name is an error, with the names there are; a broken run goes too
         run_dir = self.run_dir(name)
-        with locked(run_dir / ".lock"):
+        with locked(run_dir / ".lock"):  # an import into the run finishes first
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
@@ -105,7 +109,8 @@ class RunStore(StoreReader):
             self.runs_dir.mkdir(parents=True, exist_ok=True)  # another import may be creating the store too
             write_store_file(self.root)
         sweep_leftovers(self)
-        run_dir.mkdir(exist_ok=True)
+        if not start_fresh:
+            self._check_not_orphaned(name)
         try:
             return self._add_locked(run_dir, name, sources, defaults, start_fresh)
         except BaseException:
@@ -116,7 +121,8 @@ class RunStore(StoreReader):
     def _add_locked(
         self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool
     ) -> AddResult:
-        with locked(run_dir / ".lock"):
+        with locked_run_folder(run_dir):
+            sweep_temporary_files(run_dir)
             existing = self.load(name) if self.has_run(name) and not start_fresh else None
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = existing.meta if existing else RunMeta(name=name, created=now)
@@ -133,8 +139,7 @@ class RunStore(StoreReader):
                 _check_not_another_pass(frames, meta, source, name)
                 meta.cc = meta.cc or source.cc
                 meta.device_name = meta.device_name or source.device_name
-                frame = source.launches.copy()
-                frame["source"] = len(meta.sources)
+                frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
                 meta.sources.append(source.info)
                 frames.append(frame)
                 known.add(source.info.sha256)
@@ -145,11 +150,33 @@ class RunStore(StoreReader):
             if added:
                 meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
                 meta.updated = now
-                launches = conform_launches(pd.concat([f for f in frames if len(f)], ignore_index=True))
+                filled = [f for f in frames if len(f)]
+                launches = conform_launches(filled[0] if len(filled) == 1 else pd.concat(filled, ignore_index=True))
                 run = Run(write_run(run_dir, meta, launches), launches)
             else:
                 run = existing if existing else Run(meta, empty_launches())
             return AddResult(added=added, already_present=skipped, run=run, notes=notes)
+
+    def _check_not_orphaned(self, name: str) -> None:
+        """A run folder whose metadata is missing or unreadable still holds launches (the only copy, maybe): an
+        import that is not told to replace the run must not write over them."""
+        run_dir = self.run_dir(name)
+        if not run_dir.is_dir() or being_written(run_dir):
+            return
+        try:
+            if self.has_run(name):
+                self.load_meta(name)
+                return
+        except StoreError as error:
+            raise StoreError(
+                f"run {name!r} cannot be read: {error.message}",
+                f"import with --replace to write a new run over it, or remove it: hroofline rm {name}",
+            ) from None
+        if any(run_dir.glob("launches-*.parquet")):
+            raise StoreError(
+                f"run {name!r} has launches but no metadata (its meta.json is missing): importing would delete them",
+                f"import with --replace to write a new run over it, or remove it: hroofline rm {name}",
+            )
 
 
 @dataclass(frozen=True)
@@ -176,6 +203,8 @@ def _check_not_another_pass(frames: list[pd.DataFrame], meta: RunMeta, source: I
     """A source that lists the same launches as one already in the run is either another pass over them
     (other quantities) or the same measurement again (the same values, e.g. another export of one report):
     appending either would count every launch twice. A repeat (the same kernels measured again) appends."""
+    if not any(len(frame) for frame in frames):  # a new run: nothing to be the same as
+        return
     kernels = list(source.launches["kernel"])
     for frame in frames:
         for index, rows in frame.groupby("source", sort=False):
