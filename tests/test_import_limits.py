@@ -247,3 +247,33 @@ def test_a_trace_with_broken_durations_says_so(tmp_path: Path) -> None:
     before = summary(tmp_path / "whole")
     assert data["total"]["kernels"] == before["total"]["kernels"] - 1  # the event with no duration left out
     assert 0 < data["total"]["time_s"] < before["total"]["time_s"]  # the kernel of unknown time not summed
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"), [("rtx3070_manual_nvtx_daxpy.ncu-rep", "rtx3070"), ("v100_gene_dgdxy_time_dram.csv", "v100")]
+)
+def test_zstd_compressed_sources_import_as_the_plain_file(tmp_path: Path, name: str, gpu: str) -> None:
+    """``.ncu-rep.zst`` (and any zstd file) opens as .gz and .xz do: the same run as from the plain file."""
+    import pyarrow as pa
+
+    plain = need(SHARED / "fixtures" / "ncu" / name)
+    packed = tmp_path / f"{name}.zst"
+    with pa.CompressedOutputStream(str(packed), "zstd") as stream:
+        stream.write(plain.read_bytes())
+    assert packed.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+    assert import_into(tmp_path / "plain", plain, "--gpu", gpu).code == 0
+    ran = import_into(tmp_path / "packed", packed, "--gpu", gpu)
+    assert ran.code == 0, ran.err
+    plain_totals, packed_totals = summary(tmp_path / "plain")["total"], summary(tmp_path / "packed")["total"]
+    assert packed_totals == plain_totals and packed_totals["kernels"] > 0
+
+
+def test_a_console_log_that_starts_with_a_process_line_imports(tmp_path: Path) -> None:
+    """ncu's console output saved with `> log` can begin with `[3154732] bench@127.0.0.1`: not JSON, a log."""
+    plain = need(SHARED / "fixtures" / "ncu" / "a100_vgg11_train_ncu_console.txt")
+    prefixed = tmp_path / "log.txt"
+    prefixed.write_text("[3154732] bench@127.0.0.1\n" + plain.read_text())
+    assert import_into(tmp_path / "plain", plain).code == 0
+    ran = import_into(tmp_path / "prefixed", prefixed)
+    assert ran.code == 0, ran.err
+    assert summary(tmp_path / "prefixed")["total"] == summary(tmp_path / "plain")["total"]

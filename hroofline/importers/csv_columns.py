@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import hroofline.importers.nvtx as nvtx
 from hroofline.errors import InputError
-from hroofline.importers import nvtx
 from hroofline.importers.units import parse_numbers
 
 IDENTITY_FIELDS = {

@@ -93,9 +93,12 @@ UNUSABLE = "events had a ts or dur that is not a finite number: left out"
 
 
 def looks_like_json(data: bytes | mmap.mmap) -> bool:
-    """JSON text (an object or an array): a trace, or a JSON file that is not one."""
+    """JSON text (an object, or an array of objects): a trace, or a JSON file that is not one. Not ncu's console
+    output, whose first line can be ``[3154732] bench@127.0.0.1`` (a process id in brackets)."""
     head = bytes(data[:64]).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head[:1] in (b"{", b"[")
+    if head[:1] == b"{":
+        return True
+    return head[:1] == b"[" and head[1:].lstrip(b" \t\r\n")[:1] in (b"{", b"]", b"")
 
 
 def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:

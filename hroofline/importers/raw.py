@@ -1,5 +1,5 @@
 """What every reader returns before the metric formulas run (per-launch identity and raw metrics), and how a
-source's bytes are read: regular files only, decompressed (gzip, xz) in a stream up to a bound."""
+source's bytes are read: regular files only, decompressed (gzip, xz, zstd) in a stream up to a bound."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from hroofline.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 NCU_REPORT_MAGIC = b"NVR\x00"
 
 # How far a compressed source may expand. Real profiles compress 10-90x (the shared DeepCAM logs: 50-87x with
@@ -85,9 +86,11 @@ def read_source_data(path: Path) -> SourceData:
     try:
         with path.open("rb") as handle:
             magic = handle.read(6)
-            if magic[:2] == GZIP_MAGIC or magic == XZ_MAGIC:
+            kind = "gzip" if magic[:2] == GZIP_MAGIC else "xz" if magic == XZ_MAGIC else None
+            kind = "zstd" if magic[:4] == ZSTD_MAGIC else kind
+            if kind:
                 handle.seek(0)
-                return SourceData(_decompress(handle, size, path, xz=magic == XZ_MAGIC))
+                return SourceData(_decompress(handle, size, path, kind))
             handle.seek(0)
             if size < (1 << 20):
                 return SourceData(handle.read(size), path)
@@ -100,11 +103,10 @@ def expansion_limit(compressed_size: int) -> int:
     return min(max(EXPANSION_RATIO * compressed_size, EXPANSION_FLOOR), EXPANSION_CAP)
 
 
-def _decompress(handle: BinaryIO, size: int, path: Path, xz: bool) -> bytearray:
+def _decompress(handle: BinaryIO, size: int, path: Path, kind: str) -> bytearray:
     """The decompressed content, in steps: stops at the expansion limit, and as soon as its head shows binary
     junk (a bomb of zeros is refused after a few KB, never held in memory)."""
     limit = expansion_limit(size)
-    kind = "xz" if xz else "gzip"
     left = size
 
     def read() -> bytes:
@@ -116,7 +118,8 @@ def _decompress(handle: BinaryIO, size: int, path: Path, xz: bool) -> bytearray:
     out = bytearray()
     checked = False
     try:
-        for piece in _xz_pieces(read, path) if xz else _gzip_pieces(read, path):
+        pieces = {"xz": _xz_pieces, "gzip": _gzip_pieces, "zstd": _zstd_pieces}[kind](read, path)
+        for piece in pieces:
             out += piece
             if len(out) > limit:
                 raise InputError(
@@ -127,7 +130,7 @@ def _decompress(handle: BinaryIO, size: int, path: Path, xz: bool) -> bytearray:
             if not checked and len(out) >= _SNIFF:
                 _check_head(out, path)
                 checked = True
-    except (EOFError, OSError, zlib.error, lzma.LZMAError):
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError):  # pyarrow's zstd raises OSError
         raise InputError(f"{path}: the {kind} data is truncated or corrupt") from None
     _check_head(out, path)
     return out
@@ -179,6 +182,18 @@ def _xz_pieces(read: Callable[[], bytes], path: Path) -> Iterator[bytes]:
             if not rest.startswith(XZ_MAGIC):
                 raise InputError(f"{path}: the xz data is followed by data that is not xz")
             decompressor, data = lzma.LZMADecompressor(), rest
+
+
+def _zstd_pieces(read: Callable[[], bytes], path: Path) -> Iterator[bytes]:
+    """Decompressed pieces of a zstd stream (``.ncu-rep.zst``), by pyarrow's codec: no module of its own needed."""
+    import pyarrow as pa
+
+    compressed = bytearray()
+    while chunk := read():
+        compressed += chunk
+    with pa.CompressedInputStream(pa.BufferReader(bytes(compressed)), "zstd") as stream:
+        while piece := stream.read(_OUT):
+            yield piece
 
 
 def _check_head(data: bytes | bytearray, path: Path) -> None:

@@ -257,7 +257,14 @@ class Axes:
     width: float = WIDTH  # of the plot, pixels
 
     def x(self, field: str) -> alt.X:
-        axis = alt.Axis(values=_decades(self.x_domain), format="~g", title="arithmetic intensity (FLOP/byte)")
+        # Below 1000 as written (0.01, 0.1, 100), from 1000 on with an SI prefix (1k, 10k, 1M); labels that would
+        # touch are left out rather than run together.
+        axis = alt.Axis(
+            values=_decades(self.x_domain),
+            labelExpr="datum.value >= 1000 ? format(datum.value, '~s') : format(datum.value, '~g')",
+            labelOverlap=True,
+            title="arithmetic intensity (FLOP/byte)",
+        )
         return alt.X(f"{field}:Q", axis=axis, scale=alt.Scale(type="log", domain=self.x_domain))
 
     def y(self, field: str) -> alt.Y:
