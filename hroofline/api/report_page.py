@@ -18,7 +18,7 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.run import Run
 from hroofline.render.output import write_atomically
 from hroofline.render.roof_notes import provenance_line
-from hroofline.roofs.ceilings import RunRoofs, run_roofs
+from hroofline.roofs.ceilings import RunRoofs, readable_source, run_roofs
 
 if TYPE_CHECKING:
     from hroofline.render.report import ComparisonSection, RunSection, RunsSection
@@ -82,7 +82,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         *([("counters", line)] if (line := provenance_line(counter_provenance(run.launches))) else []),
         ("sources", ", ".join(s.path for s in meta.sources) or "-"),
         ("ncu", ", ".join(meta.ncu_versions) or "-"),
-        ("roofs", roofs.describe() + "".join(f" {note}." for note in roofs.notes)),
+        ("roofs", roofs.label + "".join(f"; {note}" for note in roofs.notes)),
     ]
     warnings: list[str] = []
     phases = []
@@ -117,6 +117,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         warnings=warnings,
         sources=list(meta.sources),
         advice=findings(run),
+        roof_sources=readable_source(roofs.source).split("; "),
     )
 
 

@@ -67,6 +67,7 @@ class RunSection:
     warnings: list[str] = field(default_factory=list)
     sources: list[SourceInfo] = field(default_factory=list)  # where every number came from
     advice: list[Finding] = field(default_factory=list)  # what to change (hroofline advise)
+    roof_sources: list[str] = field(default_factory=list)  # how each roof is made, behind a toggle
 
 
 def report_page(
@@ -157,6 +158,9 @@ def _key_value_rows(pairs: Sequence[tuple[str, str]]) -> str:
 def _run_html(index: int, run: RunSection) -> str:
     parts = [f'<h2 id="run-{index}">{escape(run.name)}</h2>']
     parts.append(f'<table class="hr-facts">{_key_value_rows(run.facts)}</table>')
+    if run.roof_sources:
+        items = "".join(f"<li>{escape(line)}</li>" for line in run.roof_sources)
+        parts.append(f'<details class="hr-roofs"><summary>How each roof is made</summary><ul>{items}</ul></details>')
     if run.sources:
         parts.append(_provenance_html(run.sources))
     parts.append(_summary_html(run.summary))
