@@ -68,6 +68,8 @@ def system_error(error: OSError, writing: str | None = None) -> HrooflineError |
     if code in _DISK_FULL:
         reason = "the disk is full" if code != errno.EFBIG else "the file is larger than this system allows"
         return HrooflineError(f"cannot write{what}: {reason}", "free space and run it again; nothing was half-written")
+    if code == errno.ENOTDIR:
+        return HrooflineError(f"{where}: a part of this path is a file, not a folder", "give a folder")
     if code in _NOT_PERMITTED:
         return HrooflineError(
             f"not permitted to write or read{what} ({os.strerror(code)})",

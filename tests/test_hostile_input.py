@@ -66,21 +66,25 @@ def test_formula_cells_are_neutralised_in_every_csv_export(cli, ncu_dir: Path, t
 
 
 def test_spreadsheet_safe_leaves_numbers_alone() -> None:
-    frame = pd.DataFrame({"name": ["-4.5", "+1e3", "-cmd|' /C calc'!A0", "@SUM(A1)", "\tx", "plain"], "v": range(6)})
+    names = ["-4.5", "+1e3", "-cmd|' /C calc'!A0", "@SUM(A1)", "\tx", "plain", " =1+2", "\n=1+2", "\uff1d1+2"]
+    frame = pd.DataFrame({"name": names, "v": range(len(names))})
     safe = spreadsheet_safe(frame)
-    assert list(safe["name"]) == ["-4.5", "+1e3", "'-cmd|' /C calc'!A0", "'@SUM(A1)", "'\tx", "plain"]
-    assert list(safe["v"]) == list(range(6))
+    assert list(safe["name"]) == [*names[:2], *("'" + n for n in names[2:5]), "plain", *("'" + n for n in names[6:])]
+    assert list(safe["v"]) == list(range(len(names)))
     assert list(frame["name"])[2] == "-cmd|' /C calc'!A0"  # the caller's frame is not changed
 
 
 def test_escape_sequences_are_shown_escaped(cli, ncu_dir: Path, tmp_path: Path) -> None:
     assert cli("import", renamed_source(ncu_dir, tmp_path, ESCAPES), "--run", "esc", "--gpu", "v100").code == 0
-    for args in (("top", "esc"), ("kernels", "esc"), ("top", "esc", "--format", "csv")):
+    for args in (("top", "esc"), ("kernels", "esc"), ("kernels", "esc", "--group-by", "name")):
         result = cli(*args)
         assert result.code == 0, result
         for raw in ("\x1b", "\x07", "\u202e"):
             assert raw not in result.out + result.err, args
         assert "\\x1b" in result.out, (args, result.out)
+    # A file or a pipe gets the data as it is: the CSV holds the kernel's own name.
+    exported = cli("kernels", "esc", "--format", "csv")
+    assert ESCAPES in [row[0] for row in csv.reader(io.StringIO(exported.out))]
     assert printable("a\tb\nc\x1b[0m\x9b\u2066") == "a\tb\nc\\x1b[0m\\x9b\\u2066"
 
 
@@ -96,6 +100,8 @@ def test_escape_sequences_are_shown_escaped(cli, ncu_dir: Path, tmp_path: Path) 
         ("ATTACH '{target}' AS other", "query refused"),
         ("INSTALL httpfs", "query refused"),
         ("SET enable_external_access = true", "query refused"),
+        ("EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1", "query refused"),
+        ("EXPLAIN ANALYZE DROP VIEW launches", "query refused"),
     ],
 )
 def test_query_cannot_reach_the_machine(cli, ncu_dir: Path, tmp_path: Path, sql: str, said: str) -> None:
@@ -275,13 +281,16 @@ def test_a_read_only_store_is_said_as_such(ncu_dir: Path, tmp_path: Path) -> Non
     assert tree_digest(store) == before
 
 
-@pytest.mark.parametrize("kind", ["dangling link", "regular file"])
+@pytest.mark.parametrize("kind", ["dangling link", "regular file", "below a file"])
 def test_a_store_that_is_not_a_folder(cli, ncu_dir: Path, tmp_path: Path, kind: str) -> None:
     store = tmp_path / "not-a-store"
     if kind == "dangling link":
         store.symlink_to(tmp_path / "gone")
+    elif kind == "regular file":
+        store.write_text("x")
     else:
         store.write_text("x")
+        store = store / "store"
     for args in (("runs",), ("import", ncu_dir / BASE, "--run", "r", "--gpu", "v100")):
         result = cli(*args, store_dir=store)
         assert result.code == 1 and result.err.count("\n") == 1, result
@@ -318,3 +327,32 @@ def _link(fd: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_two_removals_of_one_run_behind_an_import(ncu_dir: Path, tmp_path: Path) -> None:
+    """Two `rm` of one run that both wait on its lock: one removes it, the other says it is gone, in one line."""
+    import fcntl
+
+    store = tmp_path / "store"
+    for name in ("good", "busy"):
+        assert run_program("import", ncu_dir / BASE, "--run", name, "--gpu", "v100", "--store", store).code == 0
+    good = other_runs_digest(store, "busy")
+    command = [sys.executable, "-m", "hroofline", "rm", "busy", "--store", str(store)]
+    with (store / "runs" / "run=busy" / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        removals = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        time.sleep(2.5)  # both have checked the run is there and wait on its lock
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    results = sorted((p.wait(timeout=120), p.stderr.read()) for p in removals)  # type: ignore[union-attr]
+    assert [code for code, _ in results] == [0, 1], results
+    assert "removed meanwhile" in results[1][1] and results[1][1].count("\n") == 1, results
+    assert "internal error" not in results[1][1]
+    assert not (store / "runs" / "run=busy").exists()
+    assert other_runs_digest(store, "busy") == good
+
+
+def test_a_run_of_a_newer_hroofline_is_not_offered_for_removal(cli, two_runs: Path) -> None:
+    meta = two_runs / "runs" / "run=broken" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "schema_version": 99}))
+    listed = cli("runs")
+    assert listed.code == 0 and "upgrade hroofline" in listed.err and "rm broken" not in listed.err, listed

@@ -32,6 +32,8 @@ class ChartView:
         self.title = title
 
     def __getattr__(self, name: str) -> Any:
+        if name == "chart":  # not set yet (a copy being made): no recursion through __getattr__
+            raise AttributeError(name)
         return getattr(self.chart, name)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
@@ -53,6 +55,8 @@ class ComparisonView:
         self.count = count
 
     def __getattr__(self, name: str) -> Any:
+        if name == "comparison":
+            raise AttributeError(name)
         return getattr(self.comparison, name)
 
     def _repr_html_(self) -> str:

@@ -58,7 +58,9 @@ def open_reader(args: argparse.Namespace) -> StoreReader:
 
 
 def write_out(text: str) -> None:
-    sys.stdout.write(printable(text))
+    """Output as it is to a file or pipe (CSV and JSON keep their data); to a terminal with control characters
+    shown escaped (text tables escape their cells whatever the output)."""
+    sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
     sys.stdout.flush()
 
 

@@ -26,7 +26,7 @@ def list_runs(args: argparse.Namespace) -> int:
     store = open_reader(args)
     listing, broken = run_listing(store)
     for run in broken:
-        say(f"hroofline: warning: run {run.name!r} cannot be read: {run.reason} (`hroofline rm {run.name}` removes it)")
+        say(f"hroofline: warning: run {run.name!r} cannot be read: {run.reason} ({run.hint})")
     if args.format == "json":
         write_out(to_json(listing))
     elif listing:

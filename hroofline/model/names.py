@@ -26,6 +26,50 @@ def distinct_short_names(names: Iterable[str]) -> dict[str, str]:
     return shown
 
 
+TABLE_NAME_WIDTH = 70  # characters of a name in a text table
+
+
+def table_names(names: Iterable[str], width: int = TABLE_NAME_WIDTH) -> dict[str, str]:
+    """Each name as a text table shows it: short, distinct, and at most ``width`` characters."""
+    return fitted_names(distinct_short_names(names), width)
+
+
+def fitted_names(shown: dict[str, str], width: int) -> dict[str, str]:
+    """Names of at most ``width`` characters that stay as distinct as ``shown``'s: a long one is cut at its end,
+    or, where that would make it read like another, around where the two first differ."""
+    fitted = {name: _cut(text, 0, width) for name, text in shown.items()}
+    for group in _groups(fitted):
+        texts = [shown[name] for name in group]
+        common = len(_common_prefix(texts))
+        for name in group:
+            fitted[name] = _cut(shown[name], max(common - 12, 0), width)
+    return fitted
+
+
+def _cut(text: str, start: int, width: int) -> str:
+    """``text`` in at most ``width`` characters: from ``start`` on (its first characters kept), '...' for the cuts."""
+    if len(text) <= width:
+        return text
+    if start <= 0:
+        return text[: width - 3] + "..."
+    head = text[:15] + "..."
+    body = text[start : start + width - len(head)]
+    return head + (body if start + len(body) >= len(text) else body[:-3] + "...")
+
+
+def _groups(fitted: dict[str, str]) -> list[list[str]]:
+    by_text: dict[str, list[str]] = {}
+    for name, text in fitted.items():
+        by_text.setdefault(text, []).append(name)
+    return [names for names in by_text.values() if len(names) > 1]
+
+
+def _common_prefix(texts: list[str]) -> str:
+    first, last = min(texts), max(texts)
+    size = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    return first[:size]
+
+
 def _clashing(shown: dict[str, str]) -> list[str]:
     seen: dict[str, int] = {}
     for text in shown.values():

@@ -9,13 +9,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hroofline.model.names import TABLE_NAME_WIDTH
 from hroofline.model.numbers import frame_records, json_value, plain, si
 from hroofline.render.terminal import one_line
 
 if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts without it
     import pandas as pd
 
-_MAX_NAME = 70
+_MAX_NAME = TABLE_NAME_WIDTH
 # Shares of a whole, shown as percentages.
 SHARE_COLUMNS = frozenset({"work_known"})
 
@@ -34,7 +35,7 @@ def render_frame(frame: pd.DataFrame, fmt: str) -> str:
 
 # A cell a spreadsheet would take for a formula (OWASP's "CSV injection"): kernel names come from whoever built
 # the profiled program, and =HYPERLINK(...) in one would run when the CSV is opened.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and full-width ones
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -53,7 +54,10 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _safe_cell(value: object) -> object:
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+    if not isinstance(value, str) or _PLAIN_NUMBER.fullmatch(value):
+        return value
+    # Spreadsheets skip leading spaces and line breaks before a formula: so does the check.
+    if value.startswith(_FORMULA_START) or value.lstrip(" \n").startswith(_FORMULA_START):
         return "'" + value
     return value
 

@@ -234,7 +234,7 @@ def locked_run_folder(run_dir: Path) -> Iterator[None]:
     """The run's lock, on the folder that is at ``run_dir`` once the lock is held: a removal that held the lock
     first renames the folder away, and writing into it then would fail midway. Creates the folder."""
     lock = run_dir / ".lock"
-    while True:
+    for _ in range(LOCK_TRIES):
         run_dir.mkdir(exist_ok=True)
         with lock.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -244,6 +244,31 @@ def locked_run_folder(run_dir: Path) -> Iterator[None]:
                     return
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+    raise StoreError(f"cannot lock run folder {run_dir}: it was removed and made again {LOCK_TRIES} times")
+
+
+LOCK_TRIES = 100  # a folder removed under a waiting writer is made again; a file system whose inodes disagree stops
+
+
+@contextlib.contextmanager
+def locked_existing_run(run_dir: Path, name: str) -> Iterator[None]:
+    """The lock of run ``name``'s folder, which must still be there once the lock is held: a removal that held
+    it first has taken the run away, and this one has nothing left to do but say so."""
+    lock = run_dir / ".lock"
+    try:
+        handle = lock.open("a") if run_dir.is_dir() else None
+    except FileNotFoundError:
+        handle = None
+    if handle is None:
+        raise StoreError(f"no run named {name!r}: it was removed meanwhile")
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if not _same_file(handle.fileno(), lock):
+                raise StoreError(f"no run named {name!r}: it was removed meanwhile")
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _same_file(descriptor: int, path: Path) -> bool:

@@ -20,4 +20,8 @@ def store_path(option: str | None) -> Path:
         )
     if path.exists() and not path.is_dir():
         raise StoreError(f"store {path} is a file, not a folder", "give a folder with --store (created if missing)")
+    if not path.exists():
+        there = next((parent for parent in path.parents if parent.exists()), None)  # the nearest that is
+        if there is not None and not there.is_dir():
+            raise StoreError(f"store {path} cannot be made: {there} is a file", "give a folder with --store")
     return path

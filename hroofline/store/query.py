@@ -39,7 +39,7 @@ def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
             f"the SQL holds {len(statements)} statements", "give one SELECT (or WITH ... SELECT) statement"
         )
     kind = statements[0].type
-    if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+    if kind != duckdb.StatementType.SELECT:  # EXPLAIN ANALYZE would run the statement it explains
         raise QueryError(
             f"query refused: {kind.name} is not a SELECT; queries only read the store", "give one SELECT statement"
         )
@@ -80,6 +80,7 @@ READ_ONLY = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
+    "python_enable_replacements": False,  # no Python variable of this process is a table
     "lock_configuration": True,
 }
 

@@ -20,6 +20,7 @@ class BrokenRun:
 
     name: str
     reason: str
+    hint: str  # what to do about it
 
 
 class StoreReader(StoreLayout):
@@ -68,12 +69,14 @@ class StoreReader(StoreLayout):
     def broken(self, name: str, error: StoreError) -> BrokenRun | None:
         """Why run folder ``name`` cannot be read (None: an import is creating it, and it has no metadata yet)."""
         run_dir = self.run_dir(name)
+        removal = f"`hroofline rm {name}` removes it"
         if (run_dir / "meta.json").is_file():
-            return BrokenRun(name, error.message)
+            newer = "newer hroofline" in error.message  # not broken: this hroofline is too old to read it
+            return BrokenRun(name, error.message, "upgrade hroofline" if newer else removal)
         if being_written(run_dir):
             return None
         kept = len(list(run_dir.glob("launches-*.parquet")))
-        return BrokenRun(name, f"its metadata (meta.json) is missing; {kept} launches file(s) kept")
+        return BrokenRun(name, f"its metadata (meta.json) is missing; {kept} launches file(s) kept", removal)
 
     def has_run(self, name: str) -> bool:
         self.ensure_current()
@@ -114,7 +117,7 @@ def _is_run_folder(path: Path) -> bool:
 def being_written(run_dir: Path) -> bool:
     """An import holds the run's lock: a new run's folder has no metadata until its first import commits."""
     try:
-        with (run_dir / ".lock").open("a") as handle:
+        with (run_dir / ".lock").open("rb") as handle:  # read only: listing a store never writes to it
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -28,7 +28,7 @@ from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import (
     check_run_name,
-    locked,
+    locked_existing_run,
     locked_run_folder,
     read_run,
     sweep_leftovers,
@@ -64,7 +64,7 @@ class RunStore(StoreReader):
         """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
         self.check_folder(name)  # an unknown name is an error, with the names there are; a broken run goes too
         run_dir = self.run_dir(name)
-        with locked(run_dir / ".lock"):  # an import into the run finishes first
+        with locked_existing_run(run_dir, name):  # an import into the run finishes first
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
@@ -77,7 +77,7 @@ class RunStore(StoreReader):
         target = self.run_dir(new_name)
         if target.exists():
             raise UsageError(f"run {new_name!r} exists already", "remove it first: hroofline rm " + new_name)
-        with locked(self.run_dir(name) / ".lock"):
+        with locked_existing_run(self.run_dir(name), name):
             run = self.load(name)
             write_run_into_place(self, target, replace(run.meta, name=new_name), run.launches, "renaming")
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
@@ -111,51 +111,53 @@ class RunStore(StoreReader):
         sweep_leftovers(self)
         if not start_fresh:
             self._check_not_orphaned(name)
-        try:
-            return self._add_locked(run_dir, name, sources, defaults, start_fresh)
-        except BaseException:
-            if created and not (run_dir / "meta.json").exists():
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
+        with locked_run_folder(run_dir):
+            try:
+                return self._add_locked(run_dir, name, sources, defaults, start_fresh)
+            except BaseException:
+                # A new run that failed goes, under its lock: an import waiting on it then makes the folder anew.
+                if created and not (run_dir / "meta.json").exists():
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                raise
 
     def _add_locked(
         self, run_dir: Path, name: str, sources: list[ImportedSource], defaults: RunDefaults, start_fresh: bool
     ) -> AddResult:
-        with locked_run_folder(run_dir):
-            sweep_temporary_files(run_dir)
-            existing = self.load(name) if self.has_run(name) and not start_fresh else None
-            now = datetime.now(UTC).isoformat(timespec="seconds")
-            meta = existing.meta if existing else RunMeta(name=name, created=now)
-            frames = [existing.launches] if existing else [empty_launches()]
-            known = {s.sha256 for s in meta.sources}
-            added, skipped, notes = [], [], []
-            for source in sources:
-                if source.info.sha256 in known:
-                    skipped.append(source)
-                    continue
-                _check_same_device(meta, source, name)
-                if existing and not defaults.gpu:
-                    notes += _kept_gpu_note(meta, source, name)
-                _check_not_another_pass(frames, meta, source, name)
-                meta.cc = meta.cc or source.cc
-                meta.device_name = meta.device_name or source.device_name
-                frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
-                meta.sources.append(source.info)
-                frames.append(frame)
-                known.add(source.info.sha256)
-                added.append(source)
-            meta.gpu = meta.gpu or defaults.gpu
-            meta.precision = meta.precision or defaults.precision
-            meta.ceilings = meta.ceilings or defaults.ceilings
-            if added:
-                meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
-                meta.updated = now
-                filled = [f for f in frames if len(f)]
-                launches = conform_launches(filled[0] if len(filled) == 1 else pd.concat(filled, ignore_index=True))
-                run = Run(write_run(run_dir, meta, launches), launches)
-            else:
-                run = existing if existing else Run(meta, empty_launches())
-            return AddResult(added=added, already_present=skipped, run=run, notes=notes)
+        """The import proper; the caller holds the run's lock."""
+        sweep_temporary_files(run_dir)
+        existing = self.load(name) if self.has_run(name) and not start_fresh else None
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        meta = existing.meta if existing else RunMeta(name=name, created=now)
+        frames = [existing.launches] if existing else [empty_launches()]
+        known = {s.sha256 for s in meta.sources}
+        added, skipped, notes = [], [], []
+        for source in sources:
+            if source.info.sha256 in known:
+                skipped.append(source)
+                continue
+            _check_same_device(meta, source, name)
+            if existing and not defaults.gpu:
+                notes += _kept_gpu_note(meta, source, name)
+            _check_not_another_pass(frames, meta, source, name)
+            meta.cc = meta.cc or source.cc
+            meta.device_name = meta.device_name or source.device_name
+            frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
+            meta.sources.append(source.info)
+            frames.append(frame)
+            known.add(source.info.sha256)
+            added.append(source)
+        meta.gpu = meta.gpu or defaults.gpu
+        meta.precision = meta.precision or defaults.precision
+        meta.ceilings = meta.ceilings or defaults.ceilings
+        if added:
+            meta.arch = load_metric_set(meta.metric_set).arch_of(meta.cc)
+            meta.updated = now
+            filled = [f for f in frames if len(f)]
+            launches = conform_launches(filled[0] if len(filled) == 1 else pd.concat(filled, ignore_index=True))
+            run = Run(write_run(run_dir, meta, launches), launches)
+        else:
+            run = existing if existing else Run(meta, empty_launches())
+        return AddResult(added=added, already_present=skipped, run=run, notes=notes)
 
     def _check_not_orphaned(self, name: str) -> None:
         """A run folder whose metadata is missing or unreadable still holds launches (the only copy, maybe): an
