@@ -90,9 +90,10 @@ def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings
     labels: dict[str, str] = {}
     for run in runs:
         run_roof = run_roofs(run, ceilings)
-        if gpu_label(run) not in peaks:
+        if gpu_label(run) not in peaks:  # the roofs drawn for a GPU are its first run's: the label says whose
             peaks[gpu_label(run)] = run_roof.representative(run.launches)
-            labels[gpu_label(run)] = run_roof.label
+            shared = sum(gpu_label(other) == gpu_label(run) for other in runs) > 1
+            labels[gpu_label(run)] = run_roof.label + (f" (drawn: {run.name}'s roofs)" if shared else "")
         launches = run.launches
         terms = launch_roof_terms(launches, run_roof.per_launch, load_metric_set().pipes_of(run.meta.cc))
         frame = pd.DataFrame(
