@@ -7,6 +7,7 @@ the child's own peak memory (``os.wait4``).
 
 from __future__ import annotations
 
+import csv as csv_module
 import gzip
 import json
 import lzma
@@ -277,3 +278,24 @@ def test_a_console_log_that_starts_with_a_process_line_imports(tmp_path: Path) -
     ran = import_into(tmp_path / "prefixed", prefixed)
     assert ran.code == 0, ran.err
     assert summary(tmp_path / "prefixed")["total"] == summary(tmp_path / "plain")["total"]
+
+
+def test_launches_with_only_unused_metrics_are_said_as_such(tmp_path: Path) -> None:
+    """A launch that holds only metrics hroofline does not use (another section, another ncu run pasted in) is
+    left out with what it held named, not as a launch with no values (a failed replay)."""
+    lines = need(TIME_DRAM_CSV).read_text().splitlines()
+    last = next(csv_module.reader([lines[-1]]))
+    header = next(csv_module.reader([lines[0]]))
+    last[header.index("ID")] = "999"
+    last[header.index("Metric Name")] = "smsp__warp_issue_stalled_barrier_per_warp_active.pct"
+    last[header.index("Metric Unit")] = "%"
+    last[header.index("Metric Value")] = "12.5"
+    source = tmp_path / "pasted.csv"
+    pasted = ",".join(f'"{field}"' for field in last)  # first: a short last launch reads as a truncated file
+    source.write_text("\n".join([lines[0], pasted, *lines[1:]]) + "\n")
+    ran = import_into(tmp_path / "store", source, "--gpu", "v100")
+    assert ran.code == 0, ran.err
+    said = lines_with(ran.err, "hold only metrics that give no time, FLOPs or bytes")
+    assert len(said) == 1 and "smsp__warp_issue_stalled_barrier_per_warp_active.pct" in said[0], ran.err
+    assert "failed replay" not in ran.err
+    assert summary(tmp_path / "store")["total"]["kernels"] == 8

@@ -225,7 +225,7 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     warnings = list(profile.warnings)
     failed = failed_launches(seconds, quantities)
     if failed.any():
-        warnings.append(failed_launch_warning(identity, failed, str(path)))
+        warnings.append(failed_launch_warning(identity, metrics, failed, str(path)))
         identity, metrics, seconds, method, clock_hz, quantities = (
             x[~failed].reset_index(drop=True) for x in (identity, metrics, seconds, method, clock_hz, quantities)
         )

@@ -25,15 +25,32 @@ def failed_launches(seconds: pd.Series, quantities: pd.DataFrame) -> np.ndarray:
     return ~has_data if has_data.any() else np.zeros(len(has_data), dtype=bool)
 
 
-def failed_launch_warning(identity: pd.DataFrame, failed: np.ndarray, where: str) -> str:
+def failed_launch_warning(identity: pd.DataFrame, metrics: pd.DataFrame, failed: np.ndarray, where: str) -> str:
+    """Why launches were left out, truthfully: no values at all (a failed replay), or only metrics that give no
+    time, FLOPs or bytes (another section, or another ncu run pasted into the same file)."""
     rows = identity[failed]
     names = ", ".join(
-        f"ID {lid} {short_name(str(k))!r}" for lid, k in zip(rows["launch_id"], rows["kernel"], strict=True)
+        f"ID {lid} {short_name(str(k))!r}"
+        for lid, k in zip(rows["launch_id"][:LISTED], rows["kernel"][:LISTED], strict=True)
     )
-    return (
-        f"{where}: {int(failed.sum())} launch(es) have no metric values at all (a failed replay?) and are left "
-        f"out of the run: {names}"
-    )
+    more = f" and {int(failed.sum()) - LISTED} more" if failed.sum() > LISTED else ""
+    held = metrics[failed].notna()
+    # Device attributes, launch settings and peak rates come without a replay: they say nothing of a failed one.
+    measured = [str(c) for c in held.columns[held.any(axis=0).to_numpy()]]
+    present = [
+        name
+        for name in measured
+        if not name.startswith(("device__attribute", "launch__")) and "peak_sustained" not in name
+    ]
+    if not present:
+        why = "have no metric values at all (a failed replay?)"
+    else:
+        shown = ", ".join(present[:3]) + (f" and {len(present) - 3} more" if len(present) > 3 else "")
+        why = (
+            f"hold only metrics that give no time, FLOPs or bytes ({shown}: another section, or another ncu run "
+            "in the same file?)"
+        )
+    return f"{where}: {int(failed.sum())} launch(es) {why} and are left out of the run: {names}{more}"
 
 
 @dataclass(frozen=True)
