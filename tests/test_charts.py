@@ -352,3 +352,18 @@ def test_write_failures_are_one_line(cli, deepcam_store: Path, tmp_path: Path) -
     blocker.write_text("x")
     report = cli("report", "deepcam-O1", "--out", str(blocker / "sub"), "--store", str(deepcam_store))
     assert report.code == 1 and "cannot create" in report.err and report.err.count("\n") == 1
+
+
+def test_the_all_runs_chart_says_whose_roofs_it_draws(deepcam_store: Path) -> None:
+    """Runs of one GPU with other roofs (a prediction at the quoted clock, measured runs at their own clocks):
+    the chart draws the first run's, and says so; runs with the same roofs need no word."""
+    from hroofline.analyze.step_points import step_points
+    from hroofline.store.runs import RunStore
+
+    samples = RunStore(Path(__file__).resolve().parent.parent / "samples" / "store")
+    predicted = [samples.load(name) for name in samples.run_names()]
+    measured = RunStore(deepcam_store).load("deepcam-O0")
+    alike = step_points(predicted, "run").roof_labels["v100-sxm2"]
+    assert "drawn:" not in alike
+    mixed = step_points([*predicted, measured], "run").roof_labels["v100-sxm2"]
+    assert f"(drawn: {predicted[0].name}'s roofs; each run is judged against its own)" in mixed

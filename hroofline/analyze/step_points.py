@@ -88,12 +88,15 @@ def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings
     rows = []
     peaks: dict[str, dict[str, float]] = {}
     labels: dict[str, str] = {}
+    run_labels: dict[str, set[str]] = {}
+    first: dict[str, str] = {}
     for run in runs:
         run_roof = run_roofs(run, ceilings)
-        if gpu_label(run) not in peaks:  # the roofs drawn for a GPU are its first run's: the label says whose
+        run_labels.setdefault(gpu_label(run), set()).add(run_roof.label)
+        if gpu_label(run) not in peaks:  # the roofs drawn for a GPU are its first run's
             peaks[gpu_label(run)] = run_roof.representative(run.launches)
-            shared = sum(gpu_label(other) == gpu_label(run) for other in runs) > 1
-            labels[gpu_label(run)] = run_roof.label + (f" (drawn: {run.name}'s roofs)" if shared else "")
+            labels[gpu_label(run)] = run_roof.label
+            first[gpu_label(run)] = run.name
         launches = run.launches
         terms = launch_roof_terms(launches, run_roof.per_launch, load_metric_set().pipes_of(run.meta.cc))
         frame = pd.DataFrame(
@@ -121,6 +124,9 @@ def step_points(runs: Sequence[Run], by: str, level: str | None = None, ceilings
                     **{column: float(part[column].sum()) for column in COMPUTE_ROOF_OF},
                 }
             )
+    for gpu, seen in run_labels.items():  # runs of one GPU judged against other roofs: say whose are drawn
+        if len(seen) > 1:
+            labels[gpu] += f" (drawn: {first[gpu]}'s roofs; each run is judged against its own)"
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS[:8], *COMPUTE_ROOF_OF])
     points["series"] = points["run"].map(series_names(runs))
     points["intensity"] = arithmetic_intensity(points["flops"], points["bytes"])
