@@ -26,6 +26,13 @@ h3 { font-size: 1.1em; margin-top: 1.5em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0 1em; display: block; overflow-x: auto;
         max-width: 100%; }  /* a table wider than the window scrolls on its own; the page does not */
 table.hr-facts td { white-space: normal; }
+/* a table that scrolls shows a shadow at the edge that hides columns (the classic local/scroll backgrounds) */
+table.hr-table { background: linear-gradient(to right, #fff 30%, rgba(255,255,255,0)),
+  linear-gradient(to left, #fff 30%, rgba(255,255,255,0)) 100% 0,
+  radial-gradient(farthest-side at 0 50%, rgba(0,0,0,.25), rgba(0,0,0,0)),
+  radial-gradient(farthest-side at 100% 50%, rgba(0,0,0,.25), rgba(0,0,0,0)) 100% 0;
+  background-repeat: no-repeat; background-size: 40px 100%, 40px 100%, 14px 100%, 14px 100%;
+  background-attachment: local, local, scroll, scroll; }
 ol.advice pre { white-space: pre-wrap; margin: 0.3em 0 0.8em; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
