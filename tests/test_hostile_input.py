@@ -356,7 +356,7 @@ def test_two_removals_of_one_run_behind_an_import(ncu_dir: Path, tmp_path: Path)
         fcntl.flock(lock, fcntl.LOCK_UN)
     results = sorted((p.wait(timeout=120), p.stderr.read()) for p in removals)  # type: ignore[union-attr]
     assert [code for code, _ in results] == [0, 1], results
-    assert "removed meanwhile" in results[1][1] and results[1][1].count("\n") == 1, results
+    assert "no run named 'busy'" in results[1][1] and results[1][1].count("\n") == 1, results
     assert "internal error" not in results[1][1]
     assert not (store / "runs" / "run=busy").exists()
     assert other_runs_digest(store, "busy") == good
