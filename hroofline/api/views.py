@@ -37,7 +37,7 @@ class ChartView:
         return getattr(self.chart, name)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": chart_html(self.chart.to_dict(), self.title), "text/plain": repr(self)}
+        return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 
     def _repr_html_(self) -> str:
         return chart_html(self.chart.to_dict(), self.title)

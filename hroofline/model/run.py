@@ -275,24 +275,17 @@ def conform_launches(frame: pd.DataFrame, columns: Collection[str] | None = None
     out = frame.copy(deep=False)  # copy-on-write: the caller's frame is never changed, and nothing is copied twice
     tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in out.columns]
     out["flops_tensor"] = out[tensor].sum(axis=1, min_count=1) if tensor else float("nan")
-    if columns is not None:
-        wanted = {name: dtype for name, dtype in LAUNCH_COLUMNS.items() if name in columns}
-        for name, dtype in wanted.items():
-            if name not in out.columns:
-                out[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=out.index, dtype=dtype)
-            elif out[name].dtype != dtype:
-                out[name] = out[name].astype(dtype)
-        return _columns(out, list(wanted))
-    for name, dtype in LAUNCH_COLUMNS.items():
+    wanted = {name: dtype for name, dtype in LAUNCH_COLUMNS.items() if columns is None or name in columns}
+    for name, dtype in wanted.items():
         if name not in out.columns:  # filled from one value, not from a list as long as the table
             out[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=out.index, dtype=dtype)
         elif out[name].dtype != dtype:
             out[name] = out[name].astype(dtype)
-    raw = sorted(c for c in out.columns if c.startswith(RAW_METRIC_PREFIX))
+    raw = sorted(c for c in out.columns if c.startswith(RAW_METRIC_PREFIX)) if columns is None else []
     for name in raw:
         if out[name].dtype != "float64":
             out[name] = out[name].astype("float64")
-    return _columns(out, list(LAUNCH_COLUMNS) + raw)
+    return _columns(out, list(wanted) + raw)
 
 
 def _columns(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:

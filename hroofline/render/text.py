@@ -57,9 +57,7 @@ def _safe_cell(value: object) -> object:
     if not isinstance(value, str) or _PLAIN_NUMBER.fullmatch(value):
         return value
     # Spreadsheets skip leading spaces and line breaks before a formula: so does the check.
-    if value.startswith(_FORMULA_START) or value.lstrip(" \n").startswith(_FORMULA_START):
-        return "'" + value
-    return value
+    return "'" + value if value.lstrip(" \n").startswith(_FORMULA_START) else value
 
 
 def records_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
