@@ -3,8 +3,10 @@ dense is caught; on a GPU machine (here a stand-in ncu replaying the real report
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
+import shutil
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -71,7 +73,8 @@ def test_doctor_fails_where_the_tensor_roof_is_the_sparse_rate(
     assert rows[("bf16", "% of its roof")][5] == "FAILED" and rows[("fp64", "% of its roof")][5] == "ok"
     failures = [line for line in result.err.splitlines() if line.startswith("hroofline: doctor:")]
     assert any("bf16 % of its roof failed" in line and "2:4-sparse rate taken as dense" in line for line in failures)
-    assert any("tf32 bound by failed" in line for line in failures)  # the doubled TF32 roof let L2 bind it
+    # the doubled TF32 roof puts the GEMM at half of it: the roof check fails (L2 binds it as much: co-bound)
+    assert any("tf32 % of its roof failed" in line for line in failures)
 
 
 def test_doctor_fails_where_the_l1_count_misses_the_tma(cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,22 +120,36 @@ def test_doctor_profiles_the_calibration_on_a_gpu(
     cli, h100_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The GPU path end to end: preflight (this machine's GPU and SM count), ncu on the calibration script,
-    import, checks. A stand-in ncu checks the command and replays the real H100 report."""
+    import, checks. A stand-in ncu checks the command and replays the real report of this calibration, copy
+    included, that `hroofline doctor --keep` made on an H200 (tests/data/gpu-2026-11-27)."""
     from hroofline.collect import preflight
+
+    packed = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-doctor-calibration.ncu-rep.xz"
+    report = tmp_path / "h200-calibration.ncu-rep"
+    with lzma.open(packed) as source, report.open("wb") as target:
+        shutil.copyfileobj(source, target)
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ncu").symlink_to(REPO / "tests" / "standin" / "ncu")
     arguments = tmp_path / "ncu-arguments.txt"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep"))
+    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(report))
     monkeypatch.setenv("HROOFLINE_STANDIN_ARGS", str(arguments))
     monkeypatch.setattr(preflight, "gpu_visible", lambda: True)
-    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H100 80GB HBM3", 132))
+    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H200", 132))
     kept = tmp_path / "kept"
     result = cli("doctor", "--keep", kept)
     assert result.code == 0, result.err
-    assert "all 17 checks passed" in result.out and (kept / "profile.ncu-rep").is_file()
+    assert (
+        "on h200 with" in result.err and "all 21 checks passed" in result.out and (kept / "profile.ncu-rep").is_file()
+    )
+    # the shared H100 report has no copy: profiled here, a case ncu recorded nothing of fails
+    monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep"))
+    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H100 80GB HBM3", 132))
+    missing = cli("doctor")
+    assert missing.code == 1 and "FAILED: none recorded" in missing.out
+    assert "copy launches failed: the calibration ran it, but ncu recorded no launch of it" in missing.err
     command = arguments.read_text().splitlines()
     script = next(part for part in command if part.endswith(".py"))
     assert Path(script) == Path(calibration.__file__)
@@ -140,4 +157,8 @@ def test_doctor_profiles_the_calibration_on_a_gpu(
     # an H20 (78 SMs) named as an H100: refused before ncu runs
     monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H20", 78))
     refused = cli("doctor", "--gpu", "h100")
-    assert refused.code == 1 and "this machine's GPU is NVIDIA H20 with 78 SMs, not h100-sxm" in refused.err
+    assert refused.code == 1 and "this machine's GPU is NVIDIA H20 (h20 in the catalog), not h100-sxm" in refused.err
+    # a MIG slice the catalog cannot name: told apart by its SM count
+    monkeypatch.setattr(preflight, "visible_device", lambda: ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60))
+    sliced = cli("doctor", "--gpu", "h100")
+    assert sliced.code == 1 and "with 60 SMs, not h100-sxm (132 SMs)" in sliced.err and "--force-gpu" in sliced.err

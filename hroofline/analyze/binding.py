@@ -5,7 +5,12 @@ The roofline model, per launch, with that launch's roofs (:func:`hroofline.roofs
 - compute time at roof: per execution pipe, the sum over the precisions it runs of FLOPs_p / peak_p;
   pipes run concurrently, so t_c = the longest pipe (``[pipes]`` in metrics/hierarchical.toml)
 - memory time at roof   t_L = bytes_L / bandwidth_L                       for L in L1, L2, HBM
-- time at roof          t_roof = max(t_c, t_L1, t_L2, t_HBM); the binding roof is the term that is largest
+- time at roof          t_roof = max(t_c, t_L1, t_L2, t_HBM); the binding roof is the term that is largest,
+  except that a compute time within ``CO_BOUND`` of the largest names the compute roof: such a kernel is at
+  its compute roof as much as at the memory one (co-bound), and no change of data movement lifts a compute
+  roof. On Hopper wgmma reads its operands from shared memory in step with the tensor pipe: a cuBLAS BF16
+  GEMM keeps the L1 writeback path busy 94.3% of its time and the tensor pipe 93.8% (a GPU calibration of
+  2026-11-27, tests/data/h100-2026-11-27)
 - roof_pct              100 * t_roof / time          (= achieved FLOP/s / attainable FLOP/s)
 - recoverable time      time - t_roof
 
@@ -27,12 +32,13 @@ import pandas as pd
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
 from hroofline.errors import HrooflineError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS
-from hroofline.model.run import Run, ordered_phases
+from hroofline.model.run import JOINED_KIND, Run, ordered_phases
 from hroofline.roofs.ceilings import RunRoofs, run_gpu
 from hroofline.roofs.metricset import load_metric_set
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
 ABOVE_ROOF_SLACK = 1e-9
+CO_BOUND = 0.05  # a compute time at roof this close to the largest term names the compute roof
 BOUND_PREFIX = "roof_time:"  # per-launch time at roof, by binding roof, summed per group
 
 ROOF_COLUMNS: tuple[str, ...] = ("bound", "roof_pct", "time_at_roof_s", "recoverable_s")
@@ -57,6 +63,7 @@ LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_
 RESIDENT = "resident"  # analytic bytes judged at HBM: data an earlier kernel left in L2 served it
 CACHE_CEILING = "cache-ceiling"  # analytic bytes judged at a measured cache ceiling (a CPU's) the ops outrun
 LESS_ARITHMETIC = "less-arithmetic"  # analytic FLOPs: the kernel did less arithmetic than the op's formula
+FLUSHED = "flushed"  # a trace with ncu's counters: HBM bytes counted cold (cache flushes), times from a warm step
 MEASURED = "measured"  # measured counters above a roof: the ceilings or the metrics are wrong
 
 
@@ -134,6 +141,7 @@ def roof_times(
     uncounted = launches[list(COMPUTE_ROOF_OF)].isna().all(axis=1)
     time_at_roof = frame.max(axis=1, skipna=True).where(~uncounted)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
+    bound_term = bound_term.where(~(frame["compute"] >= (1 - CO_BOUND) * time_at_roof), "compute")
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
     bound = binding_key.map(ROOF_LABELS).where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
     return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()))
@@ -218,17 +226,18 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
         analytic = any(not source.counted_work for source in run.meta.sources)
+        joined = any(source.kind == JOINED_KIND for source in run.meta.sources)
         notes.roofs_label = roofs.label
         gpu = run_gpu(run.meta)
         notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
-        notes.above.extend(_above_roof_records(table, analytic))
+        notes.above.extend(_above_roof_records(table, analytic, joined))
     return table
 
 
-def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
+def _above_roof_records(table: pd.DataFrame, analytic: bool, joined: bool) -> list[AboveRoof]:
     records = []
     for row in table[table["above_roof"]].itertuples(index=False):
-        kind = _above_kind(str(row.bound), analytic)
+        kind = _above_kind(str(row.bound), analytic, joined)
         records.append(
             AboveRoof(
                 str(row.kernel),
@@ -244,7 +253,9 @@ def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
     return records
 
 
-def _above_kind(bound: str, analytic: bool) -> str:
+def _above_kind(bound: str, analytic: bool, joined: bool) -> str:
+    if joined:  # ncu's counters on a trace's times: cold HBM bytes, the rest measured
+        return FLUSHED if bound == LEVEL_LABELS["hbm"] else MEASURED
     if not analytic:
         return MEASURED
     if bound == LEVEL_LABELS["hbm"]:

@@ -52,6 +52,10 @@ COPY_TOLERANCE = 0.05
 COPY_MINIMUM_BYTES = 1e9
 FLOPS_HINT = "the FLOP counters or their formulas (metrics/hierarchical.toml) miscount this precision"
 MIN_L1_SHARE = 0.5
+PRESENT_HINT = (
+    "the calibration ran it, but ncu recorded no launch of it (an operation that launches no kernel, such as "
+    "cudaMemcpy, or one outside the profiled NVTX range)"
+)
 L1_HINT = (
     "the L1 count missed the operands (on Hopper the TMA moves them past l1tex__t_bytes): check the bytes_l1 "
     "formula for this architecture in metrics/hierarchical.toml and [l1_blind]"
@@ -100,8 +104,9 @@ def case_of(launches: pd.DataFrame) -> pd.Series:
     return cases.where(~copy, "copy")
 
 
-def diagnose(run: Run, roofs: RunRoofs) -> Diagnosis:
-    """The checks of every calibration case the run holds."""
+def diagnose(run: Run, roofs: RunRoofs, profiled: tuple[str, ...] = ()) -> Diagnosis:
+    """The checks of every calibration case the run holds; a case in ``profiled`` (the calibration ran it
+    under ncu here) that the run lacks fails: ncu recorded none of its launches."""
     launches = run.launches
     cases = case_of(launches)
     pipes = load_metric_set().pipes_of(run.meta.cc)
@@ -112,7 +117,9 @@ def diagnose(run: Run, roofs: RunRoofs) -> Diagnosis:
         rows = launches.index[cases == case.name]
         found[case.name] = len(rows)
         if not len(rows):
-            checks.append(Check(case.name, "present", None, None, None, None))
+            ran = case.name in profiled
+            hint = PRESENT_HINT if ran else ""
+            checks.append(Check(case.name, "present", 0 if ran else None, None, None, False if ran else None, hint))
             continue
         if case.name == "copy":
             checks.append(_copy_check(case, launches.loc[rows, "bytes_hbm"]))

@@ -44,6 +44,7 @@ WHAT = {
     "bound": "bound by",
     "flops": "FLOPs vs 2·M·N·K",
     "bytes": "bytes vs the copy's",
+    "present": "launches",
 }
 
 
@@ -68,22 +69,23 @@ def run(args: argparse.Namespace) -> int:
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     if args.report and args.keep:
         raise UsageError("--keep: only when doctor profiles (without --report)")
+    profiled: tuple[str, ...] = ()
     if args.report:
         source = _read_report(Path(args.report), gpu, args.force_gpu)
         where = args.report
     elif args.keep:
-        source = _profile_calibration(args, gpu, Path(args.keep))
+        source, profiled = _profile_calibration(args, gpu, Path(args.keep))
         where = f"the calibration profiled here, kept in {args.keep}"
     else:
         with tempfile.TemporaryDirectory(prefix="hroofline-doctor-") as folder:
-            source = _profile_calibration(args, gpu, Path(folder))
+            source, profiled = _profile_calibration(args, gpu, Path(folder))
         where = "the calibration profiled here (--keep DIR keeps its report)"
     calibration = _run_of(source, gpu)
     from hroofline.analyze.doctor import diagnose
     from hroofline.roofs.ceilings import run_roofs
 
     roofs = run_roofs(calibration)
-    diagnosis = diagnose(calibration, roofs)
+    diagnosis = diagnose(calibration, roofs, profiled)
     device = calibration.meta.device_name or (gpu.name if gpu else "an unknown GPU")
     versions = ", ".join(f"ncu {v}" for v in calibration.meta.ncu_versions)
     write_out(f"hroofline doctor: {where} ({device}{', ' + versions if versions else ''})\n")
@@ -110,8 +112,10 @@ def _read_report(path: Path, gpu: GpuName | None, force_gpu: bool) -> ImportedSo
     return import_source(path, ImportOptions(gpu=gpu, force_gpu=force_gpu), load_metric_set())
 
 
-def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: Path) -> ImportedSource:
-    """ncu on the calibration on this machine's GPU, its report and logs written to ``out``."""
+def _profile_calibration(
+    args: argparse.Namespace, named: GpuName | None, out: Path
+) -> tuple[ImportedSource, tuple[str, ...]]:
+    """ncu on the calibration on this machine's GPU, its report and logs written to ``out``; the cases it ran."""
     from hroofline.collect.ncu_backend import profile_with_ncu
     from hroofline.collect.ncu_command import NcuSettings, ncu_passes, script_command
     from hroofline.collect.preflight import gpu_visible, preflight, visible_device
@@ -137,7 +141,7 @@ def _profile_calibration(args: argparse.Namespace, named: GpuName | None, out: P
     workload = script_command(Path(calibration.__file__), cases, settings, layers=False)
     say(f"doctor: profiling the calibration ({', '.join(cases)}) on {gpu.name} with {tool.path}")
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out)
-    return profile_with_ncu(passes, settings, metric_set, gpu, say, force_gpu=args.force_gpu)
+    return profile_with_ncu(passes, settings, metric_set, gpu, say, force_gpu=args.force_gpu), tuple(cases)
 
 
 def _runs_here(case: str, gpu: GpuName) -> bool:
@@ -164,8 +168,9 @@ def _table(diagnosis: Diagnosis) -> str:
     rows = [["case", "launches", "check", "measured", "must be", "result"]]
     for check in diagnosis.checks:
         launches = str(diagnosis.launches.get(check.case, 0))
-        if check.passed is None and check.what == "present":
-            rows.append([check.case, launches, "-", "-", "-", "not in this run"])
+        if check.what == "present":
+            result = "not in this run" if check.passed is None else "FAILED: none recorded"
+            rows.append([check.case, launches, "-", "-", "-", result])
             continue
         if check.passed is None:
             rows.append([check.case, launches, WHAT[check.what], str(check.measured), _band(check), "not measured"])

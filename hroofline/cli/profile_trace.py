@@ -116,7 +116,7 @@ def distinct_launches_pass(
     calls = write_measure_calls(plan, profile_out_dir(args, run) / MEASURE_CALLS_FILE)
     return TracePlan(
         trace,
-        lambda measured: join_distinct(trace, measured, plan),
+        lambda measured: join_distinct(trace, measured, plan, max(gpu.clocks.values(), default=None)),
         measure_calls=calls,
         expected_launches=plan.profiled,
     )

@@ -30,7 +30,11 @@ def run(names: list[str]) -> None:
     operands = {}
     for case in chosen:
         if case.name == "copy":
-            operands[case.name] = (torch.ones(case.size, device="cuda"), torch.empty(case.size, device="cuda"))
+            # float32 into int32: a conversion kernel that reads and writes 4 bytes per element and does no
+            # floating-point arithmetic. A same-dtype copy_ is a cudaMemcpy, which ncu does not profile (an
+            # H100 calibration of 2026-11-27 had no copy launch).
+            target = torch.empty(case.size, device="cuda", dtype=torch.int32)
+            operands[case.name] = (torch.ones(case.size, device="cuda"), target)
         else:
             shape = (case.size, case.size)
             operands[case.name] = tuple(torch.randn(shape, device="cuda", dtype=dtypes[case.name]) for _ in "ab")

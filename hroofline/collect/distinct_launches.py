@@ -32,7 +32,8 @@ from hroofline.collect.op_calls import CALL_NVTX_PREFIX
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
-from hroofline.model.run import RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.quantities import ROOF_KEYS
+from hroofline.model.run import PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
 
 # A copied launch whose trace time differs from its measured launch's by more than this may do other work.
 TIME_MISMATCH = 0.2
@@ -41,6 +42,8 @@ MISMATCH_WARNING_SHARE = 0.01
 _CANDIDATE_SPREAD = 0.1
 _PROFILED_CATEGORIES = ("kernel", "communication")  # what ncu profiles: kernels, NCCL's included
 _CALL_IN_STACK = rf"(?:^|/){CALL_NVTX_PREFIX}(\d+)(?:/|$)"
+# How a joined run's roofs were made (SourceInfo.roofs), after the report's own how: the label says it.
+HIGHEST_CLOCK_NOTE = "scaled from the clock ncu's launch ran at to the GPU's highest clock"
 
 
 @dataclass(frozen=True)
@@ -178,10 +181,47 @@ def pair_measured(trace: pd.DataFrame, measured: pd.DataFrame, plan: LaunchPlan)
     return results.set_index(pd.Index(plan.measured, name="launch"))
 
 
-def join_distinct(trace: ImportedSource, measured: ImportedSource, plan: LaunchPlan) -> ImportedSource:
-    """The trace's run with ncu's counters measured on the planned launches and copied to the rest."""
+def copy_roofs(
+    frame: pd.DataFrame, counters: pd.DataFrame, plan: LaunchPlan, top_clock_hz: float | None
+) -> pd.DataFrame:
+    """The report's roofs of each launch's measured launch, at the GPU's highest clock.
+
+    ncu ran its launches at a locked clock (``--clock-control base``: 1.4-1.6 GHz on an H100), the trace's
+    at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks are taken at the highest
+    clock the GPU runs at (an upper bound: no launch is put above a roof by a clock it did not run at). HBM's
+    roof does not follow the SM clock and is copied as is. Without a known clock, or a measured launch's
+    clock, the report's roofs are left out and the datasheet's apply."""
+    out = frame.copy()
+    rows = out["launch_id"].astype(int).map(plan.counters_from)
+    has = rows.notna()
+    if top_clock_hz is None or not has.any():
+        return out
+    sources = rows[has].astype(int).to_numpy()
+    clock = counters.loc[sources, "clock_hz"].to_numpy(dtype=float)
+    scale = np.where(clock > 0, top_clock_hz / clock, np.nan)
+    for key in ROOF_KEYS:
+        column = PEAK_PREFIX + key
+        if column not in counters.columns:
+            continue
+        peaks = counters.loc[sources, column].to_numpy(dtype=float)
+        if column not in out.columns:
+            out[column] = np.nan
+        out.loc[has, column] = peaks if key == "hbm" else peaks * scale
+    return out
+
+
+def join_distinct(
+    trace: ImportedSource, measured: ImportedSource, plan: LaunchPlan, top_clock_hz: float | None = None
+) -> ImportedSource:
+    """The trace's run with ncu's counters measured on the planned launches and copied to the rest, and
+    their report roofs at ``top_clock_hz`` (the GPU's highest SM clock, where known)."""
     counters = pair_measured(trace.launches, measured.launches, plan)
-    frame = copy_counters(trace.launches, counters, plan)
+    frame = copy_roofs(copy_counters(trace.launches, counters, plan), counters, plan, top_clock_hz)
+    roofs_how = {
+        key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
+        for key, how in measured.info.roofs.items()
+        if top_clock_hz is not None and (PEAK_PREFIX + key) in frame.columns and frame[PEAK_PREFIX + key].notna().any()
+    }
     notes = [provenance_note(plan)]
     warnings = list(measured.info.warnings)
     mismatch = time_mismatch(frame)
@@ -195,6 +235,7 @@ def join_distinct(trace: ImportedSource, measured: ImportedSource, plan: LaunchP
         warnings=[*trace.info.warnings, *warnings],
         ncu_version=measured.info.ncu_version,
         settings={**trace.info.settings, **{f"ncu_{k}": v for k, v in measured.info.settings.items()}},
+        roofs={**trace.info.roofs, **roofs_how},
     )
     return replace(trace, info=info, launches=conform_launches(frame), cc=trace.cc or measured.cc)
 
@@ -204,7 +245,7 @@ def provenance_note(plan: LaunchPlan) -> str:
     note = (
         f"{plan.profiled:,} of {plan.launches:,} launches measured by ncu ({plan.signatures:,} signatures), "
         f"{copied:,} copied from identical launches (same kernel, grid, block, op and op inputs); times are the "
-        "trace's (FLOPs but FP16, bytes at L1, L2 and HBM from ncu, whose cache flushes make HBM bytes an upper "
+        "trace's (FLOPs, bytes at L1, L2 and HBM from ncu, whose cache flushes make HBM bytes an upper "
         "bound)"
     )
     if plan.unplanned:

@@ -23,13 +23,14 @@ from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUAN
 from hroofline.model.run import RAW_METRIC_PREFIX, conform_launches
 
 _TOP = re.compile(r"^top:(\d+)$")
-# What ncu's counters give a launch, in place of the analytic work. FP16 FLOPs stay analytic: ncu counts a
-# packed half2 instruction once, which the run's FP16 roof (not halved for a trace) would misjudge.
-MEASURED_COLUMNS: tuple[str, ...] = tuple(
-    c for c in (*FLOP_QUANTITIES, *OP_QUANTITIES, *BYTE_QUANTITIES) if c != "flops_fp16"
-)
+# What ncu's counters give a launch, in place of the analytic work: all of it. FP16 FLOPs too, as ncu counts
+# them (a packed half2 instruction once; the run's FP16 roof is halved for these launches to match): an op's
+# analytic FLOPs, split over its kernels by time, would give a cuDNN helper kernel FP16 work it never does
+# (an H200 resnet50 amp step: reduce_wgrad_nchw_helper "above" its FP16 roof with 1.4 GFLOP in 3.8 µs).
+MEASURED_COLUMNS: tuple[str, ...] = (*FLOP_QUANTITIES, *OP_QUANTITIES, *BYTE_QUANTITIES)
 _REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
 _RETURN_TYPE = re.compile(r"^void\s+")
+_SOURCE_NAME = re.compile(r"(\d+)")  # <source-name> ::= <length> <identifier>
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,40 @@ def parse_kernels_option(text: str) -> int:
 
 def function_name(kernel: str) -> str:
     """A kernel's function, qualified, without return type, template arguments or parameters: the part of
-    its name that Kineto (GCC's demangler: ``<4, ...>``) and ncu (its own: ``<(int)4, ...>``) write alike."""
+    its name that Kineto (GCC's demangler: ``<4, ...>``) and ncu (its own: ``<(int)4, ...>``) write alike.
+    Kineto keeps a name GCC cannot demangle mangled (cuDNN's CUTLASS convolutions on an H100, whose names
+    ncu demangles): its qualified name is read from the mangling itself."""
+    if kernel.startswith("_Z"):
+        return _mangled_function_name(kernel)
     name = _RETURN_TYPE.sub("", kernel.strip()).replace("(anonymous namespace)", "anonymous")
     name = name.replace("<unnamed>", "anonymous")  # ncu's spelling of the same namespace
     cut = min((i for i in (name.find("<"), name.find("(")) if i > 0), default=len(name))
     return name[:cut].strip()
+
+
+def _mangled_function_name(mangled: str) -> str:
+    """The qualified function of an Itanium-mangled name: ``_ZN17cutlass__5x_cudnn6KernelI...`` ->
+    ``cutlass__5x_cudnn::Kernel``; the source names before the template arguments (``I``) or the end
+    (``E``) of the nested name, an anonymous namespace (``_GLOBAL__N...``) as ``anonymous``."""
+    rest = mangled[2:]
+    nested = rest.startswith("N")
+    if nested:
+        rest = rest[1:].lstrip("rVK")  # a member function's cv-qualifiers
+    parts: list[str] = []
+    while rest:
+        found = _SOURCE_NAME.match(rest)
+        if found is None:
+            break
+        length = int(found.group(1))
+        start = found.end()
+        if length == 0 or start + length > len(rest):
+            break
+        part = rest[start : start + length]
+        parts.append("anonymous" if part.startswith("_GLOBAL__N") else part)
+        rest = rest[start + length :]
+        if not nested:
+            break
+    return "::".join(parts) if parts else mangled
 
 
 def top_kernel_names(launches: pd.DataFrame, count: int) -> KernelSelection:
@@ -135,7 +165,7 @@ def join_counters(trace: ImportedSource, measured: ImportedSource, selection: Ke
         )
     note = (
         f"{joined} launches of {len(selection.functions)} kernel functions (the top {len(selection.names)} kernel "
-        f"names, {100 * selection.share:.1f}% of kernel time) carry counters measured by ncu (FLOPs but FP16, "
+        f"names, {100 * selection.share:.1f}% of kernel time) carry counters measured by ncu (FLOPs, "
         "bytes at L1, L2 and HBM; ncu's cache flushes make its HBM bytes an upper bound); the others keep their "
         "analytic work; times are the trace's"
     )

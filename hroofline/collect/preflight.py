@@ -80,10 +80,16 @@ def visible_device() -> tuple[str, int]:
 
 
 def check_device_is(gpu: GpuName, name: str, sms: int) -> None:
-    """The GPU here must be the one named: its roofs and rates are that GPU's."""
+    """The GPU here must be the one named: its roofs and rates are that GPU's. The SM count alone does not
+    tell an H200 from an H100 SXM (132 each): a display name the catalog knows as another GPU is refused too."""
+    here = gpu_from_display_name(name)
+    if here is not None and here.name != gpu.name:
+        raise ProfilingError(
+            f"this machine's GPU is {name} ({here.name} in the catalog), not {gpu.name}",
+            f"pass --gpu {here.name}",
+        )
     if gpu.sms is None or sms == gpu.sms:
         return
-    here = gpu_from_display_name(name)
     raise ProfilingError(
         f"this machine's GPU is {name} with {sms} SMs, not {gpu.name} ({gpu.sms} SMs)",
         f"pass --gpu {here.name}"

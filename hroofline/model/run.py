@@ -78,6 +78,7 @@ TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
 # Bytes a communication kernel's rank sends over its links (nccl-tests' bus bytes), judged against the link roof.
 COMMUNICATION_COLUMNS: dict[str, str] = {"bytes_link": "float64"}
 PEAK_PREFIX = "peak_"
+JOINED_KIND = "kineto+ncu"  # a trace whose launches (some or all) carry ncu's counters
 PEAK_COLUMNS: dict[str, str] = {PEAK_PREFIX + key: "float64" for key in ROOF_KEYS}
 LAUNCH_COLUMNS: dict[str, str] = {
     **IDENTITY_COLUMNS,
@@ -184,8 +185,8 @@ class SourceInfo:
     @property
     def counts_fp16_instructions(self) -> bool:
         """ncu's FP16 counters (and CUPTI's, in a trace) count a packed half2 instruction once; analytic sources
-        count arithmetic."""
-        return self.kind.startswith("ncu") or "cupti" in self.kind
+        count arithmetic. A trace joined with ncu's counters counts so on the launches that carry them."""
+        return self.kind.startswith("ncu") or "cupti" in self.kind or self.kind == JOINED_KIND
 
 
 @dataclass

@@ -3,7 +3,7 @@ why), each listed on request, and the roofs that were missing."""
 
 from __future__ import annotations
 
-from hroofline.analyze.binding import CACHE_CEILING, LESS_ARITHMETIC, MEASURED, RESIDENT, RoofNotes
+from hroofline.analyze.binding import CACHE_CEILING, FLUSHED, LESS_ARITHMETIC, MEASURED, RESIDENT, RoofNotes
 from hroofline.analyze.provenance import CounterProvenance
 from hroofline.model.names import short_kernel_name
 from hroofline.model.numbers import si
@@ -12,6 +12,9 @@ from hroofline.model.numbers import si
 _ABOVE_WHY = {
     RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
     "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
+    FLUSHED: "faster than their bytes allow at HBM: ncu counted those bytes with the caches flushed before each "
+    "launch (an upper bound), and in the traced step data an earlier kernel left in the GPU's {l2}L2 cache "
+    "served them",
     CACHE_CEILING: "faster than their bytes allow at a cache level: their bytes are the fewest their ops must move, "
     "and the ceiling measured there (a summing loop) is below what these ops reach",
     LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "

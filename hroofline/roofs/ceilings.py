@@ -27,7 +27,7 @@ import pandas as pd
 
 from hroofline.errors import InputError, UsageError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_KEYS, ROOF_LABELS
-from hroofline.model.run import PEAK_PREFIX, Run, RunMeta
+from hroofline.model.run import JOINED_KIND, PEAK_PREFIX, Run, RunMeta
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name, load_gpu_names, resolve_gpu
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.roofs.rates import SPARSE_SUFFIX
@@ -336,9 +336,18 @@ REPORT_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The note hroofline.collect.distinct_launches adds to a joined run's roofs (kept in step with it here: roofs
+# sit below collect).
+_HIGHEST_CLOCK = re.compile(r"to the GPU's highest clock, ([\d.]+) GHz")
+
+
 def _report_kind(how: str) -> str:
     first = how.split("; else ")[0]  # how most launches got it: the first alternative that gave a value
-    return next(kind for marker, kind in REPORT_KINDS if marker in first)
+    kind = next(kind for marker, kind in REPORT_KINDS if marker in first)
+    highest = _HIGHEST_CLOCK.search(how)  # a trace joined with ncu's counters: its times ran unlocked
+    if highest:
+        kind = kind.replace("x the clocks each launch ran at", f"at the GPU's highest clock ({highest.group(1)} GHz)")
+    return kind
 
 
 def _report_label(run: Run, roofs: RunRoofs, datasheet: Ceilings | None, from_report: list[str]) -> tuple[str, str]:
@@ -375,7 +384,10 @@ def _roofs_in_use(run: Run) -> set[str]:
 def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:
     """Halve the FP16 roof of launches whose FP16 FLOPs are ncu's counted (packed-once) instructions."""
     counted = {i for i, s in enumerate(run.meta.sources) if s.counts_fp16_instructions}
+    joined = {i for i, s in enumerate(run.meta.sources) if s.kind == JOINED_KIND}
     mask = run.launches["source"].isin(counted)
+    # A joined trace's launches carry ncu's counters where their work has no analytic op (work_op cleared)
+    mask &= ~run.launches["source"].isin(joined) | run.launches["work_op"].isna()
     if mask.any() and roofs.per_launch["fp16"].notna().any():
         roofs.per_launch.loc[mask, "fp16"] *= COUNTED_FP16_FACTOR
         roofs.fp16_halved = True
