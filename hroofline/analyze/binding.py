@@ -9,8 +9,8 @@ The roofline model, per launch, with that launch's roofs (:func:`hroofline.roofs
   except that a compute time within ``CO_BOUND`` of the largest names the compute roof: such a kernel is at
   its compute roof as much as at the memory one (co-bound), and no change of data movement lifts a compute
   roof. On Hopper wgmma reads its operands from shared memory in step with the tensor pipe: a cuBLAS BF16
-  GEMM keeps the L1 writeback path busy 94.3% of its time and the tensor pipe 93.8% (a GPU calibration of
-  2026-11-27, tests/data/h100-2026-11-27)
+  GEMM keeps the L1 writeback path busy 94.0-94.3% of its time and the tensor pipe 93.5-93.8% (H100 and H200
+  calibrations of 2026-11-27, tests/data/gpu-2026-11-27). A launch faster than its roofs keeps the roof it beat
 - roof_pct              100 * t_roof / time          (= achieved FLOP/s / attainable FLOP/s)
 - recoverable time      time - t_roof
 
@@ -100,7 +100,9 @@ class RoofTimes:
     compute: pd.Series
     levels: dict[str, pd.Series]
     time_at_roof: pd.Series
-    bound: pd.Series
+    bound: pd.Series  # the largest term's roof
+    compute_label: pd.Series  # the compute roof that binds the longest pipe
+    co_bound: pd.Series  # compute time within CO_BOUND of the largest term
 
 
 def roof_times(
@@ -141,10 +143,11 @@ def roof_times(
     uncounted = launches[list(COMPUTE_ROOF_OF)].isna().all(axis=1)
     time_at_roof = frame.max(axis=1, skipna=True).where(~uncounted)
     bound_term = frame.fillna(-1.0).idxmax(axis=1).where(time_at_roof.notna())
-    bound_term = bound_term.where(~(frame["compute"] >= (1 - CO_BOUND) * time_at_roof), "compute")
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
-    bound = binding_key.map(ROOF_LABELS).where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
-    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()))
+    compute_label = binding_key.map(ROOF_LABELS).where(frame["compute"].notna())
+    bound = compute_label.where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
+    co_bound = frame["compute"] >= (1 - CO_BOUND) * time_at_roof
+    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label, co_bound)
 
 
 def launch_roof_terms(
@@ -160,8 +163,14 @@ def launch_roof_terms(
         )
     # Time at roof is compared with time: a launch without a time has none to compare.
     time_at_roof = times.time_at_roof.where(seconds.notna())
-    out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": times.bound}, index=launches.index)
-    out["above_roof"] = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
+    above = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
+    # Co-bound launches name their compute roof; one faster than its roofs keeps the roof it beat, which says why
+    bound = times.bound.where(~(times.co_bound & ~above), times.compute_label)
+    out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": bound}, index=launches.index)
+    out["above_roof"] = above.astype(float)
+    # launches whose work is ncu's counters (a trace joined with them): their HBM bytes were counted cold
+    counted = launches["counters_from"].notna() if "counters_from" in launches else pd.Series(False, launches.index)
+    out["above_counted"] = (above & counted).astype(float)
     # what the launches above a roof took, and what their roofs allow: summed per group for the warning
     out["above_time_s"] = seconds.where(out["above_roof"] > 0, 0.0)
     out["above_time_at_roof_s"] = time_at_roof.where(out["above_roof"] > 0, 0.0)
@@ -191,7 +200,7 @@ def _binding_compute_key(
 
 def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
     """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
-    summed = ["time_at_roof_s", "above_roof", "above_time_s", "above_time_at_roof_s"]
+    summed = ["time_at_roof_s", "above_roof", "above_counted", "above_time_s", "above_time_at_roof_s"]
     out = terms[[*summed, *(f"above_{lv}" for lv in LEVELS)]].copy()
     for label in sorted(terms["bound"].dropna().unique()):
         out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
@@ -237,7 +246,7 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
 def _above_roof_records(table: pd.DataFrame, analytic: bool, joined: bool) -> list[AboveRoof]:
     records = []
     for row in table[table["above_roof"]].itertuples(index=False):
-        kind = _above_kind(str(row.bound), analytic, joined)
+        kind = _above_kind(str(row.bound), analytic, joined and row.above_counted > 0)
         records.append(
             AboveRoof(
                 str(row.kernel),
@@ -253,8 +262,8 @@ def _above_roof_records(table: pd.DataFrame, analytic: bool, joined: bool) -> li
     return records
 
 
-def _above_kind(bound: str, analytic: bool, joined: bool) -> str:
-    if joined:  # ncu's counters on a trace's times: cold HBM bytes, the rest measured
+def _above_kind(bound: str, analytic: bool, counted: bool) -> str:
+    if counted:  # ncu's counters on a trace's times: cold HBM bytes, the rest measured
         return FLUSHED if bound == LEVEL_LABELS["hbm"] else MEASURED
     if not analytic:
         return MEASURED

@@ -33,7 +33,7 @@ from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
 from hroofline.model.quantities import ROOF_KEYS
-from hroofline.model.run import PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
 
 # A copied launch whose trace time differs from its measured launch's by more than this may do other work.
 TIME_MISMATCH = 0.2
@@ -42,8 +42,9 @@ MISMATCH_WARNING_SHARE = 0.01
 _CANDIDATE_SPREAD = 0.1
 _PROFILED_CATEGORIES = ("kernel", "communication")  # what ncu profiles: kernels, NCCL's included
 _CALL_IN_STACK = rf"(?:^|/){CALL_NVTX_PREFIX}(\d+)(?:/|$)"
-# How a joined run's roofs were made (SourceInfo.roofs), after the report's own how: the label says it.
-HIGHEST_CLOCK_NOTE = "scaled from the clock ncu's launch ran at to the GPU's highest clock"
+# Roofs that follow the SM clock (compute, L1); the L2 and HBM run on clocks of their own (an H100 report: the
+# SM at 1.43-1.59 GHz, its L2 roof 12.9-13.1 TB/s throughout).
+SM_CLOCK_ROOFS: frozenset[str] = frozenset(ROOF_KEYS) - {"l2", "hbm"}
 
 
 @dataclass(frozen=True)
@@ -186,19 +187,20 @@ def copy_roofs(
 ) -> pd.DataFrame:
     """The report's roofs of each launch's measured launch, at the GPU's highest clock.
 
-    ncu ran its launches at a locked clock (``--clock-control base``: 1.4-1.6 GHz on an H100), the trace's
-    at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks are taken at the highest
-    clock the GPU runs at (an upper bound: no launch is put above a roof by a clock it did not run at). HBM's
-    roof does not follow the SM clock and is copied as is. Without a known clock, or a measured launch's
-    clock, the report's roofs are left out and the datasheet's apply."""
+    ncu ran its launches at a locked SM clock (``--clock-control base``: 1.43-1.59 GHz on an H100, 1.30-1.50 on
+    an H200), the trace's at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks of
+    the roofs that follow the SM clock (compute, L1) are taken at the highest clock the GPU runs at (an upper
+    bound: no launch is put above a roof by a clock it did not run at). The L2 and HBM roofs run on clocks of
+    their own and are copied as ncu measured them. Without a known highest clock the report's roofs are
+    copied as they are (at ncu's clocks)."""
     out = frame.copy()
     rows = out["launch_id"].astype(int).map(plan.counters_from)
     has = rows.notna()
-    if top_clock_hz is None or not has.any():
+    if not has.any():
         return out
     sources = rows[has].astype(int).to_numpy()
     clock = counters.loc[sources, "clock_hz"].to_numpy(dtype=float)
-    scale = np.where(clock > 0, top_clock_hz / clock, np.nan)
+    scale = np.where(clock > 0, (top_clock_hz or np.nan) / clock, np.nan) if top_clock_hz else np.ones(len(clock))
     for key in ROOF_KEYS:
         column = PEAK_PREFIX + key
         if column not in counters.columns:
@@ -206,7 +208,7 @@ def copy_roofs(
         peaks = counters.loc[sources, column].to_numpy(dtype=float)
         if column not in out.columns:
             out[column] = np.nan
-        out.loc[has, column] = peaks if key == "hbm" else peaks * scale
+        out.loc[has, column] = peaks * scale if key in SM_CLOCK_ROOFS else peaks
     return out
 
 
@@ -220,7 +222,7 @@ def join_distinct(
     roofs_how = {
         key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
         for key, how in measured.info.roofs.items()
-        if top_clock_hz is not None and (PEAK_PREFIX + key) in frame.columns and frame[PEAK_PREFIX + key].notna().any()
+        if top_clock_hz is not None and key in SM_CLOCK_ROOFS and frame[PEAK_PREFIX + key].notna().any()
     }
     notes = [provenance_note(plan)]
     warnings = list(measured.info.warnings)
@@ -229,7 +231,7 @@ def join_distinct(
         (warnings if mismatch[2] > MISMATCH_WARNING_SHARE else notes).append(mismatch_line(*mismatch))
     info = replace(
         trace.info,
-        kind="kineto+ncu",
+        kind=JOINED_KIND,
         formulas_used={**trace.info.formulas_used, **measured.info.formulas_used},
         notes=[*trace.info.notes, *notes],
         warnings=[*trace.info.warnings, *warnings],

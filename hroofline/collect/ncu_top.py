@@ -20,7 +20,7 @@ from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.importers.source import ImportedSource
 from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES
-from hroofline.model.run import RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.run import JOINED_KIND, RAW_METRIC_PREFIX, conform_launches
 
 _TOP = re.compile(r"^top:(\d+)$")
 # What ncu's counters give a launch, in place of the analytic work: all of it. FP16 FLOPs too, as ncu counts
@@ -69,11 +69,14 @@ def _mangled_function_name(mangled: str) -> str:
     """The qualified function of an Itanium-mangled name: ``_ZN17cutlass__5x_cudnn6KernelI...`` ->
     ``cutlass__5x_cudnn::Kernel``; the source names before the template arguments (``I``) or the end
     (``E``) of the nested name, an anonymous namespace (``_GLOBAL__N...``) as ``anonymous``."""
-    rest = mangled[2:]
+    rest = mangled[2:].removeprefix("L")  # internal linkage
     nested = rest.startswith("N")
     if nested:
         rest = rest[1:].lstrip("rVK")  # a member function's cv-qualifiers
     parts: list[str] = []
+    if rest.startswith("St"):  # ::std::
+        parts.append("std")
+        rest = rest[2:]
     while rest:
         found = _SOURCE_NAME.match(rest)
         if found is None:
@@ -158,6 +161,7 @@ def join_counters(trace: ImportedSource, measured: ImportedSource, selection: Ke
             )
             frame.loc[mine, columns] = np.tile(theirs[columns].mean().to_numpy(dtype=float), (len(mine), 1))
         frame.loc[mine, "work_op"] = pd.NA
+        frame.loc[mine, "counters_from"] = frame.loc[mine, "launch_id"]  # ncu measured these launches themselves
         joined += len(mine)
     if not joined:
         raise ProfilingError(
@@ -171,7 +175,7 @@ def join_counters(trace: ImportedSource, measured: ImportedSource, selection: Ke
     )
     info = replace(
         trace.info,
-        kind="kineto+ncu",
+        kind=JOINED_KIND,
         formulas_used={**trace.info.formulas_used, **measured.info.formulas_used},
         notes=[*trace.info.notes, note],
         warnings=[*trace.info.warnings, *measured.info.warnings, *warnings],

@@ -86,7 +86,7 @@ def check_device_is(gpu: GpuName, name: str, sms: int) -> None:
     if here is not None and here.name != gpu.name:
         raise ProfilingError(
             f"this machine's GPU is {name} ({here.name} in the catalog), not {gpu.name}",
-            f"pass --gpu {here.name}",
+            f"pass --gpu {here.name} (or --force-gpu to judge it as {gpu.name} anyway)",
         )
     if gpu.sms is None or sms == gpu.sms:
         return

@@ -79,6 +79,9 @@ TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
 COMMUNICATION_COLUMNS: dict[str, str] = {"bytes_link": "float64"}
 PEAK_PREFIX = "peak_"
 JOINED_KIND = "kineto+ncu"  # a trace whose launches (some or all) carry ncu's counters
+# How a joined run's compute and L1 roofs were made (SourceInfo.roofs, after the report's own how); the roofs
+# label reads the clock back from it.
+HIGHEST_CLOCK_NOTE = "scaled from the clock ncu's launch ran at to the GPU's highest clock"
 PEAK_COLUMNS: dict[str, str] = {PEAK_PREFIX + key: "float64" for key in ROOF_KEYS}
 LAUNCH_COLUMNS: dict[str, str] = {
     **IDENTITY_COLUMNS,
@@ -166,7 +169,7 @@ class SourceInfo:
         """How the source was collected, in a word: ncu, trace (trace+ncu with ncu's counters), cpu, predicted."""
         if self.kind == "analytic":
             return "predicted"
-        if self.kind == "kineto+ncu":
+        if self.kind == JOINED_KIND:
             return "trace+ncu"
         if self.kind.startswith("kineto"):
             return "trace"
@@ -175,7 +178,7 @@ class SourceInfo:
     @property
     def analytic_work(self) -> bool:
         """A trace's FLOPs and bytes come from its ops' shapes (all of them, or all but ncu's top kernels)."""
-        return self.kind in ("kineto", "kineto+ncu")
+        return self.kind in ("kineto", JOINED_KIND)
 
     @property
     def counted_work(self) -> bool:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from hroofline.errors import InputError, UsageError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_KEYS, ROOF_LABELS
-from hroofline.model.run import JOINED_KIND, PEAK_PREFIX, Run, RunMeta
+from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, Run, RunMeta
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name, load_gpu_names, resolve_gpu
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.roofs.rates import SPARSE_SUFFIX
@@ -336,9 +336,7 @@ REPORT_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-# The note hroofline.collect.distinct_launches adds to a joined run's roofs (kept in step with it here: roofs
-# sit below collect).
-_HIGHEST_CLOCK = re.compile(r"to the GPU's highest clock, ([\d.]+) GHz")
+_HIGHEST_CLOCK = re.compile(re.escape(HIGHEST_CLOCK_NOTE) + r", ([\d.]+) GHz")
 
 
 def _report_kind(how: str) -> str:
@@ -386,8 +384,8 @@ def _counted_fp16(run: Run, roofs: RunRoofs) -> RunRoofs:
     counted = {i for i, s in enumerate(run.meta.sources) if s.counts_fp16_instructions}
     joined = {i for i, s in enumerate(run.meta.sources) if s.kind == JOINED_KIND}
     mask = run.launches["source"].isin(counted)
-    # A joined trace's launches carry ncu's counters where their work has no analytic op (work_op cleared)
-    mask &= ~run.launches["source"].isin(joined) | run.launches["work_op"].isna()
+    # A joined trace's launches carry ncu's counters where counters_from says where they came from
+    mask &= ~run.launches["source"].isin(joined) | run.launches["counters_from"].notna()
     if mask.any() and roofs.per_launch["fp16"].notna().any():
         roofs.per_launch.loc[mask, "fp16"] *= COUNTED_FP16_FACTOR
         roofs.fp16_halved = True
