@@ -13,7 +13,11 @@ measured time:
 - the estimate fitted on all those rows, judged on another source it never saw: 165 rows of timm's benchmark
   tables (bench/data/timm-step-times.csv: 58 torchvision architectures, 56 of them new, on RTX 3090 and 4090,
   other hosts, PyTorch 1.12 to 2.9, batch 16 to 1024; see bench/data/README.md), and per timm table;
-- both sources pooled, each model left out.
+- both sources pooled, each model left out;
+- the H100 (Hopper, a generation the fit never saw): the 24 training steps of ../shared/reference/h100-step-times.csv
+  (six models, fp32 and amp, batch 32 and 128), and the steps of five more models measured on 2026-11-27
+  (tests/data/gpu-2026-11-27/h100-step-times.csv: training at batch 32 and 128, at batch 1, and forward-only
+  inference at batch 1 and 64; their channels_last rows are left out: the estimate models NCHW), judged only.
 
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6, and the rows measured faster than their
@@ -54,6 +58,8 @@ from hroofline.roofs.metricset import metrics_dir
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO.parent / "shared" / "reference" / "published-step-times.csv"
 OTHER_SOURCE = REPO / "bench" / "data" / "timm-step-times.csv"  # judged on, never fitted to
+H100_SHARED = REPO.parent / "shared" / "reference" / "h100-step-times.csv"  # judged on, never fitted to
+H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  # judged on, never fitted to
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 
 
@@ -85,6 +91,37 @@ HELD_OUT = {
 }
 NVIDIA_STEPS = "ResNet-50 and EfficientNet-B0 steps on V100, A100 and T4"
 OTHER_SOURCE_LABEL = "another source (timm), never fitted to"
+H100_LABEL = "H100 training steps (Hopper), never fitted to"
+H100_STEPS = "training steps of six torchvision models on an H100"
+
+
+def h100_rows() -> pd.DataFrame:
+    """The shared H100 training steps (the file's memory rows have no time)."""
+    rows = pd.read_csv(H100_SHARED)
+    return rows[rows["measured"] == "step"].reset_index(drop=True)
+
+
+def more_h100_lines(model: EstimateModel) -> list[str]:
+    """The five models measured on an H100 on 2026-11-27, per kind of step: training at batch 32 and 128, at batch
+    1, and inference at batch 1 and 64 (NCHW rows only)."""
+    rows = pd.read_csv(H100_MORE)
+    rows = rows[rows["note"].isna() & (rows["layout"] == "NCHW")].reset_index(drop=True)
+    found = samples(rows)
+    kinds = {
+        "training, batch 32 and 128": (rows["phases"] == "train") & (rows["batch"] > 1),
+        "training, batch 1": (rows["phases"] == "train") & (rows["batch"] == 1),
+        "inference, batch 64": (rows["phases"] != "train") & (rows["batch"] > 1),
+        "inference, batch 1": (rows["phases"] != "train") & (rows["batch"] == 1),
+    }
+    lines = []
+    for kind, chosen in kinds.items():
+        mine = [found[i] for i in np.flatnonzero(chosen.to_numpy())]
+        ratios = np.array([estimated_step(sample, model) / sample.measured_s for sample in mine])
+        leaning = f"median estimate/measured {np.median(ratios):.2f}"
+        lines.append(_line(f"  H100, five more models, {kind}", np.maximum(ratios, 1 / ratios)) + f", {leaning}")
+    return lines
+
+
 POOLED_LABEL = "both sources, each model left out"
 
 
@@ -177,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = other_rows["model"].nunique()
     gpus = " and ".join(sorted(other_rows["gpu"].unique()))
     judged[OTHER_SOURCE_LABEL] = HeldOut(error_factors(other, model), f"{models} timm models' steps on {gpus}", True)
+    hopper = h100_rows()
+    hopper_found = samples(hopper)
+    judged[H100_LABEL] = HeldOut(error_factors(hopper_found, model), H100_STEPS, True)
     pooled = held_out(found + other, [*rows["model"], *other_rows["model"]])
     every_model = len(set(rows["model"]) | set(other_rows["model"]))
     every_gpu = len(set(rows["gpu"]) | set(other_rows["gpu"]))
@@ -192,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_line(f"estimate, {label}", result.factors))
         if label == OTHER_SOURCE_LABEL:
             print("\n".join(per_table(other_rows, other, model)))
+        if label == H100_LABEL:
+            print("\n".join(per_table(hopper.assign(source="h100 " + hopper["precision"]), hopper_found, model)))
+            print("\n".join(more_h100_lines(model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     floors = ", ".join(

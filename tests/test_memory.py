@@ -118,3 +118,23 @@ def test_a_gpu_profile_reads_the_memory_its_workload_wrote(tmp_path: Path) -> No
     attached = with_measured_memory(source, record).info.memory
     assert [asdict(m) for m in attached] == [asdict(m) for m in phases]
     assert with_measured_memory(source, tmp_path / "none.json").info.memory == []
+
+
+def test_predicted_memory_holds_on_every_shared_h100_row() -> None:
+    """The 24 training steps of ../shared/reference/h100-step-times.csv (six models, fp32 and amp, batch 32 and
+    128): the predicted peak within 15% of torch.cuda.max_memory_allocated over the timed steps; and its 5
+    forward passes at batch 256: the predicted forward retention within 15% of memory_allocated's growth."""
+    import pandas as pd
+
+    rows = pd.read_csv(need(SHARED / "reference" / "h100-step-times.csv"))
+    ratios = {}
+    for row in rows.itertuples(index=False):
+        trace = trace_step_memory(WorkloadConfig(row.model, int(row.batch), row.precision), "train")
+        if row.measured == "step":
+            predicted = max(phase.peak_bytes for phase in trace.memory)
+        else:
+            predicted = next(phase for phase in trace.memory if phase.phase == "forward").retained_bytes
+        ratios[(row.model, row.precision, row.batch, row.measured)] = predicted / row.memory_bytes
+    assert len(ratios) == 29
+    off = {key: round(ratio, 3) for key, ratio in ratios.items() if not 0.85 <= ratio <= 1.15}
+    assert not off, off
