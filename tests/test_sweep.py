@@ -155,3 +155,20 @@ def test_runs_says_how_each_run_was_collected(cli, deepcam_store: Path, tmp_path
     assert listed["resnet18-fp32-v100-sxm2-predicted"]["kind"] == "predicted"
     assert listed["deepcam-O1"]["kind"] == "ncu" and listed["deepcam-O1"]["gpu"] == "v100-sxm2"
     assert "kind" in cli("runs", "--store", str(store)).out.splitlines()[0]
+
+
+def test_an_inference_pass_and_a_training_step_do_not_share_a_name(cli, tmp_path: Path) -> None:
+    """Predicting a model's training step, then its inference pass, into one store: two runs (the second used
+    to be refused as 'exists already')."""
+    store = tmp_path / "store"
+    common = ["--arch", "resnet18", "--gpu", "h100", "--batch-size", "1,8", "--store", store]
+    assert cli("predict", *common).code == 0
+    forward = cli("predict", *common, "--phases", "forward")
+    assert forward.code == 0, forward.err
+    names = set(RunStore(store).run_names())
+    assert names == {
+        f"resnet18-fp32-h100-sxm{phases}-b{batch}-predicted" for phases in ("", "-forward") for batch in (1, 8)
+    }
+    assert RunStore(store).load("resnet18-fp32-h100-sxm-forward-b8-predicted").meta.sources[0].settings["phases"] == (
+        "forward"
+    )

@@ -65,7 +65,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="an inference pass (eval mode, no gradients, no loss), or a training step",
     )
     predict.add_argument(
-        "--run", help="run name (default: MODEL-PRECISION-GPU-predicted; a sweep over batch sizes adds -bN)"
+        "--run",
+        help="run name (default: MODEL-PRECISION-GPU-predicted; --phases forward adds -forward, a sweep over batch "
+        "sizes -bN)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
     predict.add_argument(
@@ -102,12 +104,13 @@ def planned_runs(args: argparse.Namespace) -> list[Planned]:
         one.batch_size = batch
         config = workload_config(one, "meta")
         name = f"{config.model.label}-{config.precision}-{gpu.variant or gpu.name}"
+        name += "-forward" if args.phases == "forward" else ""  # an inference pass is not the training step
         name += f"-b{config.batch_size}-predicted" if several_batches else "-predicted"
         planned.append(Planned(config, gpu, check_run_name(args.run or name)))
     if args.run and len(planned) > 1:
         raise UsageError(
             f"--run names one run, and this is a sweep of {len(planned)}",
-            "leave --run out: a sweep names its runs MODEL-PRECISION-GPU[-bN]-predicted",
+            "leave --run out: a sweep names its runs MODEL-PRECISION-GPU[-forward][-bN]-predicted",
         )
     names = [p.run for p in planned]
     if len(set(names)) < len(names):
