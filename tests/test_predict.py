@@ -283,3 +283,24 @@ def test_amp_casts_what_autocast_casts_in_a_transformer() -> None:
     assert matmul["flops_fp32"].sum() == 0 and matmul["flops_fp16"].sum() > 0
     norms = forward[forward["kernel"] == "aten::native_layer_norm"]
     assert len(norms) == 25 and norms["flops_fp32"].gt(0).all() and norms["flops_fp16"].eq(0).all()
+
+
+def test_the_api_prediction_says_what_the_cli_prints(cli, tmp_path: Path) -> None:
+    """hroofline.predict() returns the step time, throughput, error band and memory fit the CLI prints, and the
+    same text: a notebook user gets images/s, 'fits' and the largest batch without the CLI."""
+    import hroofline
+
+    printed = cli("predict", "--arch", "resnet18", "--gpu", "h100", "--store", tmp_path / "store")
+    assert printed.code == 0, printed.err
+    predicted = hroofline.predict(
+        "resnet18", gpu="h100", run="resnet18-fp32-h100-sxm-predicted", store=tmp_path / "api"
+    )
+    assert predicted.describe() == printed.out
+    step, fit = predicted.step, predicted.fit
+    total = predicted.summary().loc["total"]
+    assert step.estimate_s == pytest.approx(total["time_s"]) and step.bound_s == pytest.approx(total["time_bound_s"])
+    assert step.low_s < step.estimate_s < step.high_s and step.unit == "images"
+    images_per_s = f"{step.throughput(step.estimate_s):,.0f} images/s"
+    assert images_per_s in printed.out and f"largest batch that fits: {fit.largest_batch:,}" in printed.out
+    assert fit.fits and fit.gpu == "h100-sxm"
+    assert images_per_s in repr(predicted) and f"largest batch {fit.largest_batch:,}" in repr(predicted)

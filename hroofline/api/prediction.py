@@ -38,7 +38,7 @@ def predict(
     store: str | Path | None = None,
     replace: bool = False,
     calibrate: Run | str | None = None,
-) -> RunView:
+) -> PredictedRun:
     """What a training step (or an inference pass, eval mode without gradients: ``phases="forward"``) of ``model``
     should cost on ``gpu``: ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a
     torchvision name or a model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is
@@ -63,10 +63,53 @@ def predict(
     spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
     options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
+    view = result.view()
     if run is not None:
         target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
-        return RunView.of(target.load(run))
-    return RunView.of(result.as_run())
+        return PredictedRun.of_prediction(target.load(run), view)
+    return PredictedRun.of_prediction(result.as_run(), view)
+
+
+class PredictedRun(RunView):
+    """A predicted run with what ``hroofline predict`` prints beside it: ``.step`` (the bound, the estimate with
+    its error band, ``.step.throughput(seconds)``), ``.fit`` (the peak memory against the GPU's, the largest
+    batch that fits; None where the catalog lacks its memory) and ``.describe()`` (the CLI's text)."""
+
+    _view: Any = None  # render.prediction.PredictionView
+
+    @classmethod
+    def of_prediction(cls, run: Run, view: Any) -> PredictedRun:
+        shown = cls(run.meta, run.launches)
+        shown._view = view
+        return shown
+
+    @property
+    def step(self) -> Any:
+        """analyze.estimate.StepTime: bound_s, estimate_s, low_s, high_s, throughput(seconds), unit."""
+        return self._view.step
+
+    @property
+    def fit(self) -> Any:
+        """analyze.memory_fit.MemoryFit: peak_bytes, usable_bytes, fits, largest_batch; or None."""
+        return self._view.fit
+
+    def describe(self) -> str:
+        """The text ``hroofline predict`` prints for this prediction."""
+        from hroofline.render.prediction import prediction_text
+
+        return prediction_text(self._view)
+
+    def facts(self) -> dict[str, object]:
+        from hroofline.model.numbers import per_second, si
+
+        step = self.step
+        facts = super().facts()
+        facts["estimate"] = f"{si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), step.unit)}"
+        if self.fit is not None:
+            facts["memory"] = f"{si(self.fit.peak_bytes, 'B')}, " + (
+                f"fits, largest batch {self.fit.largest_batch:,}" if self.fit.fits else f"does not fit {self.fit.gpu}"
+            )
+        return facts
 
 
 def _meta_copy(model: Any) -> Any:
@@ -106,6 +149,34 @@ class Prediction:
         else:
             items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
         return step_time(self.source.launches, self.estimate_model, items, unit)
+
+    def view(self) -> Any:
+        """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView)."""
+        from hroofline.analyze.kernels import phase_summary
+        from hroofline.analyze.memory_fit import peak_phase
+        from hroofline.analyze.predict import flop_split, tensor_share
+        from hroofline.render.prediction import PredictionView
+
+        launches = self.source.launches
+        settings = self.source.info.settings
+        what = f"{settings['model']}, batch {self.batch_size}, {self.precision} on {self.gpu}"
+        inference = settings.get("phases") == "forward"
+        if inference:
+            what += ", inference (eval, no grad)"
+        memory = self.source.info.memory
+        return PredictionView(
+            run=self.name,
+            what=what,
+            summary=phase_summary(self.as_run()),
+            step=self.step_time(),
+            fit=self.fit,
+            peaks=self.peaks,
+            tensor_share=tensor_share(launches, self.peaks),
+            split=flop_split(launches),
+            estimate_source=self.estimate_model.source,
+            peak_split=peak_phase(memory) if memory else None,
+            inference=inference,
+        )
 
     def as_run(self) -> Run:
         """The prediction as a run that is in no store."""

@@ -7,15 +7,12 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hroofline.analyze.kernels import phase_summary
-from hroofline.analyze.memory_fit import peak_phase
-from hroofline.analyze.predict import flop_split, tensor_share
 from hroofline.analyze.sweep import SweepEntry, sweep_table
 from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
-from hroofline.render.prediction import PredictionView, prediction_text, sweep_text
+from hroofline.render.prediction import prediction_text, sweep_text
 from hroofline.render.text import render_frame
 from hroofline.roofs.catalog import GpuName, resolve_gpu
 from hroofline.store.files import check_run_name
@@ -158,7 +155,7 @@ def run_predict(args: argparse.Namespace) -> int:
     for note in notes:
         say(f"hroofline: note: {note}")
     if len(predictions) == 1:
-        write_out(prediction_text(prediction_view(predictions[0])))
+        write_out(prediction_text(predictions[0].view()))
     else:
         table = sweep_table([sweep_entry(p) for p in predictions])
         write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))
@@ -192,26 +189,4 @@ def sweep_entry(prediction: Prediction) -> SweepEntry:
         step=prediction.step_time(),
         fit=prediction.fit,
         memory=prediction.source.info.memory,
-    )
-
-
-def prediction_view(prediction: Prediction) -> PredictionView:
-    launches = prediction.source.launches
-    settings = prediction.source.info.settings
-    what = f"{settings['model']}, batch {prediction.batch_size}, {prediction.precision} on {prediction.gpu}"
-    inference = settings.get("phases") == "forward"
-    if inference:
-        what += ", inference (eval, no grad)"
-    return PredictionView(
-        run=prediction.name,
-        what=what,
-        summary=phase_summary(prediction.as_run()),
-        step=prediction.step_time(),
-        fit=prediction.fit,
-        peaks=prediction.peaks,
-        tensor_share=tensor_share(launches, prediction.peaks),
-        split=flop_split(launches),
-        estimate_source=prediction.estimate_model.source,
-        peak_split=peak_phase(prediction.source.info.memory) if prediction.source.info.memory else None,
-        inference=inference,
     )
