@@ -76,9 +76,12 @@ def test_roofs_sit_at_the_catalog_values_at_the_measured_clock(
     for level, name in (("l1", "L1"), ("l2", "L2"), ("hbm", "HBM")):
         for point in by_roof[name]:  # a bandwidth roof is y = bandwidth * x
             assert point["y"] / point["x"] == pytest.approx(expected[level], rel=1e-12)
-    # precisions present in AMP forward: FP32, FP16 and FP16-input tensor work (no FP64)
-    for name, key in (("FP32", "fp32"), ("FP16", "fp16"), ("FP16 tensor", "tensor")):
+    # precisions present in AMP forward: FP32, FP16 and FP16-input tensor work (no FP64); FP32 and the halved FP16
+    # roof are one height: one line and one label naming both, not two labels printed over one line
+    assert expected["fp32"] == pytest.approx(expected["fp16"], rel=1e-12)
+    for name, key in (("FP32, FP16", "fp32"), ("FP16 tensor", "tensor")):
         assert [p["y"] for p in by_roof[name]] == pytest.approx([expected[key]] * 2, rel=1e-12)
+    assert "FP32" not in by_roof and "FP16" not in by_roof
     assert "FP64" not in by_roof and "TF32 tensor" not in by_roof
     # each bandwidth roof ends where it meets the highest compute roof
     for name in ("L1", "L2", "HBM"):
@@ -88,7 +91,8 @@ def test_roofs_sit_at_the_catalog_values_at_the_measured_clock(
     texts = {row["label"] for row in labels}
     assert "HBM 900.0 GB/s" in texts
     assert f"FP16 tensor {expected['tensor'] / 1e12:.1f} TFLOP/s" in texts
-    assert f"FP32 {expected['fp32'] / 1e12:.2f} TFLOP/s" in texts
+    assert f"FP32, FP16 {expected['fp32'] / 1e12:.2f} TFLOP/s" in texts
+    assert not any(text.startswith(("FP32 ", "FP16 1")) for text in texts)
     subtitle = " ".join(" ".join(amp_forward_spec["title"]["subtitle"]).split())  # wrapped lines joined
     assert "scaled to each launch's measured SM clock" in subtitle and "quoted at 1.53 GHz" in subtitle
     assert "FP16 roof halved" in subtitle
