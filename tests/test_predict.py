@@ -304,3 +304,15 @@ def test_the_api_prediction_says_what_the_cli_prints(cli, tmp_path: Path) -> Non
     assert images_per_s in printed.out and f"largest batch that fits: {fit.largest_batch:,}" in printed.out
     assert fit.fits and fit.gpu == "h100-sxm"
     assert images_per_s in repr(predicted) and f"largest batch {fit.largest_batch:,}" in repr(predicted)
+    # a copy keeps what it says; a run without a prediction says so in one line instead of a traceback
+    import copy
+    from dataclasses import replace
+
+    from hroofline.api.prediction import PredictedRun
+    from hroofline.errors import UsageError
+
+    assert copy.deepcopy(predicted).describe() == printed.out and replace(predicted).step == step
+    bare = PredictedRun(predicted.meta, predicted.launches)
+    assert "estimate" not in repr(bare)
+    with pytest.raises(UsageError, match="carries no prediction"):
+        bare.describe()

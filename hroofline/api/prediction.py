@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,44 +70,53 @@ def predict(
     return PredictedRun.of_prediction(result.as_run(), view)
 
 
+@dataclass(repr=False)
 class PredictedRun(RunView):
     """A predicted run with what ``hroofline predict`` prints beside it: ``.step`` (the bound, the estimate with
     its error band, ``.step.throughput(seconds)``), ``.fit`` (the peak memory against the GPU's, the largest
-    batch that fits; None where the catalog lacks its memory) and ``.describe()`` (the CLI's text)."""
+    batch that fits; None where the catalog lacks its memory) and ``.describe()`` (the CLI's text). What
+    :func:`predict` returns; ``hroofline.load`` of the stored run gives the plain run (predict again for these)."""
 
-    _view: Any = None  # render.prediction.PredictionView
+    view: Any = field(default=None, compare=False)  # render.prediction.PredictionView
 
     @classmethod
     def of_prediction(cls, run: Run, view: Any) -> PredictedRun:
-        shown = cls(run.meta, run.launches)
-        shown._view = view
-        return shown
+        return cls(run.meta, run.launches, view)
+
+    def _shown(self) -> Any:
+        if self.view is None:
+            from hroofline.errors import UsageError
+
+            raise UsageError(f"run {self.name!r} carries no prediction to describe", "hroofline.predict(...) makes one")
+        return self.view
 
     @property
     def step(self) -> Any:
         """analyze.estimate.StepTime: bound_s, estimate_s, low_s, high_s, throughput(seconds), unit."""
-        return self._view.step
+        return self._shown().step
 
     @property
     def fit(self) -> Any:
         """analyze.memory_fit.MemoryFit: peak_bytes, usable_bytes, fits, largest_batch; or None."""
-        return self._view.fit
+        return self._shown().fit
 
     def describe(self) -> str:
         """The text ``hroofline predict`` prints for this prediction."""
         from hroofline.render.prediction import prediction_text
 
-        return prediction_text(self._view)
+        return prediction_text(self._shown())
 
     def facts(self) -> dict[str, object]:
         from hroofline.model.numbers import per_second, si
 
-        step = self.step
         facts = super().facts()
+        if self.view is None:
+            return facts
+        step, fit = self.view.step, self.view.fit
         facts["estimate"] = f"{si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), step.unit)}"
-        if self.fit is not None:
-            facts["memory"] = f"{si(self.fit.peak_bytes, 'B')}, " + (
-                f"fits, largest batch {self.fit.largest_batch:,}" if self.fit.fits else f"does not fit {self.fit.gpu}"
+        if fit is not None:
+            facts["memory"] = f"{si(fit.peak_bytes, 'B')}, " + (
+                f"fits, largest batch {fit.largest_batch:,}" if fit.fits else f"does not fit {fit.gpu}"
             )
         return facts
 

@@ -138,14 +138,13 @@ def _equal_roofs(precisions: list[str], peaks: dict[str, float]) -> list[tuple[f
     groups: list[tuple[float, list[str]]] = []
     for precision in sorted(precisions, key=lambda p: -peaks[p]):
         peak = peaks[precision]
-        if groups and abs(groups[-1][0] - peak) <= EQUAL_ROOFS * peak:
+        if groups and si(groups[-1][0], "FLOP/s", 4) == si(peak, "FLOP/s", 4):  # the label prints one value
             groups[-1][1].append(ROOF_LABELS[precision])
         else:
             groups.append((peak, [ROOF_LABELS[precision]]))
     return groups
 
 
-EQUAL_ROOFS = 0.005  # compute roofs closer than this share are drawn as one
 LABEL_CHAR_PX, LABEL_HEIGHT_PX, LABEL_MARGIN_PX = 6.5, 14.0, 3.0
 OUTSIDE_COST = 100.0  # per pixel of a label outside the plot
 FIT_MARGIN = 0.9  # labels are kept within this share of the plot's width
