@@ -24,18 +24,19 @@ import argparse
 import csv
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_speed import BIN, in_workdir, log, quote, run_child  # the same child runs and log as import_speed
+
 REPO = Path(__file__).resolve().parent.parent
 RAW_CSV = REPO.parent / "shared" / "fixtures" / "ncu" / "rtxpro6000_bf16_proj_gemm_ncu2026_raw.csv"
 METRICS_TOML = REPO / "metrics" / "hierarchical.toml"
-HROOFLINE = Path(sys.executable).parent / "hroofline"
+HROOFLINE = BIN / "hroofline"
 IDENTITY_COLUMNS = 11  # "ID" ... "CC" in ncu's raw page
 DEVICE_ATTRIBUTES = (
     "device__attribute_clock_rate",
@@ -51,10 +52,6 @@ VARIANTS = 97  # distinct value sets per kernel: launches repeat them with their
 MAX_IMPORT_MB = 2000.0
 MAX_SUMMARY_MB = 1000.0
 MAX_SUMMARY_S = 3.0
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- building the input
@@ -123,10 +120,6 @@ def metric_value(metric: str, time_ns: float, gemm: bool, scale: float) -> str:
     return "0"
 
 
-def quote(fields: Sequence[str]) -> str:
-    return ",".join('"' + field.replace('"', '""') + '"' for field in fields)
-
-
 def build_wide_csv(path: Path, launches: int) -> None:
     with RAW_CSV.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
@@ -160,22 +153,6 @@ def build_wide_csv(path: Path, launches: int) -> None:
 
 
 # ---------------------------------------------------------------- measuring
-
-
-def run_child(command: Sequence[str]) -> tuple[float, float, str]:
-    """Run a command; return its wall seconds, its own peak RSS in MB (by wait4) and its stdout."""
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        start = time.perf_counter()
-        process = subprocess.Popen(list(command), stdout=stdout, stderr=stderr, cwd=REPO)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        stdout.seek(0)
-        stderr.seek(0)
-        if code != 0:
-            sys.stderr.write(stderr.read().decode("utf-8", "replace"))
-            raise SystemExit(f"FAIL: {' '.join(command)} exited with status {code}")
-        return seconds, usage.ru_maxrss * 1024 / 1e6, stdout.read().decode("utf-8", "replace")
 
 
 def benchmark(args: argparse.Namespace, workdir: Path) -> int:
@@ -226,11 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep the CSV and the store here (default: a temp dir, removed)")
     parser.add_argument("--show", action="store_true", help="print summary's output too")
     args = parser.parse_args(argv)
-    if args.workdir:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        return benchmark(args, args.workdir)
-    with tempfile.TemporaryDirectory(prefix="hroofline-big-") as workdir:
-        return benchmark(args, Path(workdir))
+    return in_workdir(args.workdir, "hroofline-big-", lambda workdir: benchmark(args, workdir))
 
 
 if __name__ == "__main__":

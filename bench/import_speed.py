@@ -305,17 +305,22 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> int:
     return 0
 
 
+def in_workdir(workdir: Path | None, prefix: str, run: Callable[[Path], int]) -> int:
+    """``run`` in ``workdir`` (kept), or in a temporary folder removed afterwards."""
+    if workdir:
+        workdir.mkdir(parents=True, exist_ok=True)
+        return run(workdir)
+    with tempfile.TemporaryDirectory(prefix=prefix) as temporary:
+        return run(Path(temporary))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         result = WORKERS[args.worker](args.path)
         print(json.dumps(result))
         return 0
-    if args.workdir:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        return benchmark(args, args.workdir)
-    with tempfile.TemporaryDirectory(prefix="hroofline-bench-") as workdir:
-        return benchmark(args, Path(workdir))
+    return in_workdir(args.workdir, "hroofline-bench-", lambda workdir: benchmark(args, workdir))
 
 
 if __name__ == "__main__":

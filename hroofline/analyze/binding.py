@@ -32,7 +32,7 @@ import pandas as pd
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
 from hroofline.errors import HrooflineError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS
-from hroofline.model.run import JOINED_KIND, Run, ordered_phases
+from hroofline.model.run import Run, ordered_phases
 from hroofline.roofs.ceilings import RunRoofs, run_gpu
 from hroofline.roofs.metricset import load_metric_set
 
@@ -102,7 +102,6 @@ class RoofTimes:
     time_at_roof: pd.Series
     bound: pd.Series  # the largest term's roof
     compute_label: pd.Series  # the compute roof that binds the longest pipe
-    co_bound: pd.Series  # compute time within CO_BOUND of the largest term
 
 
 def roof_times(
@@ -146,8 +145,7 @@ def roof_times(
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
     compute_label = binding_key.map(ROOF_LABELS).where(frame["compute"].notna())
     bound = compute_label.where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
-    co_bound = frame["compute"] >= (1 - CO_BOUND) * time_at_roof
-    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label, co_bound)
+    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label)
 
 
 def launch_roof_terms(
@@ -165,7 +163,8 @@ def launch_roof_terms(
     time_at_roof = times.time_at_roof.where(seconds.notna())
     above = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
     # Co-bound launches name their compute roof; one faster than its roofs keeps the roof it beat, which says why
-    bound = times.bound.where(~(times.co_bound & ~above), times.compute_label)
+    co_bound = times.compute >= (1 - CO_BOUND) * times.time_at_roof
+    bound = times.compute_label.where(co_bound & ~above, times.bound)
     out = pd.DataFrame({"time_at_roof_s": time_at_roof, "bound": bound}, index=launches.index)
     out["above_roof"] = above.astype(float)
     # launches whose work is ncu's counters (a trace joined with them): their HBM bytes were counted cold
@@ -235,18 +234,17 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
         analytic = any(not source.counted_work for source in run.meta.sources)
-        joined = any(source.kind == JOINED_KIND for source in run.meta.sources)
         notes.roofs_label = roofs.label
         gpu = run_gpu(run.meta)
         notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
-        notes.above.extend(_above_roof_records(table, analytic, joined))
+        notes.above.extend(_above_roof_records(table, analytic))
     return table
 
 
-def _above_roof_records(table: pd.DataFrame, analytic: bool, joined: bool) -> list[AboveRoof]:
+def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
     records = []
     for row in table[table["above_roof"]].itertuples(index=False):
-        kind = _above_kind(str(row.bound), analytic, joined and row.above_counted > 0)
+        kind = _above_kind(str(row.bound), analytic, row.above_counted > 0)  # only joins set counters_from
         records.append(
             AboveRoof(
                 str(row.kernel),

@@ -12,7 +12,7 @@ from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
 from hroofline.api.outputs import explained, roofline, runs_chart, top
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.model.names import table_names
+from hroofline.model.names import with_table_names
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.quantities import LEVEL_LABELS, LEVELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
@@ -212,7 +212,7 @@ def show_top(args: argparse.Namespace) -> int:
     ranked = top(run, query, args.ceilings)
     table, roofs = ranked.table, ranked.roofs
     if args.format == "table":
-        table["kernel"] = table["kernel"].map(table_names(table["kernel"].astype(str)))
+        with_table_names(table)
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
         for note in roofs.notes:
             write_out(f"note: {note}\n")

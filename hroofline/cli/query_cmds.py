@@ -24,7 +24,7 @@ from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
-from hroofline.model.names import table_names
+from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
@@ -162,7 +162,7 @@ def show_kernels(args: argparse.Namespace) -> int:
     )
     table = kernel_table(run, query)
     if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all
-        table["kernel"] = table["kernel"].map(table_names(table["kernel"].astype(str)))
+        with_table_names(table)
         table = shown_columns(table)
     write_out(render_frame(table, args.format))
     return 0
@@ -218,6 +218,6 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
         roof = f"{gpu.name}'s link, {si(link, 'B/s')} per direction" if gpu and link else "no link roof known"
         write_out(f"\ncommunication kernels (bus bandwidth = bus bytes / time, against {roof}):\n")
         table = pd.DataFrame([asdict(c) for c in communication])
-        table["kernel"] = table["kernel"].map(table_names(table["kernel"].astype(str)))
+        with_table_names(table)
         write_out(render_frame(table, "table"))
     return 0

@@ -182,10 +182,9 @@ def pair_measured(trace: pd.DataFrame, measured: pd.DataFrame, plan: LaunchPlan)
     return results.set_index(pd.Index(plan.measured, name="launch"))
 
 
-def copy_roofs(
-    frame: pd.DataFrame, counters: pd.DataFrame, plan: LaunchPlan, top_clock_hz: float | None
-) -> pd.DataFrame:
-    """The report's roofs of each launch's measured launch, at the GPU's highest clock.
+def copy_roofs(frame: pd.DataFrame, counters: pd.DataFrame, top_clock_hz: float | None) -> pd.DataFrame:
+    """``frame`` (the new frame :func:`copy_counters` made, changed in place) with the report's roofs of each
+    launch's measured launch (``counters_from``), at the GPU's highest clock.
 
     ncu ran its launches at a locked SM clock (``--clock-control base``: 1.43-1.59 GHz on an H100, 1.30-1.50 on
     an H200), the trace's at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks of
@@ -193,23 +192,18 @@ def copy_roofs(
     bound: no launch is put above a roof by a clock it did not run at). The L2 and HBM roofs run on clocks of
     their own and are copied as ncu measured them. Without a known highest clock the report's roofs are
     copied as they are (at ncu's clocks)."""
-    out = frame.copy()
-    rows = out["launch_id"].astype(int).map(plan.counters_from)
-    has = rows.notna()
+    has = frame["counters_from"].notna().to_numpy()
     if not has.any():
-        return out
-    sources = rows[has].astype(int).to_numpy()
+        return frame
+    sources = frame.loc[has, "counters_from"].astype(int).to_numpy()
     clock = counters.loc[sources, "clock_hz"].to_numpy(dtype=float)
-    scale = np.where(clock > 0, (top_clock_hz or np.nan) / clock, np.nan) if top_clock_hz else np.ones(len(clock))
+    scale = np.where(clock > 0, top_clock_hz / clock, np.nan) if top_clock_hz else np.ones(len(clock))
     for key in ROOF_KEYS:
         column = PEAK_PREFIX + key
-        if column not in counters.columns:
-            continue
-        peaks = counters.loc[sources, column].to_numpy(dtype=float)
-        if column not in out.columns:
-            out[column] = np.nan
-        out.loc[has, column] = peaks * scale if key in SM_CLOCK_ROOFS else peaks
-    return out
+        if column in counters.columns:
+            peaks = counters.loc[sources, column].to_numpy(dtype=float)
+            frame.loc[has, column] = peaks * scale if key in SM_CLOCK_ROOFS else peaks
+    return frame
 
 
 def join_distinct(
@@ -218,7 +212,7 @@ def join_distinct(
     """The trace's run with ncu's counters measured on the planned launches and copied to the rest, and
     their report roofs at ``top_clock_hz`` (the GPU's highest SM clock, where known)."""
     counters = pair_measured(trace.launches, measured.launches, plan)
-    frame = copy_roofs(copy_counters(trace.launches, counters, plan), counters, plan, top_clock_hz)
+    frame = copy_roofs(copy_counters(trace.launches, counters, plan), counters, top_clock_hz)
     roofs_how = {
         key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
         for key, how in measured.info.roofs.items()

@@ -33,7 +33,7 @@ from hroofline.importers.nvtx import stack_label
 from hroofline.importers.raw import (
     RawProfile,
     SourceData,
-    check_regular_file,
+    check_head,
     decode_text,
     is_blank,
     read_source_data,
@@ -90,7 +90,6 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
         return ReadSource(path, read_metric_logs(path, options.merge, metric_set, reader), folder_sha256, files)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
-    check_regular_file(path)
     if digest is not None:
         return ReadSource(path, _read_file(read_source_data(path), path, metric_set), digest, [])
     # The file's sha256 in a thread beside the parse (hashlib releases the GIL), read from the file in blocks.
@@ -120,10 +119,9 @@ def _read_file(source: SourceData, path: Path, metric_set: MetricSet) -> RawProf
         raise InputError(f"{path}: the file is empty")
     if looks_like_json(data):
         return parse_trace(data, path)
+    check_head(data, path)  # binary data that is no ncu report
     if is_ncu_report(data):
         profile = read_ncu_rep(data, str(path), metric_set, source.plain_path)
-    elif b"\x00" in data[:4096]:
-        raise InputError(f"{path}: not an ncu report, CSV export or console log (binary data)")
     elif find_csv_header(data) >= 0:
         profile = read_ncu_csv(data, str(path), source.plain_path)
     else:

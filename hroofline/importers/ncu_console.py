@@ -17,6 +17,7 @@ metric each one is, and ``Block Size`` / ``Grid Size`` rows give the launch's sh
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -49,6 +50,7 @@ def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None
     units: dict[str, str] = {}
     rows_per_launch: list[int] = []
     rejected: dict[tuple[str, str], int] = {}
+    reasons: dict[tuple[str, str], str] = {}  # (metric, kind of problem) -> the reason said, its first example
     for line in text.splitlines():
         header = _LAUNCH.match(line)
         if header:
@@ -64,11 +66,14 @@ def read_ncu_console(text: str, where: str, display_names: dict[str, str] | None
         name, unit, value = found
         rows_per_launch[-1] += 1
         units.setdefault(name, unit)
-        values[-1][name] = parse_number_text(value) * unit_scale(unit)
-        problem = text_problem(value)
+        number = parse_number_text(value)
+        values[-1][name] = number * unit_scale(unit)
+        # only a value that did not parse to a finite number (or parsed past an underscore) can be a problem
+        problem = text_problem(value) if not math.isfinite(number) or "_" in value else None
         if problem is not None:
-            same = [r for m, r in rejected if m == name and (r == NON_FINITE) == (problem == "non-finite")]
-            reason = same[0] if same else NON_FINITE if problem == "non-finite" else not_a_number(value.strip())
+            reason = reasons.setdefault(
+                (name, problem), NON_FINITE if problem == "non-finite" else not_a_number(value.strip())
+            )
             rejected[(name, reason)] = rejected.get((name, reason), 0) + 1
     if not launches:
         raise InputError(f"{where}: no kernel launches found in the ncu console log")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from hroofline.errors import InputError
@@ -30,11 +29,10 @@ from hroofline.importers.csv_columns import (
     read_with_python_csv,
 )
 from hroofline.importers.raw import RawProfile
-from hroofline.importers.units import EUROPEAN_HINTS, parse_numbers_checked, unit_scale
+from hroofline.importers.units import decimal_comma, parse_numbers_checked, unit_scale
 from hroofline.importers.values import NON_FINITE, not_a_number
 
 BLOCK_SIZE = 8 << 20  # bytes of CSV per batch: a few thousand launches
-_SEPARATOR = r"\d[.,]\d"
 
 
 def read_wide(body: CsvBody, header: list[str], where: str) -> RawProfile:
@@ -98,7 +96,7 @@ class _Reading:
 
     def _numbers(self, name: str, column: pa.Array) -> np.ndarray:
         if self.comma[name] is None:
-            self.comma[name] = _decimal_comma(column)
+            self.comma[name] = decimal_comma(column)
         parsed = parse_numbers_checked(column, bool(self.comma[name]))
         if parsed.non_finite is not None and (count := int(parsed.non_finite.sum())):
             self.rejected[(name, NON_FINITE)] = self.rejected.get((name, NON_FINITE), 0) + count
@@ -137,12 +135,3 @@ class _Reading:
             device_name=self.device_name,
             rejected={**self.rejected, **{(n, not_a_number(self.examples[n])): c for n, c in self.unreadable.items()}},
         )
-
-
-def _decimal_comma(column: pa.Array) -> bool | None:
-    """Whether a column's numbers use a decimal comma; None while no value has a separator to tell."""
-    strings = column.cast(pa.string())
-    sample = strings.filter(pc.fill_null(pc.match_substring_regex(strings, _SEPARATOR), False))
-    if len(sample) == 0:
-        return None
-    return bool(pc.any(pc.match_substring_regex(sample.slice(0, 200_000), EUROPEAN_HINTS.pattern)).as_py())

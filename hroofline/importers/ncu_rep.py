@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from hroofline.errors import InputError
-from hroofline.importers.raw import RawProfile
+from hroofline.importers.raw import NCU_REPORT_MAGIC, RawProfile
 from hroofline.importers.units import unit_scale
 from hroofline.roofs.metricset import MetricSet
 
-MAGIC = b"NVR\x00"
+MAGIC = NCU_REPORT_MAGIC
 # The ncu version that wrote a report is stored as a string property named "Nsight Compute Target"
 # (reports from ncu 2020.2 on; older ones do not carry it).
 _VERSION = re.compile(rb"Nsight Compute Target[\x00-\x1f].{0,2}?(\d{4}\.\d+\.\d+)", re.DOTALL)

@@ -128,11 +128,11 @@ def _decompress(handle: BinaryIO, size: int, path: Path, kind: str) -> bytearray
                     "profile, decompress it and import the plain file"
                 )
             if not checked and len(out) >= _SNIFF:
-                _check_head(out, path)
+                check_head(out, path)
                 checked = True
     except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError):  # pyarrow's zstd raises OSError
         raise InputError(f"{path}: the {kind} data is truncated or corrupt") from None
-    _check_head(out, path)
+    check_head(out, path)
     return out
 
 
@@ -196,7 +196,7 @@ def _zstd_pieces(read: Callable[[], bytes], path: Path) -> Iterator[bytes]:
             yield piece
 
 
-def _check_head(data: bytes | bytearray, path: Path) -> None:
+def check_head(data: bytes | bytearray, path: Path) -> None:
     """Binary data that is no ncu report is refused from its first bytes, before more is decompressed."""
     if data[:4] != NCU_REPORT_MAGIC and b"\x00" in data[:_SNIFF]:
         raise InputError(f"{path}: not an ncu report, CSV export or console log (binary data)")

@@ -48,17 +48,23 @@ def _numerator_scale(word: str) -> float:
 
 
 # Only a decimal comma explains these: "27.595.520", "65,77", "0,1234", "1.234,5".
-EUROPEAN_HINTS = re.compile(r"^-?\d{1,3}(\.\d{3}){2,}(,\d+)?$|^-?\d+,\d{1,2}$|^-?\d+,\d{4,}$|^-?\d{1,3}(\.\d{3})+,\d+$")
+_EUROPEAN_HINTS = re.compile(
+    r"^-?\d{1,3}(\.\d{3}){2,}(,\d+)?$|^-?\d+,\d{1,2}$|^-?\d+,\d{4,}$|^-?\d{1,3}(\.\d{3})+,\d+$"
+)
 
 
 def uses_decimal_comma(values: pa.Array) -> bool:
     """Whether a column of number strings was written in a locale with a decimal comma."""
+    return bool(decimal_comma(values))
+
+
+def decimal_comma(values: pa.Array) -> bool | None:
+    """Whether a column of number strings uses a decimal comma; None while no value has a separator to tell
+    (a wide CSV read in batches decides on its first batch that has one)."""
     sample = values.filter(pc.match_substring_regex(values, r"\d[.,]\d")) if len(values) else values
     if len(sample) == 0:
-        return False
-    if len(sample) > 200_000:
-        sample = sample.slice(0, 200_000)
-    return bool(pc.any(pc.match_substring_regex(sample, EUROPEAN_HINTS.pattern)).as_py())
+        return None
+    return bool(pc.any(pc.match_substring_regex(sample.slice(0, 200_000), _EUROPEAN_HINTS.pattern)).as_py())
 
 
 _NUMBER = r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$"

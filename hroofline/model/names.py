@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
 
@@ -32,6 +36,12 @@ TABLE_NAME_WIDTH = 70  # characters of a name in a text table
 def table_names(names: Iterable[str], width: int = TABLE_NAME_WIDTH) -> dict[str, str]:
     """Each name as a text table shows it: short, distinct, and at most ``width`` characters."""
     return fitted_names(distinct_short_names(names), width)
+
+
+def with_table_names(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (changed in place) with its ``kernel`` column as a text table shows it (:func:`table_names`)."""
+    table["kernel"] = table["kernel"].map(table_names(table["kernel"].astype(str)))
+    return table
 
 
 def fitted_names(shown: dict[str, str], width: int) -> dict[str, str]:
@@ -71,10 +81,7 @@ def _common_prefix(texts: list[str]) -> str:
 
 
 def _clashing(shown: dict[str, str]) -> list[str]:
-    seen: dict[str, int] = {}
-    for text in shown.values():
-        seen[text] = seen.get(text, 0) + 1
-    return [name for name, text in shown.items() if seen[text] > 1]
+    return [name for group in _groups(shown) for name in group]
 
 
 @cache

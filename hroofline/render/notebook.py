@@ -64,14 +64,15 @@ def _numbers(values: pd.Series) -> pd.Series | None:
     return None
 
 
-def frame_html(frame: pd.DataFrame, index_name: str | None = None) -> str:
+def frame_html(frame: pd.DataFrame) -> str:
     """A table as a notebook shows it: SI units by column name (as the CLI's tables), the empty columns left out,
     kernel names short (the whole name on hover), at most :data:`TABLE_ROWS` rows."""
     columns = shown_columns(frame)
     names = distinct_short_names(frame["kernel"].astype(str)) if "kernel" in frame.columns else {}
-    index = index_name or frame.index.name
+    index = frame.index.name
+    text = {c: _numbers(frame[c]) is None for c in columns}  # a text column is left-aligned
     head = ([f'<th class="t">{html.escape(str(index))}</th>'] if index else []) + [
-        f'<th class="{"t" if _is_text(frame, c) else ""}">{html.escape(str(c))}</th>' for c in columns
+        f'<th class="{"t" if text[c] else ""}">{html.escape(str(c))}</th>' for c in columns
     ]
     rows = []
     for label, record in zip(frame.index[:TABLE_ROWS], frame[columns].head(TABLE_ROWS).to_dict("records"), strict=True):
@@ -82,16 +83,12 @@ def frame_html(frame: pd.DataFrame, index_name: str | None = None) -> str:
                 short = names.get(value, value)
                 cells.append(f'<td class="t" title="{html.escape(value)}">{html.escape(short)}</td>')
             else:
-                cls = ' class="t"' if _is_text(frame, column) else ""
+                cls = ' class="t"' if text[column] else ""
                 cells.append(f"<td{cls}>{html.escape(cell_text(value, str(column)))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = len(frame) - TABLE_ROWS
     tail = f"<p>... {more:,} more rows (the DataFrame holds them all)</p>" if more > 0 else ""
     return f'{TABLE_STYLE}<table class="hr-nb"><tr>{"".join(head)}</tr>{"".join(rows)}</table>{tail}'
-
-
-def _is_text(frame: pd.DataFrame, column: object) -> bool:
-    return _numbers(frame[column]) is None
 
 
 def card_html(title: str, facts: Mapping[str, object], table: str) -> str:

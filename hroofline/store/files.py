@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hroofline.errors import StoreError, UsageError, system_error
 from hroofline.model.run import SCHEMA_VERSION, Run, RunMeta, conform_launches, ordered_phases, upgrade_launches
@@ -220,13 +220,19 @@ def _meta_names(run_dir: Path, launches_file: str) -> bool:
 
 
 @contextlib.contextmanager
+def _flocked(handle: IO[str]) -> Iterator[None]:
+    """An exclusive lock on an open file, released however the block ends."""
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with path.open("a") as handle, _flocked(handle):
+        yield
 
 
 @contextlib.contextmanager
@@ -236,14 +242,10 @@ def locked_run_folder(run_dir: Path) -> Iterator[None]:
     lock = run_dir / ".lock"
     for _ in range(LOCK_TRIES):
         run_dir.mkdir(exist_ok=True)
-        with lock.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                if _same_file(handle.fileno(), lock):
-                    yield
-                    return
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with lock.open("a") as handle, _flocked(handle):
+            if _same_file(handle.fileno(), lock):
+                yield
+                return
     raise StoreError(f"cannot lock run folder {run_dir}: it was removed and made again {LOCK_TRIES} times")
 
 
@@ -261,14 +263,10 @@ def locked_existing_run(run_dir: Path, name: str) -> Iterator[None]:
         handle = None
     if handle is None:
         raise StoreError(f"no run named {name!r}: it was removed meanwhile")
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            if not _same_file(handle.fileno(), lock):
-                raise StoreError(f"no run named {name!r}: it was removed meanwhile")
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with handle, _flocked(handle):
+        if not _same_file(handle.fileno(), lock):
+            raise StoreError(f"no run named {name!r}: it was removed meanwhile")
+        yield
 
 
 def _same_file(descriptor: int, path: Path) -> bool:
