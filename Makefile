@@ -11,7 +11,8 @@ GPU ?= cpu
 PRECISION ?= fp32
 BATCH ?= 32
 STEPS ?= 1
-RUN ?= $(ARCH)-$(PRECISION)-$(GPU)
+# RUN: as hroofline profile names it (a batch size other than 32 is in the name)
+RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(if $(filter 32,$(BATCH)),,-b$(BATCH))
 STORE ?= hroofline-runs
 # The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
@@ -25,6 +26,8 @@ STUDY_STORE ?= study-runs
 STUDY_BATCH ?= 256
 MEASURE_GPU ?=
 RESNETS := resnet18 resnet34 resnet50
+# predict names a batch size other than 32 in its runs
+STUDY_SUFFIX := $(if $(filter 32,$(STUDY_BATCH)),,-b$(STUDY_BATCH))
 
 .PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \
 	study-resnets study-memory study-deepcam
@@ -90,7 +93,7 @@ demo-deepcam: $(STAMP)
 
 study-resnets: $(STAMP)
 	$(BIN)/hroofline predict --arch resnet18,resnet34,resnet50 --gpu v100,a100 --batch-size $(STUDY_BATCH) --replace --store $(STUDY_STORE)
-	@echo; $(BIN)/hroofline chart $(foreach g,v100-sxm2 a100-40gb,$(foreach m,$(RESNETS),$(m)-fp32-$(g)-predicted)) \
+	@echo; $(BIN)/hroofline chart $(foreach g,v100-sxm2 a100-40gb,$(foreach m,$(RESNETS),$(m)-fp32-$(g)$(STUDY_SUFFIX)-predicted)) \
 	  --title "ResNet-18/34/50, batch $(STUDY_BATCH), predicted" --out study-resnets.html --store $(STUDY_STORE)
 	@if [ -n "$(MEASURE_GPU)" ]; then \
 	  for m in $(RESNETS); do $(BIN)/hroofline profile --arch $$m --gpu $(MEASURE_GPU) --batch-size $(STUDY_BATCH) \

@@ -28,7 +28,7 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_profile_gives_every_phase_time_and_flops(cli, cpu_run: Path) -> None:
-    result = cli("summary", "resnet18-fp32-cpu", "--format", "json", "--store", str(cpu_run))
+    result = cli("summary", "resnet18-fp32-cpu-b2", "--format", "json", "--store", str(cpu_run))
     phases = json.loads(result.out)["phases"]
     assert list(phases) == ["forward", "backward", "optimizer"]  # no op outside the phases
     for phase in STEP_PHASES:
@@ -39,7 +39,7 @@ def test_profile_gives_every_phase_time_and_flops(cli, cpu_run: Path) -> None:
 
 def test_forward_flops_match_torchvision(cpu_run: Path) -> None:
     """Convolution and matmul FLOPs of the forward pass = 2 x batch x torchvision's published GMACs."""
-    launches = RunStore(cpu_run).load("resnet18-fp32-cpu").launches
+    launches = RunStore(cpu_run).load("resnet18-fp32-cpu-b2").launches
     forward = launches[launches["phase"] == "forward"]
     matmuls = forward[forward["kernel"].isin(["aten::convolution", "aten::addmm"])]["flops_fp32"].sum()
     published = torchvision.models.ResNet18_Weights.DEFAULT.meta["_ops"] * 1e9 * 2 * 2
@@ -48,16 +48,16 @@ def test_forward_flops_match_torchvision(cpu_run: Path) -> None:
 
 
 def test_run_carries_its_measured_ceilings_and_charts(cli, cpu_run: Path, tmp_path: Path) -> None:
-    meta = RunStore(cpu_run).load_meta("resnet18-fp32-cpu")
+    meta = RunStore(cpu_run).load_meta("resnet18-fp32-cpu-b2")
     assert meta.gpu == "cpu" and meta.sources[0].kind == "cpu"
     assert meta.ceilings and meta.ceilings["peaks"]["fp32"] > 1e9 and meta.ceilings["peaks"]["l1"] > 1e9
     assert meta.sources[0].settings["batch_size"] == "2"
     chart = tmp_path / "cpu.json"
-    result = cli("chart", "resnet18-fp32-cpu", "--out", str(chart), "--store", str(cpu_run))
+    result = cli("chart", "resnet18-fp32-cpu-b2", "--out", str(chart), "--store", str(cpu_run))
     assert result.code == 0, result.err
     spec = json.loads(chart.read_text())
     assert "measured" in spec["title"]["subtitle"][0]
-    top = cli("top", "resnet18-fp32-cpu", "--phase", "backward", "-n", "1", "--format", "json", "--store", str(cpu_run))
+    top = cli("top", "resnet18-fp32-cpu-b2", "--phase", "backward", "-n", "1", "--format", "json", "--store", cpu_run)
     assert json.loads(top.out)[0]["kernel"] == "aten::convolution_backward"
 
 

@@ -157,7 +157,7 @@ def test_a_report_without_module_ranges_has_no_layers(cli, tmp_path: Path, ncu_d
 def test_top_by_layer_and_layer_chart(cli, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     assert cli("predict", "--arch", "resnet18", "--gpu", "a100", "--batch-size", "8", "--store", store).code == 0
-    run = "resnet18-fp32-a100-40gb-predicted"
+    run = "resnet18-fp32-a100-40gb-b8-predicted"
     top = cli("top", run, "--by", "layer", "-n", "3", "--phase", "backward", "--format", "csv", "--store", store)
     table = pd.read_csv(io.StringIO(top.out))
     assert list(table.columns[:4]) == ["layer", "phase", "count", "kernel"]
@@ -336,7 +336,7 @@ def test_profile_from_a_model_factory(cli, tmp_path: Path) -> None:
     argv = ["predict", "--model", spec, "--input-shape", "3,32,32", "--gpu", "t4", "--batch-size", "4"]
     result = cli(*argv, "--store", store)
     assert result.code == 0, result.err
-    assert "train_tiny_cnn.build-fp32-t4-predicted" in result.out
+    assert "train_tiny_cnn.build-fp32-t4-b4-3x32x32-predicted" in result.out
     bad = cli("predict", "--model", "nowhere.py:build", "--gpu", "t4", "--store", store)
     assert bad.code == 2 and "no file nowhere.py" in bad.err
     both = cli("predict", "--arch", "resnet18", "--model", "hf:gpt2", "--gpu", "t4", "--store", store)

@@ -188,7 +188,7 @@ def test_predicted_runs_work_with_the_other_commands(cli, predicted: Path, tmp_p
     assert chart.code == 0 and "at HBM" in chart.err
     subtitle = json.loads((tmp_path / "p.json").read_text())["title"]["subtitle"]
     assert any("Predicted (no kernel ran)" in line for line in subtitle)
-    assert "One dot per kernel name and phase, at HBM; dot area proportional to time." in subtitle  # one level
+    assert "One dot per kernel name and phase, at HBM; area proportional to time." in subtitle  # one level
 
 
 @pytest.mark.parametrize("arch", ["mobilenet_v2", "efficientnet_b0", "resnet18"])

@@ -137,12 +137,12 @@ def test_the_report_shows_every_run_on_its_roofline(cli, swept: tuple[Path, pd.D
 def test_the_report_says_which_runs_do_not_fit(cli, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     assert cli("predict", "--arch", "vgg16", "--gpu", "t4,a100", "--batch-size", "256", "--store", store).code == 0
-    runs = ["vgg16-fp32-t4-predicted", "vgg16-fp32-a100-40gb-predicted"]
+    runs = ["vgg16-fp32-t4-b256-predicted", "vgg16-fp32-a100-40gb-b256-predicted"]
     assert cli("report", *runs, "--out", str(tmp_path / "report"), "--store", store).code == 0
     page = (tmp_path / "report" / "index.html").read_text()
     overview = page[page.index('id="all-runs"') : page.index('id="run-1"')]
     rows = re.findall(r'<tr><td class="text">([^<]+)</td>.*?<td>(yes|no|-)</td></tr>', overview)
-    assert dict(rows) == {"vgg16-fp32-t4-predicted": "no", "vgg16-fp32-a100-40gb-predicted": "yes"}
+    assert dict(rows) == {"vgg16-fp32-t4-b256-predicted": "no", "vgg16-fp32-a100-40gb-b256-predicted": "yes"}
 
 
 def test_runs_says_how_each_run_was_collected(cli, deepcam_store: Path, tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_runs_says_how_each_run_was_collected(cli, deepcam_store: Path, tmp_path
     shutil.copytree(deepcam_store, store)
     assert cli("predict", "--arch", "resnet18", "--gpu", "v100", "--batch-size", "2", "--store", str(store)).code == 0
     listed = {row["run"]: row for row in json.loads(cli("runs", "--format", "json", "--store", str(store)).out)}
-    assert listed["resnet18-fp32-v100-sxm2-predicted"]["kind"] == "predicted"
+    assert listed["resnet18-fp32-v100-sxm2-b2-predicted"]["kind"] == "predicted"
     assert listed["deepcam-O1"]["kind"] == "ncu" and listed["deepcam-O1"]["gpu"] == "v100-sxm2"
     assert "kind" in cli("runs", "--store", str(store)).out.splitlines()[0]
 
@@ -172,3 +172,22 @@ def test_an_inference_pass_and_a_training_step_do_not_share_a_name(cli, tmp_path
     assert RunStore(store).load("resnet18-fp32-h100-sxm-forward-b8-predicted").meta.sources[0].settings["phases"] == (
         "forward"
     )
+
+
+def test_a_run_is_named_after_the_settings_that_differ_from_the_defaults(cli, tmp_path: Path) -> None:
+    """Changing the batch size, the input shape or the optimizer alone makes another run, not 'exists already'."""
+    store = tmp_path / "store"
+    common = ["--arch", "resnet18", "--gpu", "t4", "--store", store]
+    for extra in ([], ["--batch-size", "8"], ["--batch-size", "8", "--input-shape", "3,64,64", "--optimizer", "adam"]):
+        result = cli("predict", *common, *extra)
+        assert result.code == 0, result.err
+    forward = cli("predict", *common, "--batch-size", "32", "--optimizer", "adam", "--phases", "forward")
+    assert forward.code == 0, forward.err  # batch 32 is the default; an inference pass has no optimizer
+    assert set(RunStore(store).run_names()) == {
+        "resnet18-fp32-t4-predicted",
+        "resnet18-fp32-t4-b8-predicted",
+        "resnet18-fp32-t4-b8-3x64x64-adam-predicted",
+        "resnet18-fp32-t4-forward-predicted",
+    }
+    again = cli("predict", *common, "--batch-size", "8")
+    assert again.code == 2 and "'resnet18-fp32-t4-b8-predicted' exists already" in again.err

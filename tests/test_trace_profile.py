@@ -28,7 +28,7 @@ def trace_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_flops_equal_the_prediction_and_time_is_measured(trace_run: tuple[Path, Path]) -> None:
     store, out = trace_run
-    run = load("resnet18-fp32-cpu-trace", store)
+    run = load("resnet18-fp32-cpu-b2-trace", store)
     predicted = predict("resnet18", gpu="v100", batch_size=2, store=store, run="resnet18-predicted")
     for phase in ("forward", "backward", "optimizer"):
         measured = run.launches[run.launches["phase"] == phase]
@@ -44,7 +44,7 @@ def test_flops_equal_the_prediction_and_time_is_measured(trace_run: tuple[Path, 
 
 def test_layers_and_shapes_from_the_trace(trace_run: tuple[Path, Path]) -> None:
     store, _ = trace_run
-    launches = load("resnet18-fp32-cpu-trace", store).launches
+    launches = load("resnet18-fp32-cpu-b2-trace", store).launches
     conv = launches[launches["layer"] == "layer4.1.conv2"]
     assert set(conv["phase"]) == {"forward", "backward"}
     forward = conv[conv["phase"] == "forward"]
@@ -74,7 +74,7 @@ def test_op_self_times_add_up_to_the_traced_ops(trace_run: tuple[Path, Path]) ->
             else:
                 end = max(end, finish)
         covered += end - start
-    launches = load("resnet18-fp32-cpu-trace", store).launches
+    launches = load("resnet18-fp32-cpu-b2-trace", store).launches
     assert len(launches) == len(ops)
     assert launches["time_s"].sum() == pytest.approx(covered * 1e-6, rel=1e-6)  # µs stamps of ~1e12: 1e-7 rounding
 
@@ -86,8 +86,8 @@ def test_mixed_precision_counts_16_bit_flops_once(tmp_path: Path, trace_run: tup
     argv = ["profile", "--backend", "trace", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "2"]
     argv += ["--precision", "amp-bf16", "--ceilings", str(store.parent / "fixed.toml")]
     assert main([*argv, "--out-dir", str(tmp_path), "--store", str(store)]) == 0
-    amp = load("resnet18-amp-bf16-cpu-trace", store).launches
-    fp32 = load("resnet18-fp32-cpu-trace", store).launches
+    amp = load("resnet18-amp-bf16-cpu-b2-trace", store).launches
+    fp32 = load("resnet18-fp32-cpu-b2-trace", store).launches
     forward, reference = amp[amp["phase"] == "forward"], fp32[fp32["phase"] == "forward"]
     # the same multiply-adds, counted once (autocast's float linear around its bfloat16 one is passed over)
     assert total_flops(forward).sum() == pytest.approx(total_flops(reference).sum(), rel=1e-12)
@@ -100,7 +100,7 @@ def test_compare_with_the_prediction_per_layer(cli, trace_run: tuple[Path, Path]
     store, _ = trace_run
     # the prediction the first test stored, made here too where this test runs alone (or on another worker)
     predict("resnet18", gpu="v100", batch_size=2, store=store, run="resnet18-predicted", replace=True)
-    result = cli("compare", "resnet18-predicted", "resnet18-fp32-cpu-trace", "--format", "json", "--store", store)
+    result = cli("compare", "resnet18-predicted", "resnet18-fp32-cpu-b2-trace", "--format", "json", "--store", store)
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["matched_on"] == "layer"

@@ -20,6 +20,27 @@ if TYPE_CHECKING:
     from hroofline.store.runs import RunStore
 
 
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_OPTIMIZER = "sgd"
+
+
+def workload_name(config: WorkloadConfig, gpu: str, batch_always: bool = False, forward: bool = False) -> str:
+    """MODEL-PRECISION-GPU[-forward] and the settings that differ from the defaults, so that changing one alone
+    names another run: -bN (a batch size other than 32, or any in a sweep over batch sizes: ``batch_always``),
+    the shape given (-3x299x299) or tokens (-s1024), and -adam (a training step's: an inference pass has no
+    optimizer)."""
+    name = f"{config.model.label}-{config.precision}-{gpu.lower()}" + ("-forward" if forward else "")
+    if batch_always or config.batch_size != DEFAULT_BATCH_SIZE:
+        name += f"-b{config.batch_size}"
+    if config.input_shape is not None:
+        name += "-" + "x".join(str(size) for size in config.input_shape)
+    if config.seq_len is not None:
+        name += f"-s{config.seq_len}"
+    if not forward and config.optimizer != DEFAULT_OPTIMIZER:
+        name += f"-{config.optimizer}"
+    return name
+
+
 def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
@@ -127,9 +148,9 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         _say_default_shape(args.model, parse_model(args.model).kind == "hf", DEFAULT_SEQ_LEN)
     return WorkloadConfig(
         arch=args.arch or args.model,
-        batch_size=args.batch_size or 32,
+        batch_size=args.batch_size or DEFAULT_BATCH_SIZE,
         precision=args.precision or "fp32",
-        optimizer=args.optimizer or "sgd",
+        optimizer=args.optimizer or DEFAULT_OPTIMIZER,
         device=device,
         input_shape=parse_input_shape(args.input_shape),
         seq_len=args.seq_len,

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hroofline.analyze.sweep import SweepEntry, sweep_table
-from hroofline.cli.common import add_store_option, add_workload_options, open_store, say, workload_config, write_out
+from hroofline.cli.common import (
+    add_store_option,
+    add_workload_options,
+    open_store,
+    say,
+    workload_config,
+    workload_name,
+    write_out,
+)
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
@@ -63,8 +71,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     predict.add_argument(
         "--run",
-        help="run name (default: MODEL-PRECISION-GPU-predicted; --phases forward adds -forward, a sweep over batch "
-        "sizes -bN)",
+        help="run name (default: MODEL-PRECISION-GPU[-forward][-bN][-CxHxW|-sN][-adam]-predicted: -forward for "
+        "--phases forward, and what differs from the defaults: a batch size other than 32 (or any, in a sweep "
+        "over batch sizes), the --input-shape or --seq-len given, the adam optimizer)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
     predict.add_argument(
@@ -100,14 +109,14 @@ def planned_runs(args: argparse.Namespace) -> list[Planned]:
         one = argparse.Namespace(**{**vars(args), "arch": arch, "model": spec, "precision": precision})
         one.batch_size = batch
         config = workload_config(one, "meta")
-        name = f"{config.model.label}-{config.precision}-{gpu.variant or gpu.name}"
-        name += "-forward" if args.phases == "forward" else ""  # an inference pass is not the training step
-        name += f"-b{config.batch_size}-predicted" if several_batches else "-predicted"
+        # an inference pass is not the training step: -forward
+        name = workload_name(config, gpu.variant or gpu.name, several_batches, args.phases == "forward")
+        name += "-predicted"
         planned.append(Planned(config, gpu, check_run_name(args.run or name)))
     if args.run and len(planned) > 1:
         raise UsageError(
             f"--run names one run, and this is a sweep of {len(planned)}",
-            "leave --run out: a sweep names its runs MODEL-PRECISION-GPU[-forward][-bN]-predicted",
+            "leave --run out: a sweep names its runs MODEL-PRECISION-GPU[-forward][-bN]...-predicted",
         )
     names = [p.run for p in planned]
     if len(set(names)) < len(names):

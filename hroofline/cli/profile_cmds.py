@@ -14,6 +14,7 @@ from hroofline.cli.common import (
     positive_int,
     say,
     workload_config,
+    workload_name,
     write_out,
 )
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
@@ -100,7 +101,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--warmup", type=int, metavar="N", help="unprofiled steps first (2; with --script: profiled_step entries, 1)"
     )
     profile.add_argument("--no-layers", action="store_true", help="no NVTX range per module (GPU)")
-    profile.add_argument("--run", help="run name (default: MODEL-PRECISION-GPU, or SCRIPT-GPU)")
+    profile.add_argument(
+        "--run",
+        help="run name (default: MODEL-PRECISION-GPU[-bN][-CxHxW|-sN][-adam][-trace], naming what differs from "
+        "the defaults: batch 32, the model's own input, sgd; --backend trace adds -trace; SCRIPT-GPU for --script)",
+    )
     profile.add_argument("--replace", action="store_true", help="replace the run if it exists (else: refuse)")
     gpu_options = profile.add_argument_group("GPU (ncu) options")
     gpu_options.add_argument("--ncu", metavar="PATH", help="the ncu to use (default: ncu on PATH)")
@@ -181,7 +186,7 @@ def run_profile(args: argparse.Namespace) -> int:
     gpu = None if on_cpu else resolve_gpu(args.gpu)
     backend = args.backend or ("recorder" if on_cpu else _default_gpu_backend(args))
     suffix = "-trace" if backend == "trace" else ""
-    run = check_run_name(args.run or f"{config.model.label}-{config.precision}-{args.gpu.lower()}{suffix}")
+    run = check_run_name(args.run or workload_name(config, args.gpu) + suffix)
     check_model(config.model)  # before minutes of measuring or profiling
     _refuse_existing(args, run)  # after the arguments: a mistake in them is said first
     warmup = 2 if args.warmup is None else args.warmup

@@ -90,7 +90,7 @@ class Measurement:
             "# Measured by `hroofline ceilings --measure`. SI units: byte/s and FLOP/s.",
             "# Bandwidth per working set: "
             + ", ".join(
-                f"{p.working_set / 2**10:g} KiB ({p.level}) {p.bytes_per_s / 1e9:.1f} GB/s" for p in self.bandwidth
+                f"{p.working_set / 2**10:,.0f} KiB ({p.level}) {p.bytes_per_s / 1e9:.1f} GB/s" for p in self.bandwidth
             ),
             *(f"# {note}" for note in (*self.notes, *self.ordered_levels()[1])),
             f'name = "{ceilings.label}"',
@@ -243,7 +243,7 @@ def measure(
             sets = [entry for entry in sets if entry[1] == "dram"]
             notes.append("L1 and L2 not measured: their read kernel needs Triton (pip install triton)")
         for working_set, level in sets:
-            say(f"read bandwidth, {working_set / 2**10:g} KiB working set ({level})")
+            say(f"read bandwidth, {working_set / 2**10:,.0f} KiB working set ({level})")
             bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     return Measurement(device.type, name, matmul, bandwidth, tuple(notes))

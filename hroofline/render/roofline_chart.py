@@ -42,6 +42,11 @@ PHASE_FILTER = "phase_pick == 'all' || datum.phase == phase_pick"  # the phase s
 HIGHLIGHT_PARAM = "highlight"  # a kernel's full name: its dots are ringed
 
 
+def _unbroken(text: str) -> str:
+    """``text`` with no-break spaces: a wrapped subtitle keeps a kernel's number, name and time on one line."""
+    return text.replace(" ", "\u00a0")
+
+
 @dataclass(frozen=True)
 class ChartOptions:
     title: str
@@ -145,14 +150,14 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         .encode(x=x, y=y, tooltip=_tooltip(points.group_by))
     )
     roof_lines, *roof_labels = roof_layers(roofs, frame_axes)
-    subtitle = _subtitle(points, roofs_used, levels)
     out_of_range = [row for row in data if row["clipped"]]
+    below_range = None
     if out_of_range and floor is not None:
         seconds = sum(float(row["time_s"]) for row in out_of_range)  # type: ignore[arg-type]
-        subtitle.append(
-            f"▼ at the bottom edge: {len(out_of_range)} kernel group(s) under {si(floor, 'FLOP/s')}, below the range "
-            f"drawn ({si(seconds, 's')} in all; hover for their numbers)."
+        below_range = (
+            f"▼ at the bottom edge: {len(out_of_range)} under {si(floor, 'FLOP/s')}, {si(seconds, 's')} (hover them)."
         )
+    subtitle = _subtitle(points, roofs_used, levels, below_range)
     below = _below_layer(out_of_range, levels, frame_axes, by_phase, points.group_by)
     top = top_dots(data, levels, options.labels)
     numbered = number_dots(
@@ -161,11 +166,13 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         label_boxes(roofs, frame_axes),
         dot_positions(frame, levels),
     )
-    if numbered:
-        subtitle.append("The kernels with the most time, numbered on the chart:")
-        subtitle += [
-            f"  {n.number}  {n.name} ({d.phase}, {si(d.time_s, 's')})" for n, d in zip(numbered, top, strict=True)
+    if numbered:  # one paragraph, not a line each: the subtitle stays a few lines above the plot
+        one_phase = len({d.phase for d in top}) == 1  # then the phase is the chart's, said once in its title
+        entries = [
+            _unbroken(f"{n.number} {n.name} ({'' if one_phase else d.phase + ', '}{si(d.time_s, 's')})")
+            for n, d in zip(numbered, top, strict=True)
         ]
+        subtitle.append("Numbered, most time first: " + "; ".join(entries) + ".")
     named = _number_layer(numbered, top, frame_axes, by_phase)
     return (
         alt.layer(roof_lines, joins, dots, above, rings, *below, *roof_labels, *named)
@@ -309,24 +316,30 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
     return rows
 
 
-def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str]) -> list[str]:
+def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str], below_range: str | None) -> list[str]:
     what = {"launch": "One dot per kernel launch", "name": "One dot per kernel name and phase"}.get(
         points.group_by, "One dot per layer (module) and phase"
     )
     if len(levels) > 1:
-        what += " and memory level (" + ", ".join(LEVEL_LABELS[lv] for lv in levels) + "), joined by a line"
+        what = what.replace(" and phase", ", phase") + " and level ("
+        what += ", ".join(LEVEL_LABELS[lv] for lv in levels) + "), joined by a line"
     else:
         what += f", at {LEVEL_LABELS[levels[0]]}" if levels else ""
     lines = [
         f"Roofs: {roofs_used.label}." + (f" {' '.join(n + '.' for n in roofs_used.notes)}" if roofs_used.notes else ""),
-        what + "; dot area proportional to time.",
+        what + "; area proportional to time.",
     ]
+    left_out = []  # what is not where the reader looks for it, in one line
     if points.not_drawn:
         unit = {"launch": "launch(es)", "name": "kernel group(s)"}.get(points.group_by, "layer(s)")
-        why = f"{points.no_flops} with no FLOPs"
+        why = "with no FLOPs" if points.not_drawn == points.no_flops else f"({points.no_flops} with no FLOPs"
         if points.not_drawn > points.no_flops:
-            why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn"
-        lines.append(f"Not drawn: {points.not_drawn} {unit} ({why}), {si(points.not_drawn_time_s, 's')} in all.")
+            why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn)"
+        left_out.append(f"Not drawn: {points.not_drawn} {unit} {why}, {si(points.not_drawn_time_s, 's')} in all.")
+    if below_range:
+        left_out.append(below_range)
+    if left_out:
+        lines.append(" ".join(left_out))
     for level, count in points.unknown_at.items():
         lines.append(f"No {LEVEL_LABELS[level]} dot for {count}: their {LEVEL_LABELS[level]} bytes are unknown.")
     if points.predicted:

@@ -1,0 +1,201 @@
+"""The README runs top to bottom after `make demo`, as it says: every shell command in it that needs no GPU is run in
+order, in a fresh working folder and store, and what it prints is compared with what the README shows. Output of
+runs measured on this machine's CPU is compared by its shape (as many lines; those without numbers word for word),
+since its times and what they rank first are this machine's; everything else (imports of recorded files,
+predictions) must print what the README shows, to the last digit."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SHARED, need
+
+README = REPO / "README.md"
+
+# Commands the test does not run, each with why.
+NOT_RUN = {
+    "make demo": "the fixture ran it",
+    "make test": "this is it",
+    "make bench": "benchmarks time this machine; CI runs the tests",
+    "make profile ARCH=resnet18 GPU=cpu": "make profile writes RUN.html into the checkout; `profile --gpu cpu` is run",
+    "make profile": "needs a GPU and ncu",
+    "make ceilings": "measures this machine's roofs for minutes",
+    "hroofline doctor --keep": "needs a GPU and ncu",
+    ". .venv/bin/activate": "the test's PATH starts with the virtual environment",
+    "export HROOFLINE_STORE=demo-runs": "the test's environment sets it",
+}
+# Files that stand for the user's own (a trace or report of their job), and the runs made of them: commands
+# naming them are not run.
+PLACEHOLDERS = {"trace.json.gz", "rank0.json.gz", "step.ncu-rep", "myjob", "ddp", "mymodel-fp32"}
+# Runs made on this machine's CPU: their times (and the order of what they rank) are this machine's.
+MEASURED_HERE = ("resnet18-cpu", "train_tiny_cnn-cpu", "resnet18-fp32-cpu-b2-trace", "--gpu cpu")
+SKIPPED_LINE = "..."  # in an output block: lines left out
+
+
+@dataclass
+class Step:
+    line: int  # of the command in README.md
+    command: str
+    expected: list[str] | None  # the output the README shows, or None where it shows none
+
+
+def readme_steps(text: str) -> list[Step]:
+    """The shell commands of the README in order, each with the output shown after it: in a block of `$ `
+    lines, the lines up to the next `$ `; for a ```sh block, the plain block right after it (its last
+    command's output), if any."""
+    lines = text.splitlines()
+    blocks: list[tuple[int, str, list[str]]] = []  # (first line number, language, lines)
+    start, language = None, ""
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            if start is None:
+                start, language = number, line[3:].strip()
+            else:
+                blocks.append((start, language, lines[start : number - 1]))
+                start = None
+    assert start is None, f"README.md:{start}: a code block that is never closed"
+    outside = [line for line in _prose(lines) if re.match(r"(\$ )?hroofline [a-z]+ .*--[a-z]", line)]
+    assert not outside, f"commands outside code blocks (a fence out of place?): {outside[:3]}"
+    steps: list[Step] = []
+    for index, (first, language, body) in enumerate(blocks):
+        if any(line.startswith("$ ") for line in body):
+            shown: list[Step] = []
+            for offset, line in enumerate(body):
+                if line.startswith("$ "):
+                    shown.append(Step(first + 1 + offset, line[2:], []))
+                elif shown and shown[-1].expected is not None:
+                    shown[-1].expected.append(line)
+            for step in shown:  # blank lines between a command's output and the next command are not output
+                while step.expected and not step.expected[-1].strip():
+                    step.expected.pop()
+                steps.append(Step(step.line, step.command, step.expected or None))
+        elif language == "sh":
+            commands: list[Step] = []
+            continued = False
+            for offset, line in enumerate(body):
+                if continued:
+                    commands[-1].command += " " + line.strip().removesuffix("\\").strip()
+                elif line.strip() and not line.startswith((" ", "#")):
+                    commands.append(Step(first + 1 + offset, line.removesuffix("\\").strip(), None))
+                continued = line.endswith("\\")
+            following = blocks[index + 1] if index + 1 < len(blocks) else None
+            if commands and following and following[1] == "" and following[0] == first + len(body) + 3:
+                commands[-1].expected = following[2]  # a plain block one blank line below: its output
+            steps.extend(commands)
+    return steps
+
+
+def _prose(lines: list[str]) -> list[str]:
+    fences = 0
+    prose = []
+    for line in lines:
+        fences += line.startswith("```")
+        if fences % 2 == 0 and not line.startswith("```"):
+            prose.append(line)
+    return prose
+
+
+def why_not_run(command: str) -> str | None:
+    words = shlex.split(command, comments=True)
+    if PLACEHOLDERS & set(words):
+        return "stands for the user's own files"
+    if words[0] == "ncu":
+        return "needs a GPU and ncu"
+    if command.startswith("hroofline doctor") and "--report" not in command:
+        return "needs a GPU and ncu"
+    for start, reason in NOT_RUN.items():
+        if command.startswith(start):
+            return reason
+    return None
+
+
+def printed_shape(lines: list[str]) -> list[str]:
+    """Lines of output measured here, with what depends on this machine taken out: numbers (with their units),
+    the CPU's name and the words of table rows (which layer or op ranks first is this machine's)."""
+    shapes = []
+    for line in lines:
+        line = re.sub(r"roofs: .*?, measured", "roofs: <this CPU>, measured", line)
+        if re.search(r"\d", line) and not line.startswith(("roofs:", "what to change")):
+            line = "<a line with numbers>"
+        shapes.append(line.rstrip())
+    return shapes
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Line for line, where an expected line of ``...`` stands for any number of lines, and ``...`` in a line
+    for any text (a long line or a table's right-hand columns, left out)."""
+    if not expected:
+        return not actual
+    if expected[0].strip() == SKIPPED_LINE:
+        return any(matches(expected[1:], actual[skip:]) for skip in range(len(actual) + 1))
+    pattern = ".*".join(re.escape(part) for part in expected[0].rstrip().split(SKIPPED_LINE))
+    return bool(actual) and re.fullmatch(pattern, actual[0].rstrip()) is not None and matches(expected[1:], actual[1:])
+
+
+@pytest.fixture(scope="module")
+def after_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working folder as the README's reader has it after `make demo`: the demo's store, the samples, and
+    ../shared beside it (a link)."""
+    need(SHARED / "fixtures" / "deepcam")
+    root = tmp_path_factory.mktemp("readme")
+    (root / "shared").symlink_to(SHARED.resolve())
+    work = root / "work"
+    (work / "docs").mkdir(parents=True)
+    (work / "samples").symlink_to(REPO / "samples")
+    overrides = [f"DEMO_STORE={work / 'demo-runs'}", f"DEMO_REPORT={work / 'demo-report'}"]
+    overrides += [f"SHARED={root / 'shared'}", f"README_CHART={work / 'docs' / 'demo-chart.png'}"]
+    demo = subprocess.run(["make", "-C", str(REPO), "demo", *overrides], capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    return work
+
+
+def test_the_readme_runs_in_order_and_prints_what_it_shows(after_demo: Path) -> None:
+    env = {**os.environ, "HROOFLINE_STORE": "demo-runs", "COLUMNS": "200", "NO_COLOR": "1"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    steps = readme_steps(README.read_text())
+    run, failures = 0, []
+    for step in steps:
+        if why_not_run(step.command):
+            continue
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", step.command],
+            cwd=after_demo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        run += 1
+        where = f"README.md:{step.line}: {step.command}"
+        if done.returncode != 0:
+            failures.append(f"{where}\n  exit {done.returncode}: {done.stderr[-600:]}")
+            continue
+        if step.expected is None:
+            continue
+        expected, actual, notes = step.expected, done.stdout.rstrip("\n").splitlines(), done.stderr.splitlines()
+        if any(name in step.command for name in MEASURED_HERE):
+            expected, actual, notes = printed_shape(expected), printed_shape(actual), printed_shape(notes)
+        expected = [line for line in expected if line.rstrip() not in notes]  # notes the README shows (stderr)
+        if not matches(expected, actual):
+            shown, printed = "\n".join(expected), "\n".join(actual)
+            failures.append(f"{where}\n  README shows:\n{shown}\n  it prints:\n{printed}")
+    assert not failures, f"{len(failures)} of {run} README commands differ:\n\n" + "\n\n".join(failures)
+    assert run >= 25, f"only {run} README commands ran: is the README parsed as it is written?"
+
+
+def test_the_commands_left_out_are_the_ones_that_need_a_gpu_or_the_users_files() -> None:
+    """What is not run is said here, so that a README command is never left out by accident."""
+    left_out = {step.command: why_not_run(step.command) for step in readme_steps(README.read_text())}
+    left_out = {command: reason for command, reason in left_out.items() if reason}
+    assert "hroofline doctor --report ../shared/fixtures/h100/gemm-calibration-base-clock.ncu-rep.xz" not in left_out
+    programs = {shlex.split(command, comments=True)[0] for command in left_out}
+    assert programs <= {"make", "hroofline", ".", "export", "ncu"}
+    assert len(left_out) <= 25, left_out
