@@ -6,12 +6,14 @@ predictions) must print what the README shows, to the last digit."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,105 @@ def test_the_commands_left_out_are_the_ones_that_need_a_gpu_or_the_users_files()
     programs = {shlex.split(command, comments=True)[0] for command in left_out}
     assert programs <= {"make", "hroofline", ".", "export", "ncu"}
     assert len(left_out) <= 25, left_out
+
+
+def readme_notebook_cells(text: str) -> list[str]:
+    """The README's Python API example as a user types it into a notebook: one cell per statement (a comment
+    above a statement goes with it), so that each expression's value is displayed."""
+    start = text.index('```python\nimport hroofline\n\nrun = hroofline.load("resnet18-cpu"')
+    source = text[start + len("```python\n") : text.index("\n```", start)]
+    lines = source.splitlines()
+    cells, begin = [], 0
+    for node in ast.parse(source).body:
+        cells.append("\n".join(lines[begin : node.end_lineno]).strip())
+        begin = node.end_lineno or begin
+    return cells
+
+
+class _Tables(HTMLParser):
+    """The tables of an HTML fragment: each a list of rows, each a list of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self.tables and self.tables[-1]:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+
+NOTHING = re.compile(r"(|-|nan|NaN|None|<NA>|0|0\.0+%?|0 \S+)")  # a cell that says nothing: empty or zero
+
+
+def empty_columns(table: list[list[str]]) -> list[str]:
+    """The header of each column whose every body cell is empty or zero."""
+    header, body = table[0], [row for row in table[1:] if len(row) == len(table[0])]
+    if not body:
+        return []
+    return [
+        header[i] for i in range(1, len(header)) if header[i] and all(NOTHING.fullmatch(row[i]) for row in body)
+    ]  # column 0 is the index
+
+
+def test_the_readme_api_section_runs_as_a_notebook_whose_html_export_works_offline(
+    after_demo: Path, tmp_path: Path
+) -> None:
+    """Executed with nbclient, exported with nbconvert, opened in Chromium with the network cut: each chart
+    renders (its page inside the export, offline), no output is longer than 60 lines, no table shows a column
+    that says nothing, and Tab completion (`dir(hroofline)`) offers the API."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    from tests.test_browser import _open
+    from tests.test_notebook import chart_page
+
+    cells = [*readme_notebook_cells(README.read_text()), "dir(hroofline)"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
+    # run in the reader's folder: demo-runs/, samples/ and ../shared
+    NotebookClient(notebook, timeout=600, kernel_name="python3").execute(cwd=str(after_demo))
+    export = tmp_path / "readme.html"
+    export.write_text(HTMLExporter().from_notebook_node(notebook)[0])
+
+    charts: list[str] = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = data.get("text/plain", output.get("text", ""))
+            shown = data.get("text/html", "")
+            assert output.get("output_type") != "error", f"{cell.source}: {output.get('evalue')}"
+            lines = shown.count("<tr") if shown else text.count("\n") + 1  # a notebook shows the HTML when there is
+            assert lines <= 60, f"{cell.source}: {lines} lines"
+            if shown.startswith("<iframe"):
+                charts.append(chart_page(shown))
+            parser = _Tables()
+            parser.feed(shown)
+            for table in parser.tables:
+                assert not empty_columns(table), f"{cell.source}: columns saying nothing: {empty_columns(table)}"
+    assert len(charts) == 1  # run.chart(...)
+    listed = ast.literal_eval(notebook.cells[-1].outputs[0]["data"]["text/plain"])  # dir(hroofline)
+    assert {"load", "predict", "compare", "report", "import_run"} <= set(listed)
+
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--dump-dom"]
+    opened = _open(export.resolve().as_uri(), tmp_path / "profile-export", *offline)
+    assert opened.returncode == 0 and "Error loading script" not in opened.stdout + opened.stderr
+    for number, page in enumerate(charts):
+        path = tmp_path / f"chart-{number}.html"
+        path.write_text(page)
+        shown = _open(path.resolve().as_uri(), tmp_path / f"profile-{number}", *offline)
+        assert shown.returncode == 0 and 'data-rendered="ok"' in shown.stdout, shown.stderr[-1000:]
+        assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []

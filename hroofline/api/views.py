@@ -59,6 +59,12 @@ class ComparisonView:
             raise AttributeError(name)
         return getattr(self.comparison, name)
 
+    @property
+    def phases(self) -> Table:
+        """Per phase and in total: base and candidate time (s), FLOPs, bytes per level and launches, speedup and
+        ratios (the comparison's ``phases`` dict as a table)."""
+        return Table(pd.DataFrame(self.comparison.phases).T.rename_axis("phase").infer_objects())
+
     def _repr_html_(self) -> str:
         from hroofline.render.compare_text import comparison_tables
         from hroofline.render.report import comparison_html

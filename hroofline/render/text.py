@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts
 
 _MAX_NAME = TABLE_NAME_WIDTH
 # Shares of a whole, shown as percentages.
-SHARE_COLUMNS = frozenset({"work_known"})
+SHARE_COLUMNS = frozenset({"work_known", "tensor_share"})
+_SIDES = ("base_", "candidate_")  # a comparison's columns: the same quantity of its two runs
 
 
 def render_frame(frame: pd.DataFrame, fmt: str) -> str:
@@ -90,6 +91,9 @@ def column_unit(column: str) -> str | None:
     """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
     aggregate = _SAME_UNIT_AGGREGATE.fullmatch(column)
     column = aggregate.group(1) if aggregate else column
+    column = column.removeprefix(_SIDES[0]).removeprefix(_SIDES[1])
+    if column.endswith("_ratio"):  # candidate over base: a plain number
+        return None
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
         return "FLOP/s"
     if column.endswith("_s"):
@@ -114,7 +118,7 @@ def cell_text(value: object, column: str) -> str:
         unit = column_unit(column)
         if column.endswith("_pct"):
             return f"{value:.1f}%"
-        if column in SHARE_COLUMNS:
+        if column.removeprefix(_SIDES[0]).removeprefix(_SIDES[1]) in SHARE_COLUMNS:
             return f"{value * 100:.1f}%"
         if unit:
             return si(value, unit)
