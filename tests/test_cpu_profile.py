@@ -120,6 +120,14 @@ def test_ceilings_measure_prints_and_writes_a_ceilings_file(cli, tmp_path: Path)
     assert ceilings.peaks["fp32"] > 1e9 and ceilings.bandwidth["hbm"] > 1e8
     # (Which level is faster is not asserted: on a busy machine one timing can lose to another.)
     assert set(ceilings.bandwidth) >= {"l1", "hbm"} and all(v > 1e8 for v in ceilings.bandwidth.values())
+    # what it prints as written is what the file holds, to the digits printed
+    printed = result.out.split("what --out writes")[1]
+    scale = {"G": 1e9, "T": 1e12, "M": 1e6}
+    shown = {
+        name: float(value) * scale[prefix]
+        for name, value, prefix in re.findall(r"^  (\w+) +([\d.]+) ([GTM])(?:B|FLOP)/s$", printed, flags=re.M)
+    }
+    assert shown == pytest.approx({**ceilings.bandwidth, **ceilings.peaks}, rel=5e-4)
 
 
 def test_show_ceilings(cli) -> None:

@@ -7,6 +7,8 @@ predictions) must print what the README shows, to the last digit."""
 from __future__ import annotations
 
 import ast
+import html as html_module
+import json
 import os
 import re
 import shlex
@@ -303,3 +305,33 @@ def test_the_readme_api_section_runs_as_a_notebook_whose_html_export_works_offli
         shown = _open(path.resolve().as_uri(), tmp_path / f"profile-{number}", *offline)
         assert shown.returncode == 0 and 'data-rendered="ok"' in shown.stdout, shown.stderr[-1000:]
         assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
+
+
+E_NOTATION = re.compile(r"\b\d+(\.\d+)?e[+-]\d+\b")  # as Python prints 6.558e+09 and 1e-05
+
+
+def test_the_demo_stores_tables_print_numbers_in_si(after_demo: Path) -> None:
+    """Every run of the demo's store, through the commands that print tables, and the demo's report: no
+    e-notation (6.558e+09 is 6.56 GFLOP), shares in % (work_known 22.6%, not 0.2262)."""
+    env = {**os.environ, "HROOFLINE_STORE": "demo-runs", "COLUMNS": "200"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+
+    def printed(command: str) -> str:
+        done = subprocess.run(["bash", "-c", command], cwd=after_demo, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stderr[-500:]}"
+        return done.stdout + done.stderr
+
+    runs = [row["run"] for row in json.loads(printed("hroofline runs --format json"))]
+    assert len(runs) >= 5
+    texts = {"runs": printed("hroofline runs")}
+    for run in runs:  # (no run of the demo has ranks: `summary --by rank` is tested on traces)
+        for command, options in (("summary", ""), ("top", ""), ("kernels", "--top 20"), ("advise", "")):
+            texts[f"{command} {run}"] = printed(f"hroofline {command} {run} {options}")
+        if not run.startswith("deepcam"):  # Yang et al.'s logs have no layers
+            texts[f"layers {run}"] = printed(f"hroofline kernels {run} --group-by layer")
+    page = (after_demo / "demo-report" / "index.html").read_text()
+    shown = re.sub(r"<(script|style)\b.*?</\1>", "", page, flags=re.S)  # its text and tables, not chart specs
+    texts["report"] = html_module.unescape(re.sub(r"<[^>]+>", " ", shown))
+    for what, text in texts.items():
+        assert not E_NOTATION.search(text), f"{what}: {E_NOTATION.search(text)} in {text[:2000]}"
+        assert not re.search(r"work_known\s+0\.\d", text), what
