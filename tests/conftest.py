@@ -128,3 +128,10 @@ def tree_digest(root: Path) -> str:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+SLOWEST_FIRST = ("test_readme.py",)  # minutes of work in one file: started first, it runs beside the others
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in SLOWEST_FIRST)  # stable: the rest keep their order
