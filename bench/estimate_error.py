@@ -13,6 +13,8 @@ measured time:
 - the estimate fitted on all those rows, judged on another source it never saw: 165 rows of timm's benchmark
   tables (bench/data/timm-step-times.csv: 58 torchvision architectures, 56 of them new, on RTX 3090 and 4090,
   other hosts, PyTorch 1.12 to 2.9, batch 16 to 1024; see bench/data/README.md), and per timm table;
+- inference on its own: the forward-only rows no fit saw (NVIDIA's forward tables, each left out of its fit,
+  and timm's inference tables), and NVIDIA's batch-1 rows among them;
 - both sources pooled, each model left out;
 - the H100 (Hopper, a generation the fit never saw): the 24 training steps of ../shared/reference/h100-step-times.csv
   (six models, fp32 and amp, batch 32 and 128), and the steps of five more models measured on 2026-11-27
@@ -92,6 +94,7 @@ HELD_OUT = {
 NVIDIA_STEPS = "ResNet-50 and EfficientNet-B0 steps on V100, A100 and T4"
 OTHER_SOURCE_LABEL = "another source (timm), never fitted to"
 H100_LABEL = "H100 training steps (Hopper), never fitted to"
+INFERENCE_LABEL = "forward-only rows (inference), held out"
 H100_STEPS = "training steps of six torchvision models on an H100"
 
 
@@ -135,13 +138,21 @@ class HeldOut:
 
 
 def held_out(all_samples: list[Sample], groups: Sequence[str]) -> np.ndarray:
-    """Each group's error factors under a fit to the other groups' rows."""
-    factors = []
+    """Each sample's error factor under a fit to the other groups' rows (in the samples' order)."""
+    factors = np.empty(len(all_samples))
     for group in sorted(set(groups)):
+        mine = np.flatnonzero([g == group for g in groups])
         train = [s for s, g in zip(all_samples, groups, strict=True) if g != group]
-        test = [s for s, g in zip(all_samples, groups, strict=True) if g == group]
-        factors.append(error_factors(test, fit(train)))
-    return np.concatenate(factors)
+        factors[mine] = error_factors([all_samples[i] for i in mine], fit(train))
+    return factors
+
+
+def inference_rows(rows: pd.DataFrame, by_table: np.ndarray, other_rows: pd.DataFrame, other: np.ndarray) -> np.ndarray:
+    """The error factors of the forward-only rows (inference) that the fit did not see: NVIDIA's forward tables,
+    each left out of its fit (``by_table``), and timm's inference tables, never fitted to (``other``)."""
+    return np.concatenate(
+        [by_table[(rows["phases"] != "train").to_numpy()], other[(other_rows["phases"] != "train").to_numpy()]]
+    )
 
 
 def _line(label: str, factors: np.ndarray) -> str:
@@ -214,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = other_rows["model"].nunique()
     gpus = " and ".join(sorted(other_rows["gpu"].unique()))
     judged[OTHER_SOURCE_LABEL] = HeldOut(error_factors(other, model), f"{models} timm models' steps on {gpus}", True)
+    by_table = judged["each published table left out"].factors
+    forward = inference_rows(rows, by_table, other_rows, judged[OTHER_SOURCE_LABEL].factors)
+    judged[INFERENCE_LABEL] = HeldOut(forward, "forward passes (inference) of NVIDIA's and timm's tables", True)
+    single = by_table[((rows["phases"] != "train") & (rows["batch"] == 1)).to_numpy()]
     hopper = h100_rows()
     hopper_found = samples(hopper)
     judged[H100_LABEL] = HeldOut(error_factors(hopper_found, model), H100_STEPS, True)
@@ -232,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_line(f"estimate, {label}", result.factors))
         if label == OTHER_SOURCE_LABEL:
             print("\n".join(per_table(other_rows, other, model)))
+        if label == INFERENCE_LABEL:
+            print(_line("  of them NVIDIA's batch 1 (its time is mostly the host's)", single))
         if label == H100_LABEL:
             print("\n".join(per_table(hopper.assign(source="h100 " + hopper["precision"]), hopper_found, model)))
             print("\n".join(more_h100_lines(model)))
