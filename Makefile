@@ -16,6 +16,9 @@ RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(if $(filter 32,$(BATCH)),,-b$(BATCH))
 STORE ?= hroofline-runs
 # The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+# Where pip takes PyTorch from: empty is PyPI (its Linux wheels bring CUDA libraries, about 3 GB of the 6 GB
+# .venv); TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU-only wheels where that is reachable.
+TORCH_INDEX ?=
 DEMO_REPORT ?= demo-report
 # The README's chart: written by `make demo`, committed, so the README shows what the demo makes.
 README_CHART := docs/deepcam-amp-o1-forward.png
@@ -51,7 +54,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH_PINS)
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PINS)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
