@@ -140,3 +140,32 @@ def test_counters_join_launch_by_launch(ncu_dir: Path) -> None:
     nothing = KernelSelection(names=("x",), functions=("no_such_kernel",), launches=0, share=0.0)
     with pytest.raises(ProfilingError, match="none of the chosen"):
         join_counters(trace, measured, nothing)
+
+
+def test_the_measured_launches_take_the_reports_roofs_at_the_highest_clock() -> None:
+    """On an H100 the datasheet gives no L1 or L2 roof: the launches ncu measured take the report's, compute and
+    L1 at the GPU's highest SM clock (ncu ran at its base clock), L2 and HBM as ncu measured them. Real launches:
+    the H100 GEMM calibration, its work and roofs blanked as a trace pass would have them."""
+    from hroofline.model.quantities import ROOF_KEYS
+    from hroofline.model.run import PEAK_PREFIX
+
+    report = need(SHARED / "fixtures" / "h100" / "gemm-calibration-base-clock.ncu-rep.xz")
+    measured = import_source(report, ImportOptions(), load_metric_set())
+    launches = measured.launches.assign(category="kernel", phase="forward")
+    roofs = [PEAK_PREFIX + key for key in ROOF_KEYS]
+    launches[[*MEASURED_COLUMNS, *roofs]] = np.nan
+    name = launches["kernel"].value_counts().index[0]
+    selection = KernelSelection(names=(name,), functions=(function_name(name),), launches=0, share=0.0)
+    top_clock = 1.98e9  # the H100 SXM's highest SM clock
+    joined = join_counters(replace(measured, launches=launches), measured, selection, top_clock)
+    mine = joined.launches[joined.launches["kernel"] == name]
+    theirs = measured.launches[measured.launches["kernel"] == name]
+    assert theirs[PEAK_PREFIX + "l1"].notna().all() and theirs[PEAK_PREFIX + "l2"].notna().all()
+    scale = top_clock / theirs["clock_hz"].to_numpy()
+    assert (scale > 1.2).all()  # ncu's base clock is well under the highest
+    for key, factor in (("l1", scale), ("fp32", scale), ("l2", 1.0), ("hbm", 1.0)):
+        expected = theirs[PEAK_PREFIX + key].to_numpy() * factor
+        assert mine[PEAK_PREFIX + key].to_numpy() == pytest.approx(expected, rel=1e-9), key
+    assert "highest" in joined.info.roofs["l1"] and "1.98 GHz" in joined.info.roofs["fp32"]
+    others = joined.launches[joined.launches["kernel"] != name]
+    assert others[PEAK_PREFIX + "l2"].isna().all()  # not measured: no report roof

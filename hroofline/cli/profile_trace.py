@@ -89,7 +89,7 @@ def top_kernels_pass(
     )
     return TracePlan(
         trace,
-        lambda measured: join_counters(trace, measured, selection),
+        lambda measured: join_counters(trace, measured, selection, max(gpu.clocks.values(), default=None)),
         kernel_filter=tuple(kernel_filter_arguments(selection)),
         expected_launches=selection.launches,
     )

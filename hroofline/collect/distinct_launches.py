@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hroofline.collect.ncu_top import MEASURED_COLUMNS, function_name
+from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, roofs_at_top_clock
 from hroofline.collect.op_calls import CALL_NVTX_PREFIX
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
 from hroofline.model.quantities import ROOF_KEYS
-from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.run import JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
 
 # A copied launch whose trace time differs from its measured launch's by more than this may do other work.
 TIME_MISMATCH = 0.2
@@ -44,7 +44,6 @@ _PROFILED_CATEGORIES = ("kernel", "communication")  # what ncu profiles: kernels
 _CALL_IN_STACK = rf"(?:^|/){CALL_NVTX_PREFIX}(\d+)(?:/|$)"
 # Roofs that follow the SM clock (compute, L1); the L2 and HBM run on clocks of their own (an H100 report: the
 # SM at 1.43-1.59 GHz, its L2 roof 12.9-13.1 TB/s throughout).
-SM_CLOCK_ROOFS: frozenset[str] = frozenset(ROOF_KEYS) - {"l2", "hbm"}
 
 
 @dataclass(frozen=True)
@@ -184,25 +183,14 @@ def pair_measured(trace: pd.DataFrame, measured: pd.DataFrame, plan: LaunchPlan)
 
 def copy_roofs(frame: pd.DataFrame, counters: pd.DataFrame, top_clock_hz: float | None) -> pd.DataFrame:
     """``frame`` (the new frame :func:`copy_counters` made, changed in place) with the report's roofs of each
-    launch's measured launch (``counters_from``), at the GPU's highest clock.
-
-    ncu ran its launches at a locked SM clock (``--clock-control base``: 1.43-1.59 GHz on an H100, 1.30-1.50 on
-    an H200), the trace's at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks of
-    the roofs that follow the SM clock (compute, L1) are taken at the highest clock the GPU runs at (an upper
-    bound: no launch is put above a roof by a clock it did not run at). The L2 and HBM roofs run on clocks of
-    their own and are copied as ncu measured them. Without a known highest clock the report's roofs are
-    copied as they are (at ncu's clocks)."""
+    launch's measured launch (``counters_from``), at the GPU's highest clock (:func:`at_top_clock`)."""
     has = frame["counters_from"].notna().to_numpy()
     if not has.any():
         return frame
-    sources = frame.loc[has, "counters_from"].astype(int).to_numpy()
-    clock = counters.loc[sources, "clock_hz"].to_numpy(dtype=float)
-    scale = np.where(clock > 0, top_clock_hz / clock, np.nan) if top_clock_hz else np.ones(len(clock))
-    for key in ROOF_KEYS:
-        column = PEAK_PREFIX + key
-        if column in counters.columns:
-            peaks = counters.loc[sources, column].to_numpy(dtype=float)
-            frame.loc[has, column] = peaks * scale if key in SM_CLOCK_ROOFS else peaks
+    sources = at_top_clock(counters.loc[frame.loc[has, "counters_from"].astype(int).to_numpy()], top_clock_hz)
+    for column in (PEAK_PREFIX + key for key in ROOF_KEYS):
+        if column in sources.columns:
+            frame.loc[has, column] = sources[column].to_numpy(dtype=float)
     return frame
 
 
@@ -213,11 +201,7 @@ def join_distinct(
     their report roofs at ``top_clock_hz`` (the GPU's highest SM clock, where known)."""
     counters = pair_measured(trace.launches, measured.launches, plan)
     frame = copy_roofs(copy_counters(trace.launches, counters, plan), counters, top_clock_hz)
-    roofs_how = {
-        key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
-        for key, how in measured.info.roofs.items()
-        if top_clock_hz is not None and key in SM_CLOCK_ROOFS and frame[PEAK_PREFIX + key].notna().any()
-    }
+    roofs_how = roofs_at_top_clock(frame, measured.info.roofs, top_clock_hz)
     notes = [provenance_note(plan)]
     warnings = list(measured.info.warnings)
     mismatch = time_mismatch(frame)

@@ -19,8 +19,8 @@ import pandas as pd
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.importers.source import ImportedSource
-from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES
-from hroofline.model.run import JOINED_KIND, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES, ROOF_KEYS
+from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
 
 _TOP = re.compile(r"^top:(\d+)$")
 # What ncu's counters give a launch, in place of the analytic work: all of it. FP16 FLOPs too, as ncu counts
@@ -129,14 +129,56 @@ def kernel_filter_arguments(selection: KernelSelection) -> list[str]:
     ]
 
 
-def join_counters(trace: ImportedSource, measured: ImportedSource, selection: KernelSelection) -> ImportedSource:
+# the roofs whose per-cycle peaks follow the SM clock (L2 and HBM run on clocks of their own)
+SM_CLOCK_ROOFS: frozenset[str] = frozenset(ROOF_KEYS) - {"l2", "hbm"}
+
+
+def at_top_clock(measured: pd.DataFrame, top_clock_hz: float | None) -> pd.DataFrame:
+    """Launches ncu measured, with the report's roofs of each at the GPU's highest clock.
+
+    ncu ran its launches at a locked SM clock (``--clock-control base``: 1.43-1.59 GHz on an H100, 1.30-1.50 on
+    an H200), the trace's at whatever the GPU chose; the trace's times are judged, so the per-cycle peaks of
+    the roofs that follow the SM clock (compute, L1) are taken at the highest clock the GPU runs at (an upper
+    bound: no launch is put above a roof by a clock it did not run at). The L2 and HBM roofs run on clocks of
+    their own and stay as ncu measured them. Without a known highest clock the report's roofs stay as they
+    are (at ncu's clocks)."""
+    if not top_clock_hz:
+        return measured
+    measured = measured.copy()
+    clock = measured["clock_hz"].to_numpy(dtype=float)
+    scale = np.where(clock > 0, top_clock_hz / np.where(clock > 0, clock, 1.0), np.nan)
+    for key in SM_CLOCK_ROOFS:
+        if PEAK_PREFIX + key in measured.columns:
+            measured[PEAK_PREFIX + key] = measured[PEAK_PREFIX + key].to_numpy(dtype=float) * scale
+    return measured
+
+
+def roofs_at_top_clock(
+    frame: pd.DataFrame, measured_roofs: dict[str, str], top_clock_hz: float | None
+) -> dict[str, str]:
+    """How the roofs :func:`at_top_clock` set are made: the report's formula, at which clock."""
+    if top_clock_hz is None:
+        return {}
+    return {
+        key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
+        for key, how in measured_roofs.items()
+        if key in SM_CLOCK_ROOFS and PEAK_PREFIX + key in frame.columns and frame[PEAK_PREFIX + key].notna().any()
+    }
+
+
+def join_counters(
+    trace: ImportedSource, measured: ImportedSource, selection: KernelSelection, top_clock_hz: float | None = None
+) -> ImportedSource:
     """The trace's launches with ncu's counters on the launches of the selected functions in the step's
     phases: the k-th launch of a function in ncu's report is the k-th in the trace (launch order), checked by
     grid and block where both have them. A function whose launches do not pair so gets ncu's mean per launch
-    on each, said in a warning. The trace's times and roofs stay: ncu ran at locked clocks and cold caches."""
+    on each, said in a warning. The trace's times stay (ncu ran at locked clocks and cold caches); the measured
+    launches take the report's roofs, compute and L1 at ``top_clock_hz`` (the GPU's highest SM clock), as
+    :func:`~hroofline.collect.distinct_launches.join_distinct` does."""
     frame = trace.launches.copy()
-    counters = measured.launches.sort_values("launch_id", kind="stable")
+    counters = at_top_clock(measured.launches.sort_values("launch_id", kind="stable"), top_clock_hz)
     raw = [c for c in counters.columns if c.startswith(RAW_METRIC_PREFIX)]
+    roofs = [PEAK_PREFIX + key for key in ROOF_KEYS]
     in_phases = frame["phase"].isin(STEP_PHASES) & (frame["category"] == "kernel")
     mine_functions = frame["kernel"].astype(str).map(function_name)
     their_functions = counters["kernel"].astype(str).map(function_name)
@@ -148,7 +190,7 @@ def join_counters(trace: ImportedSource, measured: ImportedSource, selection: Ke
         if theirs.empty:
             warnings.append(f"ncu profiled no launch of {function}: its work stays analytic")
             continue
-        columns = [c for c in (*MEASURED_COLUMNS, *raw) if c in theirs.columns]
+        columns = [c for c in (*MEASURED_COLUMNS, *raw, *roofs) if c in theirs.columns]
         for column in columns:
             if column not in frame.columns:
                 frame[column] = np.nan
@@ -181,6 +223,7 @@ def join_counters(trace: ImportedSource, measured: ImportedSource, selection: Ke
         warnings=[*trace.info.warnings, *measured.info.warnings, *warnings],
         ncu_version=measured.info.ncu_version,
         settings={**trace.info.settings, **{f"ncu_{k}": v for k, v in measured.info.settings.items()}},
+        roofs={**trace.info.roofs, **roofs_at_top_clock(frame, measured.info.roofs, top_clock_hz)},
     )
     return replace(trace, info=info, launches=conform_launches(frame), cc=trace.cc or measured.cc)
 
