@@ -101,6 +101,8 @@ def test_help_teaches() -> None:
     for word in ("--merge", "--phase", "--gpu", ".ncu-rep", "gzip"):
         assert word in help_import
     assert "ai_hbm" in run_program("kernels", "--help").out
+    bare = run_program()  # `hroofline` alone lists the commands, as --help does
+    assert bare.code == 0 and bare.out == top.out
 
 
 def test_table_shows_short_kernel_names(cli, deepcam_dir: Path) -> None:

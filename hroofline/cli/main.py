@@ -126,6 +126,9 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
+    if not words:  # `hroofline` alone: what it does and its commands, as --help says it
+        parser.print_help()
+        return 0
     args = parser.parse_args(words)
     try:
         return int(args.run_command(args) or 0)
