@@ -11,13 +11,15 @@ GPU ?= cpu
 PRECISION ?= fp32
 BATCH ?= 32
 STEPS ?= 1
-# RUN: as hroofline profile names it (a batch size other than 32 is in the name)
+# RUN: as hroofline profile names its ncu runs (a batch size other than DEFAULT_BATCH_SIZE, 32, is in the name;
+# hroofline/collect/workload.py)
 RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(if $(filter 32,$(BATCH)),,-b$(BATCH))
 STORE ?= hroofline-runs
 # The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 # Where pip takes PyTorch from: empty is PyPI (its Linux wheels bring CUDA libraries, about 3 GB of the 6 GB
-# .venv); TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU-only wheels where that is reachable.
+# .venv); TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU-only wheels where that is reachable (on a
+# new .venv: make clean first).
 TORCH_INDEX ?=
 DEMO_REPORT ?= demo-report
 # The README's chart: written by `make demo`, committed, so the README shows what the demo makes.
@@ -29,7 +31,7 @@ STUDY_STORE ?= study-runs
 STUDY_BATCH ?= 256
 MEASURE_GPU ?=
 RESNETS := resnet18 resnet34 resnet50
-# predict names a batch size other than 32 in its runs
+# predict names a batch size other than DEFAULT_BATCH_SIZE (32, hroofline/collect/workload.py) in its runs
 STUDY_SUFFIX := $(if $(filter 32,$(STUDY_BATCH)),,-b$(STUDY_BATCH))
 
 .PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \

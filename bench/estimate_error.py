@@ -86,8 +86,9 @@ def samples(rows: pd.DataFrame) -> list[Sample]:
 
 # Ways of leaving rows of the fitted data out, each a tuple of the columns whose values make one held-out group.
 # With two models in the data, a model left out leaves the fit the other one alone.
+PER_TABLE_LABEL = "each published table left out"
 HELD_OUT = {
-    "each published table left out": ("source", "gpu", "precision", "phases"),
+    PER_TABLE_LABEL: ("source", "gpu", "precision", "phases"),
     "each GPU left out": ("gpu",),
     "each model (= source) left out": ("model",),
 }
@@ -225,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = other_rows["model"].nunique()
     gpus = " and ".join(sorted(other_rows["gpu"].unique()))
     judged[OTHER_SOURCE_LABEL] = HeldOut(error_factors(other, model), f"{models} timm models' steps on {gpus}", True)
-    by_table = judged["each published table left out"].factors
+    by_table = judged[PER_TABLE_LABEL].factors
     forward = inference_rows(rows, by_table, other_rows, judged[OTHER_SOURCE_LABEL].factors)
     judged[INFERENCE_LABEL] = HeldOut(forward, "forward passes (inference) of NVIDIA's and timm's tables", True)
     single = by_table[((rows["phases"] != "train") & (rows["batch"] == 1)).to_numpy()]

@@ -189,5 +189,5 @@ def test_a_run_is_named_after_the_settings_that_differ_from_the_defaults(cli, tm
         "resnet18-fp32-t4-b8-3x64x64-adam-predicted",
         "resnet18-fp32-t4-forward-predicted",
     }
-    again = cli("predict", *common, "--batch-size", "8")
+    again = cli("predict", *common, "--batch-size", "8", "--input-shape", "3,224,224")  # the model's own shape
     assert again.code == 2 and "'resnet18-fp32-t4-b8-predicted' exists already" in again.err

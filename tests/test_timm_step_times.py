@@ -117,7 +117,8 @@ def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list],
     tables, never fitted to) meet the goal on their own: the README's inference row."""
     bench = estimate_error_bench()
     rows, samples = nvidia
-    groups = rows[["source", "gpu", "precision", "phases"]].astype(str).agg(":".join, axis=1).tolist()
+    columns = list(bench.HELD_OUT[bench.PER_TABLE_LABEL])
+    groups = rows[columns].astype(str).agg(":".join, axis=1).tolist()
     by_table = bench.held_out(samples, groups)
     other = error_factors(timm_samples, load_estimate_model())
     forward = bench.inference_rows(rows, by_table, ROWS, other)

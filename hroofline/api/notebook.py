@@ -40,8 +40,9 @@ def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
 
 
 def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
-    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`, shown as the tables of ``hroofline
-    compare``): per phase, and layer to layer when both have layers, else by kernel family."""
+    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`'s fields, shown as the tables of
+    ``hroofline compare``, with ``phase_table`` its phases as a DataFrame): per phase, and layer to layer when
+    both have layers, else by kernel family."""
     from hroofline.analyze.compare import compare_runs
     from hroofline.api.views import ComparisonView
 

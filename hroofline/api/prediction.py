@@ -11,6 +11,7 @@ from typing import Any
 
 from hroofline.api.face import RunView
 from hroofline.api.notebook import store_at
+from hroofline.collect.workload import DEFAULT_BATCH_SIZE, DEFAULT_OPTIMIZER
 from hroofline.model.run import Run
 from hroofline.store.files import check_run_name
 from hroofline.store.runs import RunDefaults
@@ -20,9 +21,9 @@ from hroofline.store.runs import RunDefaults
 class PredictOptions:
     gpu: str
     precision: str = "fp32"
-    batch_size: int = 32
+    batch_size: int = DEFAULT_BATCH_SIZE
     phases: str = "train"
-    optimizer: str = "sgd"
+    optimizer: str = DEFAULT_OPTIMIZER
     estimate_model: Any = None  # an analyze.estimate.EstimateModel; None: the bundled fit (metrics/estimate.toml)
 
 
@@ -32,7 +33,7 @@ def predict(
     input_shape: tuple[int, ...] | None = None,
     seq_len: int | None = None,
     precision: str = "fp32",
-    batch_size: int = 32,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     phases: str = "train",
     run: str | None = None,
     store: str | Path | None = None,

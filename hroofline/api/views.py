@@ -48,7 +48,7 @@ class ChartView:
 
 class ComparisonView:
     """A comparison (:class:`hroofline.analyze.compare.Comparison`, whose fields it gives) shown as the tables of
-    ``hroofline compare``."""
+    ``hroofline compare``; ``phase_table`` is its ``phases`` as a DataFrame."""
 
     def __init__(self, comparison: Any, count: int = 5) -> None:
         self.comparison = comparison
@@ -60,10 +60,12 @@ class ComparisonView:
         return getattr(self.comparison, name)
 
     @property
-    def phases(self) -> Table:
-        """Per phase and in total: base and candidate time (s), FLOPs, bytes per level and launches, speedup and
-        ratios (the comparison's ``phases`` dict as a table)."""
-        return Table(pd.DataFrame(self.comparison.phases).T.rename_axis("phase").infer_objects())
+    def phase_table(self) -> Table:
+        """``phases`` as a table, one row per phase and the total: base and candidate time (s), FLOPs, tensor
+        share and bytes per level, speedup and ratios (the columns of ``hroofline compare --format csv``)."""
+        from hroofline.render.compare_text import phase_frame
+
+        return Table(phase_frame(self.comparison).set_index("phase").infer_objects())
 
     def _repr_html_(self) -> str:
         from hroofline.render.compare_text import comparison_tables
@@ -73,4 +75,7 @@ class ComparisonView:
 
     def __repr__(self) -> str:
         phases = ", ".join(self.comparison.phases)
-        return f"<comparison {self.comparison.base} -> {self.comparison.candidate}: {phases}; .families, .phases>"
+        return (
+            f"<comparison {self.comparison.base} -> {self.comparison.candidate}: {phases}; .phase_table, .phases, "
+            ".families>"
+        )

@@ -20,21 +20,20 @@ if TYPE_CHECKING:
     from hroofline.store.runs import RunStore
 
 
-DEFAULT_BATCH_SIZE = 32
-DEFAULT_OPTIMIZER = "sgd"
-
-
 def workload_name(config: WorkloadConfig, gpu: str, batch_always: bool = False, forward: bool = False) -> str:
     """MODEL-PRECISION-GPU[-forward] and the settings that differ from the defaults, so that changing one alone
     names another run: -bN (a batch size other than 32, or any in a sweep over batch sizes: ``batch_always``),
-    the shape given (-3x299x299) or tokens (-s1024), and -adam (a training step's: an inference pass has no
-    optimizer)."""
+    a shape other than the model's own (-3x299x299) or tokens other than 512 (-s1024), and -adam (a training
+    step's: an inference pass has no optimizer)."""
+    from hroofline.collect.models import DEFAULT_SEQ_LEN, default_input_shape
+    from hroofline.collect.workload import DEFAULT_BATCH_SIZE, DEFAULT_OPTIMIZER
+
     name = f"{config.model.label}-{config.precision}-{gpu.lower()}" + ("-forward" if forward else "")
     if batch_always or config.batch_size != DEFAULT_BATCH_SIZE:
         name += f"-b{config.batch_size}"
-    if config.input_shape is not None:
+    if config.input_shape is not None and config.input_shape != default_input_shape(config.model):
         name += "-" + "x".join(str(size) for size in config.input_shape)
-    if config.seq_len is not None:
+    if config.seq_len is not None and not (config.model.kind == "hf" and config.seq_len == DEFAULT_SEQ_LEN):
         name += f"-s{config.seq_len}"
     if not forward and config.optimizer != DEFAULT_OPTIMIZER:
         name += f"-{config.optimizer}"
@@ -138,7 +137,7 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
     """The workload of --arch or --model, checked by form (torch is not imported here)."""
     from hroofline.collect.models import DEFAULT_SEQ_LEN, parse_input_shape, parse_model
-    from hroofline.collect.workload import WorkloadConfig
+    from hroofline.collect.workload import DEFAULT_BATCH_SIZE, DEFAULT_OPTIMIZER, WorkloadConfig
 
     if bool(args.arch) == bool(args.model):
         raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")

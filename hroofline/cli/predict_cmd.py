@@ -73,7 +73,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--run",
         help="run name (default: MODEL-PRECISION-GPU[-forward][-bN][-CxHxW|-sN][-adam]-predicted: -forward for "
         "--phases forward, and what differs from the defaults: a batch size other than 32 (or any, in a sweep "
-        "over batch sizes), the --input-shape or --seq-len given, the adam optimizer)",
+        "over batch sizes), an --input-shape or --seq-len other than the model's own, the adam optimizer)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
     predict.add_argument(

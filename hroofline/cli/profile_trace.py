@@ -89,7 +89,7 @@ def top_kernels_pass(
     )
     return TracePlan(
         trace,
-        lambda measured: join_counters(trace, measured, selection, max(gpu.clocks.values(), default=None)),
+        lambda measured: join_counters(trace, measured, selection, highest_clock(gpu)),
         kernel_filter=tuple(kernel_filter_arguments(selection)),
         expected_launches=selection.launches,
     )
@@ -116,7 +116,12 @@ def distinct_launches_pass(
     calls = write_measure_calls(plan, profile_out_dir(args, run) / MEASURE_CALLS_FILE)
     return TracePlan(
         trace,
-        lambda measured: join_distinct(trace, measured, plan, max(gpu.clocks.values(), default=None)),
+        lambda measured: join_distinct(trace, measured, plan, highest_clock(gpu)),
         measure_calls=calls,
         expected_launches=plan.profiled,
     )
+
+
+def highest_clock(gpu: GpuName) -> float | None:
+    """The highest SM clock the GPU runs at (its datasheet's), where the measured launches' roofs are taken."""
+    return max(gpu.clocks.values(), default=None)

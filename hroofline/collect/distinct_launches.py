@@ -42,8 +42,6 @@ MISMATCH_WARNING_SHARE = 0.01
 _CANDIDATE_SPREAD = 0.1
 _PROFILED_CATEGORIES = ("kernel", "communication")  # what ncu profiles: kernels, NCCL's included
 _CALL_IN_STACK = rf"(?:^|/){CALL_NVTX_PREFIX}(\d+)(?:/|$)"
-# Roofs that follow the SM clock (compute, L1); the L2 and HBM run on clocks of their own (an H100 report: the
-# SM at 1.43-1.59 GHz, its L2 roof 12.9-13.1 TB/s throughout).
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,13 @@ class BuiltModel:
     floating_input: bool
 
 
+def default_input_shape(spec: ModelSpec) -> tuple[int, ...]:
+    """One sample's shape when none is given: ImageNet's 3x224x224, or the larger input a torchvision model
+    was trained at."""
+    size = LARGE_INPUT_MODELS.get(spec.name, 224) if spec.kind == "torchvision" else 224
+    return (3, size, size)
+
+
 def build_model(
     spec: ModelSpec, batch_size: int, input_shape: tuple[int, ...] | None, seq_len: int | None
 ) -> BuiltModel:
@@ -207,18 +214,15 @@ def build_model(
         if input_shape is not None:
             raise UsageError(f"{spec.name} takes token ids: give --seq-len, not --input-shape")
         return _build_hf(spec, batch_size, seq_len or DEFAULT_SEQ_LEN)
+    shape = input_shape or default_input_shape(spec)
     if spec.kind == "torchvision":
         module = torchvision_model(spec.name)
-        size = LARGE_INPUT_MODELS.get(spec.name, 224)
-        shape = input_shape or (3, size, size)
     elif spec.kind == "instance":
         module = _INSTANCES[spec.name.split(":")[1]]
         device = torch.empty(0).device  # the default device of the caller's `with torch.device(...)`
         module = module.to_empty(device=device) if device.type == "meta" else module.to(device)
-        shape = input_shape or (3, 224, 224)
     else:
         module = _user_model(spec)
-        shape = input_shape or (3, 224, 224)
     if seq_len is not None:
         vocabulary = _vocabulary(module)
         inputs = torch.randint(0, vocabulary, (batch_size, seq_len))

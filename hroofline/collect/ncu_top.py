@@ -129,7 +129,8 @@ def kernel_filter_arguments(selection: KernelSelection) -> list[str]:
     ]
 
 
-# the roofs whose per-cycle peaks follow the SM clock (L2 and HBM run on clocks of their own)
+# Roofs that follow the SM clock (compute, L1); the L2 and HBM run on clocks of their own (an H100 report: the
+# SM at 1.43-1.59 GHz, its L2 roof 12.9-13.1 TB/s throughout).
 SM_CLOCK_ROOFS: frozenset[str] = frozenset(ROOF_KEYS) - {"l2", "hbm"}
 
 
@@ -141,7 +142,8 @@ def at_top_clock(measured: pd.DataFrame, top_clock_hz: float | None) -> pd.DataF
     the roofs that follow the SM clock (compute, L1) are taken at the highest clock the GPU runs at (an upper
     bound: no launch is put above a roof by a clock it did not run at). The L2 and HBM roofs run on clocks of
     their own and stay as ncu measured them. Without a known highest clock the report's roofs stay as they
-    are (at ncu's clocks)."""
+    are (at ncu's clocks); a launch without a measured clock gets no compute or L1 roof of the report (the
+    run's own, from the datasheet, where it has one)."""
     if not top_clock_hz:
         return measured
     measured = measured.copy()
@@ -156,14 +158,19 @@ def at_top_clock(measured: pd.DataFrame, top_clock_hz: float | None) -> pd.DataF
 def roofs_at_top_clock(
     frame: pd.DataFrame, measured_roofs: dict[str, str], top_clock_hz: float | None
 ) -> dict[str, str]:
-    """How the roofs :func:`at_top_clock` set are made: the report's formula, at which clock."""
-    if top_clock_hz is None:
-        return {}
-    return {
-        key: f"{how}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
-        for key, how in measured_roofs.items()
-        if key in SM_CLOCK_ROOFS and PEAK_PREFIX + key in frame.columns and frame[PEAK_PREFIX + key].notna().any()
-    }
+    """How the report's roofs that :func:`at_top_clock` gave the measured launches are made: the report's
+    formula, compute and L1 at the highest clock where it is known."""
+    how: dict[str, str] = {}
+    for key, formula in measured_roofs.items():
+        if PEAK_PREFIX + key not in frame.columns or not frame[PEAK_PREFIX + key].notna().any():
+            continue
+        scaled = top_clock_hz and key in SM_CLOCK_ROOFS
+        how[key] = (
+            f"{formula}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
+            if scaled
+            else formula
+        )
+    return how
 
 
 def join_counters(

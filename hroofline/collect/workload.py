@@ -45,6 +45,8 @@ PRECISION_ALIASES: dict[str, str] = {
     "o2": "o2",
 }
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+DEFAULT_BATCH_SIZE = 32  # a step's samples when none is said (the CLI, the API, run names)
+DEFAULT_OPTIMIZER = "sgd"
 # O2 scales the loss by a constant: Apex scales dynamically, which only matters over many steps.
 O2_LOSS_SCALE = 1024.0
 AMP_INIT_SCALE = 1024.0
@@ -71,9 +73,9 @@ class WorkloadConfig:
     ``seq_len`` the tokens per sample of a model that takes token ids."""
 
     arch: str
-    batch_size: int = 32
+    batch_size: int = DEFAULT_BATCH_SIZE
     precision: str = "fp32"
-    optimizer: str = "sgd"
+    optimizer: str = DEFAULT_OPTIMIZER
     device: str = "cpu"
     seed: int = 0
     input_shape: tuple[int, ...] | None = None
@@ -386,7 +388,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-layers", action="store_true", help="no NVTX range per module")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    parser.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--device", default="cuda")

@@ -42,6 +42,11 @@ PHASE_FILTER = "phase_pick == 'all' || datum.phase == phase_pick"  # the phase s
 HIGHLIGHT_PARAM = "highlight"  # a kernel's full name: its dots are ringed
 
 
+def _groups(group_by: str) -> str:
+    """What one dot stands for, counted."""
+    return {"launch": "launch(es)", "name": "kernel group(s)"}.get(group_by, "layer(s)")
+
+
 def _unbroken(text: str) -> str:
     """``text`` with no-break spaces: a wrapped subtitle keeps a kernel's number, name and time on one line."""
     return text.replace(" ", "\u00a0")
@@ -155,7 +160,8 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
     if out_of_range and floor is not None:
         seconds = sum(float(row["time_s"]) for row in out_of_range)  # type: ignore[arg-type]
         below_range = (
-            f"▼ at the bottom edge: {len(out_of_range)} under {si(floor, 'FLOP/s')}, {si(seconds, 's')} (hover them)."
+            f"▼ at the bottom edge: {len(out_of_range)} {_groups(points.group_by)} under {si(floor, 'FLOP/s')}, "
+            f"{si(seconds, 's')} (hover them)."
         )
     subtitle = _subtitle(points, roofs_used, levels, below_range)
     below = _below_layer(out_of_range, levels, frame_axes, by_phase, points.group_by)
@@ -167,9 +173,10 @@ def roofline_chart(points: RooflinePoints, roofs_used: RunRoofs, options: ChartO
         dot_positions(frame, levels),
     )
     if numbered:  # one paragraph, not a line each: the subtitle stays a few lines above the plot
-        one_phase = len({d.phase for d in top}) == 1  # then the phase is the chart's, said once in its title
+        phases = {str(row["phase"]) for row in data}
+        titled = len(phases) == 1 and phases.pop() in str(options.title)  # the chart's phase, said in its title
         entries = [
-            _unbroken(f"{n.number} {n.name} ({'' if one_phase else d.phase + ', '}{si(d.time_s, 's')})")
+            _unbroken(f"{n.number} {n.name} ({'' if titled else d.phase + ', '}{si(d.time_s, 's')})")
             for n, d in zip(numbered, top, strict=True)
         ]
         subtitle.append("Numbered, most time first: " + "; ".join(entries) + ".")
@@ -331,7 +338,7 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str], b
     ]
     left_out = []  # what is not where the reader looks for it, in one line
     if points.not_drawn:
-        unit = {"launch": "launch(es)", "name": "kernel group(s)"}.get(points.group_by, "layer(s)")
+        unit = _groups(points.group_by)
         why = "with no FLOPs" if points.not_drawn == points.no_flops else f"({points.no_flops} with no FLOPs"
         if points.not_drawn > points.no_flops:
             why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn)"

@@ -37,7 +37,7 @@ from hroofline.store.files import (
     write_run_into_place,
     write_store_file,
 )
-from hroofline.store.reading import StoreReader, being_written
+from hroofline.store.reading import StoreReader
 
 if TYPE_CHECKING:
     from hroofline.importers.source import ImportedSource
@@ -109,10 +109,10 @@ class RunStore(StoreReader):
             self.runs_dir.mkdir(parents=True, exist_ok=True)  # another import may be creating the store too
             write_store_file(self.root)
         sweep_leftovers(self)
-        if not start_fresh:
-            self._check_not_orphaned(name)
         with locked_run_folder(run_dir):
             try:
+                if not start_fresh:  # under the lock: an import or rm that held it has finished with the folder
+                    self._check_not_orphaned(name)
                 return self._add_locked(run_dir, name, sources, defaults, start_fresh)
             except BaseException:
                 # A new run that failed goes, under its lock: an import waiting on it then makes the folder anew.
@@ -161,9 +161,9 @@ class RunStore(StoreReader):
 
     def _check_not_orphaned(self, name: str) -> None:
         """A run folder whose metadata is missing or unreadable still holds launches (the only copy, maybe): an
-        import that is not told to replace the run must not write over them."""
+        import that is not told to replace the run must not write over them. Called under the run's lock."""
         run_dir = self.run_dir(name)
-        if not run_dir.is_dir() or being_written(run_dir):
+        if not run_dir.is_dir():
             return
         try:
             if self.has_run(name):
