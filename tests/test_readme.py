@@ -330,24 +330,28 @@ def test_the_readme_api_section_runs_as_a_notebook_whose_html_export_works_offli
 E_NOTATION = re.compile(r"\b\d+(\.\d+)?e[+-]\d+\b")  # as Python prints 6.558e+09 and 1e-05
 
 
-def test_the_demo_stores_tables_print_numbers_in_si(after_demo: Path, reader_env: dict[str, str]) -> None:
-    """Every run of the demo's store and a trace run, through the commands that print tables, and the demo's
-    report: no e-notation (6.558e+09 is 6.56 GFLOP), shares in % (work_known 22.6%, not 0.2262)."""
+def test_the_demo_stores_tables_print_numbers_in_si(cli, after_demo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run of the demo's store and a trace run, through the commands that print tables (in-process: this
+    is about what they print), and the demo's report: no e-notation (6.558e+09 is 6.56 GFLOP), shares in %
+    (work_known 22.6%, not 0.2262)."""
+    store = after_demo / "demo-runs"
+    monkeypatch.chdir(after_demo)  # the reader's folder: the trace goes to its hroofline-profiles/
 
-    def printed(command: str) -> str:
-        done = subprocess.run(["bash", "-c", command], cwd=after_demo, env=reader_env, capture_output=True, text=True)
-        assert done.returncode == 0, f"{command}: {done.stderr[-500:]}"
-        return done.stdout + done.stderr
+    def printed(*argv: str) -> str:
+        done = cli(*argv, "--store", store)
+        assert done.code == 0, f"{argv}: {done.err[-500:]}"
+        return done.out + done.err
 
-    printed("hroofline profile --backend trace --arch resnet18 --gpu cpu --batch-size 1 --run si-trace --replace")
-    runs = [row["run"] for row in json.loads(printed("hroofline runs --format json"))]
+    trace = ["--backend", "trace", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "1", "--run", "si-trace"]
+    printed("profile", *trace, "--replace")
+    runs = [row["run"] for row in json.loads(printed("runs", "--format", "json"))]
     assert len(runs) >= 6
-    texts = {"runs": printed("hroofline runs")}
+    texts = {"runs": printed("runs")}
     for run in runs:  # (no run of the demo has ranks: `summary --by rank` is tested on traces)
-        for command, options in (("summary", ""), ("top", ""), ("kernels", "--top 20"), ("advise", "")):
-            texts[f"{command} {run}"] = printed(f"hroofline {command} {run} {options}")
+        for command, *options in (("summary",), ("top",), ("kernels", "--top", "20"), ("advise",)):
+            texts[f"{command} {run}"] = printed(command, run, *options)
         if not run.startswith("deepcam"):  # Yang et al.'s logs have no layers
-            texts[f"layers {run}"] = printed(f"hroofline kernels {run} --group-by layer")
+            texts[f"layers {run}"] = printed("kernels", run, "--group-by", "layer")
     page = (after_demo / "demo-report" / "index.html").read_text()
     shown = re.sub(r"<(script|style)\b.*?</\1>", "", page, flags=re.S)  # its text and tables, not chart specs
     texts["report"] = html_module.unescape(re.sub(r"<[^>]+>", " ", shown))
