@@ -71,7 +71,7 @@ demo: $(STAMP)
 	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision fp32 --run resnet50-fp32-v100-predicted --store $(DEMO_STORE)
 	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision amp --run resnet50-amp-v100-predicted --store $(DEMO_STORE)
 	@echo; $(BIN)/hroofline compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted -n 4 --store $(DEMO_STORE)
-	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory demo-deepcam; \
+	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory -o $(STAMP) demo-deepcam; \
 	  else echo "($(SHARED)/fixtures/deepcam not found: skipping Yang et al.'s DeepCAM V100 data)"; fi
 	@echo; echo "== SQL over all runs of the store (DuckDB)"
 	$(BIN)/hroofline query "SELECT run, count(*) AS launches, sum(time_s) AS time_s, sum(flops) AS flops FROM launches GROUP BY run ORDER BY run" --store $(DEMO_STORE)
@@ -117,7 +117,7 @@ study-memory: $(STAMP)
 	    --run $$m-fp32-$(MEASURE_GPU)-measured --replace --store $(STUDY_STORE) || true; done; fi
 
 study-deepcam: $(STAMP)
-	$(MAKE) --no-print-directory demo-deepcam DEMO_STORE=$(STUDY_STORE)
+	$(MAKE) --no-print-directory -o $(STAMP) demo-deepcam DEMO_STORE=$(STUDY_STORE)
 
 profile: $(STAMP)
 	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) --run $(RUN) --replace --store $(STORE)

@@ -123,18 +123,26 @@ def why_not_run(command: str) -> str | None:
 
 
 # A number as the CLI prints one, with its SI unit: 47.5, 1,024, 5.05 ms, 183 GFLOP/s, 41.5%
-NUMBER = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?(?: ?[kMGTPmuµn]?(?:FLOP/s|FLOP|B/s|B|s)\b)?%?")
+# (not the digits of a name: resnet18, fp32, -b2, ai_l1)
+NUMBER = re.compile(r"(?<![\w.])[+-]?\d[\d,]*(?:\.\d+)?(?: ?[kMGTPmuµn]?(?:FLOP/s|FLOP|B/s|B|s)\b)?%?(?!\w)")
+TABLE_HEADER = re.compile(r"(^|\s)time_s(\s|$)")
 
 
 def without_numbers(lines: list[str]) -> list[str]:
     """Lines of output measured here with what depends on this machine taken out: numbers (with their units),
     the CPU's name, the spacing that their widths give a table, and which ops or layers a table's rows name
-    (what ranks first is this machine's): a row is only counted."""
+    (what ranks first is this machine's): a row is its count of cells, a README row cut short with ``...``
+    any row."""
     shown, in_table = [], False
     for line in lines:
         line = re.sub(r"roofs: .*?, measured", "roofs: <this CPU>, measured", line)
-        in_table = (in_table and bool(line.strip()) and not line.startswith("what to change")) or " time_s " in line
-        shown.append("<a row>" if in_table and " time_s " not in line else " ".join(NUMBER.sub("#", line).split()))
+        header = bool(TABLE_HEADER.search(line))
+        in_table = header or (in_table and bool(line.strip()) and not line.startswith("what to change"))
+        if in_table and not header and line.strip() != SKIPPED_LINE:
+            cells = len(re.split(r" {2,}", line.strip()))
+            shown.append(f"<a row of {SKIPPED_LINE if SKIPPED_LINE in line else cells} cells>")
+        else:
+            shown.append(" ".join(NUMBER.sub("#", line).split()))
     return shown
 
 
@@ -370,5 +378,5 @@ def column_cells(text: str, column: str) -> list[str]:
     for line in lines[header + 1 :]:
         if len(line) < end or not line.strip():
             break
-        cells.append(line[:end].split()[-1])
+        cells.append(re.split(r" {2,}", line[:end].strip())[-1])
     return cells

@@ -10,7 +10,7 @@
     run.advise()                                      # what to change, with evidence and win (a DataFrame)
     hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import`
     hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
-    hroofline.compare(base, candidate)                # a Comparison (phases, .phase_table, layers or families)
+    hroofline.compare(base, candidate)                # a Comparison (.phases, .phase_table, .families)
     hroofline.report(["r1", "r2"], "report/", compare=[("r1", "r2")])
     hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
 

@@ -65,7 +65,7 @@ class ComparisonView:
         share and bytes per level, speedup and ratios (the columns of ``hroofline compare --format csv``)."""
         from hroofline.render.compare_text import phase_frame
 
-        return Table(phase_frame(self.comparison).set_index("phase").infer_objects())
+        return Table(phase_frame(self.comparison).set_index("phase").astype(float))  # unknown: NaN, not None
 
     def _repr_html_(self) -> str:
         from hroofline.render.compare_text import comparison_tables

@@ -136,7 +136,7 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
     """The workload of --arch or --model, checked by form (torch is not imported here)."""
-    from hroofline.collect.models import DEFAULT_SEQ_LEN, parse_input_shape, parse_model
+    from hroofline.collect.models import parse_input_shape, parse_model
     from hroofline.collect.workload import DEFAULT_BATCH_SIZE, DEFAULT_OPTIMIZER, WorkloadConfig
 
     if bool(args.arch) == bool(args.model):
@@ -144,7 +144,7 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
     if args.arch and parse_model(args.arch).kind != "torchvision":
         raise UsageError(f"--arch {args.arch}: --arch takes torchvision names", f"use --model {args.arch}")
     if args.model and not args.input_shape and not args.seq_len:  # a default shape is said, not assumed silently
-        _say_default_shape(args.model, parse_model(args.model).kind == "hf", DEFAULT_SEQ_LEN)
+        _say_default_shape(args.model)
     return WorkloadConfig(
         arch=args.arch or args.model,
         batch_size=args.batch_size or DEFAULT_BATCH_SIZE,
@@ -157,11 +157,15 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
 
 
 @functools.cache  # once per model, however many runs of a sweep it is in
-def _say_default_shape(model: str, takes_tokens: bool, tokens: int) -> None:
-    if takes_tokens:
-        say(f"note: {model} gets sequences of {tokens} tokens (--seq-len changes it)")
+def _say_default_shape(model: str) -> None:
+    from hroofline.collect.models import DEFAULT_SEQ_LEN, default_input_shape, parse_model
+
+    spec = parse_model(model)
+    if spec.kind == "hf":
+        say(f"note: {model} gets sequences of {DEFAULT_SEQ_LEN} tokens (--seq-len changes it)")
     else:
-        say(f"note: {model} gets inputs of 3x224x224 (--input-shape changes it; --seq-len for token ids)")
+        shape = "x".join(map(str, default_input_shape(spec)))
+        say(f"note: {model} gets inputs of {shape} (--input-shape changes it; --seq-len for token ids)")
 
 
 def add_selection_options(parser: argparse.ArgumentParser) -> None:

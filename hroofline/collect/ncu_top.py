@@ -134,6 +134,10 @@ def kernel_filter_arguments(selection: KernelSelection) -> list[str]:
 SM_CLOCK_ROOFS: frozenset[str] = frozenset(ROOF_KEYS) - {"l2", "hbm"}
 
 
+def _known(clock_hz: float | None) -> bool:
+    return clock_hz is not None and clock_hz > 0  # NaN is not a clock either
+
+
 def at_top_clock(measured: pd.DataFrame, top_clock_hz: float | None) -> pd.DataFrame:
     """Launches ncu measured, with the report's roofs of each at the GPU's highest clock.
 
@@ -144,7 +148,7 @@ def at_top_clock(measured: pd.DataFrame, top_clock_hz: float | None) -> pd.DataF
     their own and stay as ncu measured them. Without a known highest clock the report's roofs stay as they
     are (at ncu's clocks); a launch without a measured clock gets no compute or L1 roof of the report (the
     run's own, from the datasheet, where it has one)."""
-    if not top_clock_hz:
+    if not _known(top_clock_hz):
         return measured
     measured = measured.copy()
     clock = measured["clock_hz"].to_numpy(dtype=float)
@@ -164,9 +168,9 @@ def roofs_at_top_clock(
     for key, formula in measured_roofs.items():
         if PEAK_PREFIX + key not in frame.columns or not frame[PEAK_PREFIX + key].notna().any():
             continue
-        scaled = top_clock_hz and key in SM_CLOCK_ROOFS
+        scaled = _known(top_clock_hz) and key in SM_CLOCK_ROOFS
         how[key] = (
-            f"{formula}; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
+            f"{formula}; {HIGHEST_CLOCK_NOTE}, {(top_clock_hz or 0) / 1e9:.3g} GHz (the trace's times ran unlocked)"
             if scaled
             else formula
         )

@@ -386,7 +386,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--input-shape", help="one sample's shape, C,H,W")
     parser.add_argument("--seq-len", type=int, help="tokens per sample (models taking token ids)")
     parser.add_argument("--no-layers", action="store_true", help="no NVTX range per module")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS)
     parser.add_argument("--warmup", type=int, default=2)

@@ -104,15 +104,16 @@ class RunStore(StoreReader):
         check_run_name(name)
         self.ensure_current()
         run_dir = self.run_dir(name)
-        created = not run_dir.exists()
         if not self.runs_dir.is_dir():
             self.runs_dir.mkdir(parents=True, exist_ok=True)  # another import may be creating the store too
             write_store_file(self.root)
         sweep_leftovers(self)
         with locked_run_folder(run_dir):
+            if not start_fresh:  # under the lock: an import or rm that held it has finished with the folder
+                self._check_not_orphaned(name)
+            # a new run: no metadata and no launches (a folder an import left when it failed holds neither)
+            created = not (run_dir / "meta.json").exists() and not any(run_dir.glob("launches-*.parquet"))
             try:
-                if not start_fresh:  # under the lock: an import or rm that held it has finished with the folder
-                    self._check_not_orphaned(name)
                 return self._add_locked(run_dir, name, sources, defaults, start_fresh)
             except BaseException:
                 # A new run that failed goes, under its lock: an import waiting on it then makes the folder anew.
