@@ -11,9 +11,11 @@ GPU ?= cpu
 PRECISION ?= fp32
 BATCH ?= 32
 STEPS ?= 1
-# RUN: as hroofline profile names its ncu runs (a batch size other than DEFAULT_BATCH_SIZE, 32, is in the name;
-# hroofline/collect/workload.py)
-RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(if $(filter 32,$(BATCH)),,-b$(BATCH))
+# A run name's -bN, as hroofline names runs: a batch size other than DEFAULT_BATCH_SIZE (32,
+# hroofline/collect/workload.py) is in the name
+batch_suffix = $(if $(filter 32,$(1)),,-b$(1))
+# RUN: as hroofline profile names its ncu runs
+RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(call batch_suffix,$(BATCH))
 STORE ?= hroofline-runs
 # The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
@@ -31,8 +33,7 @@ STUDY_STORE ?= study-runs
 STUDY_BATCH ?= 256
 MEASURE_GPU ?=
 RESNETS := resnet18 resnet34 resnet50
-# predict names a batch size other than DEFAULT_BATCH_SIZE (32, hroofline/collect/workload.py) in its runs
-STUDY_SUFFIX := $(if $(filter 32,$(STUDY_BATCH)),,-b$(STUDY_BATCH))
+STUDY_SUFFIX := $(call batch_suffix,$(STUDY_BATCH))
 
 .PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \
 	study-resnets study-memory study-deepcam

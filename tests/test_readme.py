@@ -33,7 +33,6 @@ NOT_RUN = {
     "make profile ARCH=resnet18 GPU=cpu": "make profile writes RUN.html into the checkout; `profile --gpu cpu` is run",
     "make profile": "needs a GPU and ncu",
     "make ceilings": "measures this machine's roofs for minutes",
-    "hroofline doctor --keep": "needs a GPU and ncu",
     ". .venv/bin/activate": "the test's PATH starts with the virtual environment",
     "export HROOFLINE_STORE=demo-runs": "the test's environment sets it",
 }
@@ -58,7 +57,7 @@ def readme_steps(text: str) -> list[Step]:
     command's output), if any."""
     lines = text.splitlines()
     blocks: list[tuple[int, str, list[str]]] = []  # (first line number, language, lines)
-    start, language = None, ""
+    start, language, prose = None, "", []
     for number, line in enumerate(lines, 1):
         if line.startswith("```"):
             if start is None:
@@ -66,8 +65,10 @@ def readme_steps(text: str) -> list[Step]:
             else:
                 blocks.append((start, language, lines[start : number - 1]))
                 start = None
+        elif start is None:
+            prose.append(line)
     assert start is None, f"README.md:{start}: a code block that is never closed"
-    outside = [line for line in _prose(lines) if re.match(r"(\$ )?hroofline [a-z]+ .*--[a-z]", line)]
+    outside = [line for line in prose if re.match(r"(\$ )?hroofline [a-z]+ .*--[a-z]", line)]
     assert not outside, f"commands outside code blocks (a fence out of place?): {outside[:3]}"
     steps: list[Step] = []
     for index, (first, language, body) in enumerate(blocks):
@@ -96,16 +97,6 @@ def readme_steps(text: str) -> list[Step]:
                 commands[-1].expected = following[2]  # a plain block one blank line below: its output
             steps.extend(commands)
     return steps
-
-
-def _prose(lines: list[str]) -> list[str]:
-    fences = 0
-    prose = []
-    for line in lines:
-        fences += line.startswith("```")
-        if fences % 2 == 0 and not line.startswith("```"):
-            prose.append(line)
-    return prose
 
 
 def why_not_run(command: str) -> str | None:

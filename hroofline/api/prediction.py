@@ -64,11 +64,11 @@ def predict(
     spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
     options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
-    view = result.view()
     if run is not None:
         target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
-        return PredictedRun.of_prediction(target.load(run), view)
-    return PredictedRun.of_prediction(result.as_run(), view)
+        return PredictedRun.of_prediction(target.load(run), result.view())
+    unstored = result.as_run()
+    return PredictedRun.of_prediction(unstored, result.view(unstored))
 
 
 @dataclass(repr=False)
@@ -160,8 +160,9 @@ class Prediction:
             items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
         return step_time(self.source.launches, self.estimate_model, items, unit)
 
-    def view(self) -> Any:
-        """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView)."""
+    def view(self, run: Run | None = None) -> Any:
+        """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this
+        prediction's :meth:`as_run`, where the caller has made it already."""
         from hroofline.analyze.kernels import phase_summary
         from hroofline.analyze.memory_fit import peak_phase
         from hroofline.analyze.predict import flop_split, tensor_share
@@ -177,7 +178,7 @@ class Prediction:
         return PredictionView(
             run=self.name,
             what=what,
-            summary=phase_summary(self.as_run()),
+            summary=phase_summary(run or self.as_run()),
             step=self.step_time(),
             fit=self.fit,
             peaks=self.peaks,

@@ -164,17 +164,14 @@ def roofs_at_top_clock(
 ) -> dict[str, str]:
     """How the report's roofs that :func:`at_top_clock` gave the measured launches are made: the report's
     formula, compute and L1 at the highest clock where it is known."""
-    how: dict[str, str] = {}
-    for key, formula in measured_roofs.items():
-        if PEAK_PREFIX + key not in frame.columns or not frame[PEAK_PREFIX + key].notna().any():
-            continue
-        scaled = _known(top_clock_hz) and key in SM_CLOCK_ROOFS
-        how[key] = (
-            f"{formula}; {HIGHEST_CLOCK_NOTE}, {(top_clock_hz or 0) / 1e9:.3g} GHz (the trace's times ran unlocked)"
-            if scaled
-            else formula
-        )
-    return how
+    clock = ""
+    if top_clock_hz is not None and _known(top_clock_hz):
+        clock = f"; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
+    return {
+        key: formula + (clock if key in SM_CLOCK_ROOFS else "")
+        for key, formula in measured_roofs.items()
+        if PEAK_PREFIX + key in frame.columns and frame[PEAK_PREFIX + key].notna().any()
+    }
 
 
 def join_counters(

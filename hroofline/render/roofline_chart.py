@@ -324,14 +324,12 @@ def _point_rows(points: RooflinePoints, levels: list[str]) -> list[dict[str, obj
 
 
 def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str], below_range: str | None) -> list[str]:
-    what = {"launch": "One dot per kernel launch", "name": "One dot per kernel name and phase"}.get(
-        points.group_by, "One dot per layer (module) and phase"
-    )
+    per = {"launch": ["kernel launch"], "name": ["kernel name", "phase"]}.get(points.group_by)
+    per = list(per or ["layer (module)", "phase"])
     if len(levels) > 1:
-        what = what.replace(" and phase", ", phase") + " and level ("
-        what += ", ".join(LEVEL_LABELS[lv] for lv in levels) + "), joined by a line"
-    else:
-        what += f", at {LEVEL_LABELS[levels[0]]}" if levels else ""
+        per.append("level (" + ", ".join(LEVEL_LABELS[lv] for lv in levels) + ")")
+    what = "One dot per " + (", ".join(per[:-1]) + " and " if len(per) > 1 else "") + per[-1]
+    what += ", joined by a line" if len(levels) > 1 else f", at {LEVEL_LABELS[levels[0]]}" if levels else ""
     lines = [
         f"Roofs: {roofs_used.label}." + (f" {' '.join(n + '.' for n in roofs_used.notes)}" if roofs_used.notes else ""),
         what + "; area proportional to time.",
@@ -339,9 +337,10 @@ def _subtitle(points: RooflinePoints, roofs_used: RunRoofs, levels: list[str], b
     left_out = []  # what is not where the reader looks for it, in one line
     if points.not_drawn:
         unit = _groups(points.group_by)
-        why = "with no FLOPs" if points.not_drawn == points.no_flops else f"({points.no_flops} with no FLOPs"
-        if points.not_drawn > points.no_flops:
-            why += f", {points.not_drawn - points.no_flops} with no bytes at the levels drawn)"
+        no_bytes = points.not_drawn - points.no_flops  # the rest of those not drawn
+        why = "with no FLOPs"
+        if no_bytes:
+            why = f"({points.no_flops} {why}, {no_bytes} with no bytes at the levels drawn)"
         left_out.append(f"Not drawn: {points.not_drawn} {unit} {why}, {si(points.not_drawn_time_s, 's')} in all.")
     if below_range:
         left_out.append(below_range)

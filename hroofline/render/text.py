@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts
 _MAX_NAME = TABLE_NAME_WIDTH
 # Shares of a whole, shown as percentages.
 SHARE_COLUMNS = frozenset({"work_known", "tensor_share"})
-_SIDES = ("base_", "candidate_")  # a comparison's columns: the same quantity of its two runs
 
 
 def render_frame(frame: pd.DataFrame, fmt: str) -> str:
@@ -87,11 +86,20 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
 _SAME_UNIT_AGGREGATE = re.compile(r"(?:sum|min|max|avg|mean|median|any_value|first|last)\((\w+)\)", re.IGNORECASE)
 
 
-def column_unit(column: str) -> str | None:
-    """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
+def _quantity(column: str) -> str:
+    """The quantity a column holds: an SQL aggregate's argument, a comparison's side (base_, candidate_) left
+    out."""
     aggregate = _SAME_UNIT_AGGREGATE.fullmatch(column)
     column = aggregate.group(1) if aggregate else column
-    column = column.removeprefix(_SIDES[0]).removeprefix(_SIDES[1])
+    return column.removeprefix("base_").removeprefix("candidate_")
+
+
+def column_unit(column: str) -> str | None:
+    """The SI unit a text table prints a column's numbers in, by the column's name (None: a plain number)."""
+    return _quantity_unit(_quantity(column))
+
+
+def _quantity_unit(column: str) -> str | None:
     if column.endswith("_ratio"):  # candidate over base: a plain number
         return None
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
@@ -115,10 +123,11 @@ def cell_text(value: object, column: str) -> str:
     if isinstance(value, list | dict):
         value = json.dumps(value)
     if isinstance(value, float):
-        unit = column_unit(column)
+        quantity = _quantity(column)
+        unit = _quantity_unit(quantity)
         if column.endswith("_pct"):
             return f"{value:.1f}%"
-        if column.removeprefix(_SIDES[0]).removeprefix(_SIDES[1]) in SHARE_COLUMNS:
+        if quantity in SHARE_COLUMNS:
             return f"{value * 100:.1f}%"
         if unit:
             return si(value, unit)

@@ -108,11 +108,12 @@ class RunStore(StoreReader):
             self.runs_dir.mkdir(parents=True, exist_ok=True)  # another import may be creating the store too
             write_store_file(self.root)
         sweep_leftovers(self)
-        with locked_run_folder(run_dir):
-            if not start_fresh:  # under the lock: an import or rm that held it has finished with the folder
-                self._check_not_orphaned(name)
+        with locked_run_folder(run_dir):  # from here on, an import or rm that held the lock is done with it
+            has_meta, has_launches = (run_dir / "meta.json").is_file(), any(run_dir.glob("launches-*.parquet"))
+            if not start_fresh:
+                self._check_not_orphaned(name, has_meta, has_launches)
             # a new run: no metadata and no launches (a folder an import left when it failed holds neither)
-            created = not (run_dir / "meta.json").exists() and not any(run_dir.glob("launches-*.parquet"))
+            created = not has_meta and not has_launches
             try:
                 return self._add_locked(run_dir, name, sources, defaults, start_fresh)
             except BaseException:
@@ -160,22 +161,18 @@ class RunStore(StoreReader):
             run = existing if existing else Run(meta, empty_launches())
         return AddResult(added=added, already_present=skipped, run=run, notes=notes)
 
-    def _check_not_orphaned(self, name: str) -> None:
+    def _check_not_orphaned(self, name: str, has_meta: bool, has_launches: bool) -> None:
         """A run folder whose metadata is missing or unreadable still holds launches (the only copy, maybe): an
         import that is not told to replace the run must not write over them. Called under the run's lock."""
-        run_dir = self.run_dir(name)
-        if not run_dir.is_dir():
-            return
-        try:
-            if self.has_run(name):
+        if has_meta:
+            try:
                 self.load_meta(name)
-                return
-        except StoreError as error:
-            raise StoreError(
-                f"run {name!r} cannot be read: {error.message}",
-                f"import with --replace to write a new run over it, or remove it: hroofline rm {name}",
-            ) from None
-        if any(run_dir.glob("launches-*.parquet")):
+            except StoreError as error:
+                raise StoreError(
+                    f"run {name!r} cannot be read: {error.message}",
+                    f"import with --replace to write a new run over it, or remove it: hroofline rm {name}",
+                ) from None
+        elif has_launches:
             raise StoreError(
                 f"run {name!r} has launches but no metadata (its meta.json is missing): importing would delete them",
                 f"import with --replace to write a new run over it, or remove it: hroofline rm {name}",
