@@ -187,7 +187,7 @@ def _bound_hint() -> str:
 
 def _copy_check(case: Case, nbytes: pd.Series) -> Check:
     errors = nbytes / case.bytes - 1
-    worst = float(errors.iloc[int(errors.abs().to_numpy().argmax())])  # signed: fewer bytes than moved reads -
+    worst = float(errors.iloc[errors.abs().argmax()])  # signed: fewer bytes than moved reads -
     passed = abs(worst) <= COPY_TOLERANCE
     hint = "" if passed else "the DRAM byte counter or its formula (metrics/hierarchical.toml bytes_hbm) miscounts"
     return Check(case.name, "bytes", 100 * worst, 0.0, 100 * COPY_TOLERANCE, passed, hint)

@@ -21,19 +21,18 @@ work, said in a note.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, roofs_at_top_clock
+from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source
 from hroofline.collect.op_calls import CALL_NVTX_PREFIX
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
-from hroofline.model.quantities import ROOF_KEYS
-from hroofline.model.run import JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.run import PEAK_COLUMNS, RAW_METRIC_PREFIX
 
 # A copied launch whose trace time differs from its measured launch's by more than this may do other work.
 TIME_MISMATCH = 0.2
@@ -128,12 +127,15 @@ def write_measure_calls(plan: LaunchPlan, path: Path) -> Path:
     return path
 
 
-def copy_counters(frame: pd.DataFrame, counters: pd.DataFrame, plan: LaunchPlan) -> pd.DataFrame:
+def copy_counters(
+    frame: pd.DataFrame, counters: pd.DataFrame, plan: LaunchPlan, also: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """``frame``'s launches with the measured counters of ``counters`` (indexed by the launch they belong
-    to) on every launch the plan gives a source, and ``counters_from`` saying which."""
+    to), and its columns ``also`` (the report's roofs), on every launch the plan gives a source, and
+    ``counters_from`` saying which."""
     out = frame.copy()
     raw = [c for c in counters.columns if c.startswith(RAW_METRIC_PREFIX)]
-    columns = [c for c in (*MEASURED_COLUMNS, *raw) if c in counters.columns]
+    columns = [c for c in (*MEASURED_COLUMNS, *raw, *also) if c in counters.columns]
     for column in columns:
         if column not in out.columns:
             out[column] = np.nan
@@ -179,43 +181,19 @@ def pair_measured(trace: pd.DataFrame, measured: pd.DataFrame, plan: LaunchPlan)
     return results.set_index(pd.Index(plan.measured, name="launch"))
 
 
-def copy_roofs(frame: pd.DataFrame, counters: pd.DataFrame, top_clock_hz: float | None) -> pd.DataFrame:
-    """``frame`` (the new frame :func:`copy_counters` made, changed in place) with the report's roofs of each
-    launch's measured launch (``counters_from``), at the GPU's highest clock (:func:`at_top_clock`)."""
-    has = frame["counters_from"].notna().to_numpy()
-    if not has.any():
-        return frame
-    sources = at_top_clock(counters.loc[frame.loc[has, "counters_from"].astype(int).to_numpy()], top_clock_hz)
-    for column in (PEAK_PREFIX + key for key in ROOF_KEYS):
-        if column in sources.columns:
-            frame.loc[has, column] = sources[column].to_numpy(dtype=float)
-    return frame
-
-
 def join_distinct(
     trace: ImportedSource, measured: ImportedSource, plan: LaunchPlan, top_clock_hz: float | None = None
 ) -> ImportedSource:
     """The trace's run with ncu's counters measured on the planned launches and copied to the rest, and
     their report roofs at ``top_clock_hz`` (the GPU's highest SM clock, where known)."""
-    counters = pair_measured(trace.launches, measured.launches, plan)
-    frame = copy_roofs(copy_counters(trace.launches, counters, plan), counters, top_clock_hz)
-    roofs_how = roofs_at_top_clock(frame, measured.info.roofs, top_clock_hz)
+    counters = at_top_clock(pair_measured(trace.launches, measured.launches, plan), top_clock_hz)
+    frame = copy_counters(trace.launches, counters, plan, tuple(PEAK_COLUMNS))
     notes = [provenance_note(plan)]
-    warnings = list(measured.info.warnings)
+    warnings: list[str] = []
     mismatch = time_mismatch(frame)
     if mismatch is not None:
         (warnings if mismatch[2] > MISMATCH_WARNING_SHARE else notes).append(mismatch_line(*mismatch))
-    info = replace(
-        trace.info,
-        kind=JOINED_KIND,
-        formulas_used={**trace.info.formulas_used, **measured.info.formulas_used},
-        notes=[*trace.info.notes, *notes],
-        warnings=[*trace.info.warnings, *warnings],
-        ncu_version=measured.info.ncu_version,
-        settings={**trace.info.settings, **{f"ncu_{k}": v for k, v in measured.info.settings.items()}},
-        roofs={**trace.info.roofs, **roofs_how},
-    )
-    return replace(trace, info=info, launches=conform_launches(frame), cc=trace.cc or measured.cc)
+    return joined_source(trace, measured, frame, notes, warnings, top_clock_hz)
 
 
 def provenance_note(plan: LaunchPlan) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,14 @@ from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError, UsageError
 from hroofline.importers.source import ImportedSource
 from hroofline.model.quantities import BYTE_QUANTITIES, FLOP_QUANTITIES, OP_QUANTITIES, ROOF_KEYS
-from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, RAW_METRIC_PREFIX, conform_launches
+from hroofline.model.run import (
+    HIGHEST_CLOCK_NOTE,
+    JOINED_KIND,
+    PEAK_COLUMNS,
+    PEAK_PREFIX,
+    RAW_METRIC_PREFIX,
+    conform_launches,
+)
 
 _TOP = re.compile(r"^top:(\d+)$")
 # What ncu's counters give a launch, in place of the analytic work: all of it. FP16 FLOPs too, as ncu counts
@@ -52,6 +60,7 @@ def parse_kernels_option(text: str) -> int:
     return int(found.group(1))
 
 
+@cache  # once per kernel name: a step repeats a few hundred names over thousands of launches
 def function_name(kernel: str) -> str:
     """A kernel's function, qualified, without return type, template arguments or parameters: the part of
     its name that Kineto (GCC's demangler: ``<4, ...>``) and ncu (its own: ``<(int)4, ...>``) write alike.
@@ -165,7 +174,7 @@ def roofs_at_top_clock(
     """How the report's roofs that :func:`at_top_clock` gave the measured launches are made: the report's
     formula, compute and L1 at the highest clock where it is known."""
     clock = ""
-    if top_clock_hz is not None and _known(top_clock_hz):
+    if _known(top_clock_hz):
         clock = f"; {HIGHEST_CLOCK_NOTE}, {top_clock_hz / 1e9:.3g} GHz (the trace's times ran unlocked)"
     return {
         key: formula + (clock if key in SM_CLOCK_ROOFS else "")
@@ -186,7 +195,6 @@ def join_counters(
     frame = trace.launches.copy()
     counters = at_top_clock(measured.launches.sort_values("launch_id", kind="stable"), top_clock_hz)
     raw = [c for c in counters.columns if c.startswith(RAW_METRIC_PREFIX)]
-    roofs = [PEAK_PREFIX + key for key in ROOF_KEYS]
     in_phases = frame["phase"].isin(STEP_PHASES) & (frame["category"] == "kernel")
     mine_functions = frame["kernel"].astype(str).map(function_name)
     their_functions = counters["kernel"].astype(str).map(function_name)
@@ -198,7 +206,7 @@ def join_counters(
         if theirs.empty:
             warnings.append(f"ncu profiled no launch of {function}: its work stays analytic")
             continue
-        columns = [c for c in (*MEASURED_COLUMNS, *raw, *roofs) if c in theirs.columns]
+        columns = [c for c in (*MEASURED_COLUMNS, *raw, *PEAK_COLUMNS) if c in theirs.columns]
         for column in columns:
             if column not in frame.columns:
                 frame[column] = np.nan
@@ -223,11 +231,24 @@ def join_counters(
         "bytes at L1, L2 and HBM; ncu's cache flushes make its HBM bytes an upper bound); the others keep their "
         "analytic work; times are the trace's"
     )
+    return joined_source(trace, measured, frame, [note], warnings, top_clock_hz)
+
+
+def joined_source(
+    trace: ImportedSource,
+    measured: ImportedSource,
+    frame: pd.DataFrame,
+    notes: list[str],
+    warnings: list[str],
+    top_clock_hz: float | None,
+) -> ImportedSource:
+    """The trace's source with ``frame`` (its launches, ncu's counters joined) as one source: both passes'
+    formulas, notes and warnings, ncu's version and settings, and how the measured launches' roofs are made."""
     info = replace(
         trace.info,
         kind=JOINED_KIND,
         formulas_used={**trace.info.formulas_used, **measured.info.formulas_used},
-        notes=[*trace.info.notes, note],
+        notes=[*trace.info.notes, *notes],
         warnings=[*trace.info.warnings, *measured.info.warnings, *warnings],
         ncu_version=measured.info.ncu_version,
         settings={**trace.info.settings, **{f"ncu_{k}": v for k, v in measured.info.settings.items()}},

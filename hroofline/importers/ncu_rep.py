@@ -22,14 +22,13 @@ from hroofline.importers.raw import NCU_REPORT_MAGIC, RawProfile
 from hroofline.importers.units import unit_scale
 from hroofline.roofs.metricset import MetricSet
 
-MAGIC = NCU_REPORT_MAGIC
 # The ncu version that wrote a report is stored as a string property named "Nsight Compute Target"
 # (reports from ncu 2020.2 on; older ones do not carry it).
 _VERSION = re.compile(rb"Nsight Compute Target[\x00-\x1f].{0,2}?(\d{4}\.\d+\.\d+)", re.DOTALL)
 
 
 def is_ncu_report(data: bytes | bytearray | mmap.mmap) -> bool:
-    return data[:4] == MAGIC
+    return data[:4] == NCU_REPORT_MAGIC
 
 
 def check_framing(data: bytes | bytearray | mmap.mmap, where: str) -> None:
