@@ -19,7 +19,9 @@ measured time:
 - the H100 (Hopper, a generation the fit never saw): the 24 training steps of ../shared/reference/h100-step-times.csv
   (six models, fp32 and amp, batch 32 and 128), and the steps of five more models measured on 2026-11-27
   (tests/data/gpu-2026-11-27/h100-step-times.csv: training at batch 32 and 128, at batch 1, and forward-only
-  inference at batch 1 and 64; their channels_last rows are left out: the estimate models NCHW), judged only.
+  inference at batch 1 and 64; their channels_last rows are left out: the estimate models NCHW), judged only;
+- the H200: the same eleven models measured on one on 2026-11-27 (tests/data/gpu-2026-11-27/h200-step-times.csv),
+  judged only, per kind of step.
 
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6, and the rows measured faster than their
@@ -62,6 +64,7 @@ PUBLISHED = REPO.parent / "shared" / "reference" / "published-step-times.csv"
 OTHER_SOURCE = REPO / "bench" / "data" / "timm-step-times.csv"  # judged on, never fitted to
 H100_SHARED = REPO.parent / "shared" / "reference" / "h100-step-times.csv"  # judged on, never fitted to
 H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  # judged on, never fitted to
+H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv"  # judged on, never fitted to
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 
 
@@ -105,10 +108,10 @@ def h100_rows() -> pd.DataFrame:
     return rows[rows["measured"] == "step"].reset_index(drop=True)
 
 
-def more_h100_lines(model: EstimateModel) -> list[str]:
-    """The five models measured on an H100 on 2026-11-27, per kind of step: training at batch 32 and 128, at batch
-    1, and inference at batch 1 and 64 (NCHW rows only)."""
-    rows = pd.read_csv(H100_MORE)
+def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
+    """Steps measured on a Hopper GPU on 2026-11-27, per kind of step: training at batch 32 and 128, at batch 1,
+    and inference at batch 1 and 64 (NCHW rows only)."""
+    rows = pd.read_csv(path)
     rows = rows[rows["note"].isna() & (rows["layout"] == "NCHW")].reset_index(drop=True)
     found = samples(rows)
     kinds = {
@@ -122,7 +125,7 @@ def more_h100_lines(model: EstimateModel) -> list[str]:
         mine = [found[i] for i in np.flatnonzero(chosen.to_numpy())]
         ratios = np.array([estimated_step(sample, model) / sample.measured_s for sample in mine])
         leaning = f"median estimate/measured {np.median(ratios):.2f}"
-        lines.append(_line(f"  H100, five more models, {kind}", np.maximum(ratios, 1 / ratios)) + f", {leaning}")
+        lines.append(_line(f"  {label}, {kind}", np.maximum(ratios, 1 / ratios)) + f", {leaning}")
     return lines
 
 
@@ -252,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_line("  of them NVIDIA's batch 1 (its time is mostly the host's)", single))
         if label == H100_LABEL:
             print("\n".join(per_table(hopper.assign(source="h100 " + hopper["precision"]), hopper_found, model)))
-            print("\n".join(more_h100_lines(model)))
+            print("\n".join(more_hopper_lines(H100_MORE, "H100, five more models", model)))
+            print("\n".join(more_hopper_lines(H200_STEPS, "H200, eleven models (five at batch 1)", model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     floors = ", ".join(

@@ -15,13 +15,14 @@ they showed on measurements left out of the fit in ``metrics/estimate.toml``.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
 import pandas as pd
 
 from hroofline.analyze.predict import MATMUL_OPS
+from hroofline.model.host import HostCost
 from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 
@@ -38,6 +39,7 @@ class EstimateModel:
     p90_error: float | None = None
     source: str = ""
     measured_on: str = ""  # what the held-out error was measured on
+    host_source: str = "fitted"  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
 
 
 def op_classes(launches: pd.DataFrame) -> np.ndarray:
@@ -61,10 +63,16 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
 
 def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
+    host = "fitted" if model.host_source == "fitted" else "measured"
     return (
-        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us, time at roof / efficiency of the op's class: "
-        f"{efficiency}), {model.source}"
+        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
+        f"op's class: {efficiency}), {model.source}"
     )
+
+
+def with_host_cost(model: EstimateModel, host: HostCost, phases: str, precision: str) -> EstimateModel:
+    """The estimate with the host floor measured on a machine (``ceilings --measure``) instead of the fitted one."""
+    return replace(model, host_floor_s=host.per_op(phases, precision), host_source=host.describe(phases, precision))
 
 
 def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:

@@ -25,6 +25,7 @@ class PredictOptions:
     phases: str = "train"
     optimizer: str = DEFAULT_OPTIMIZER
     estimate_model: Any = None  # an analyze.estimate.EstimateModel; None: the bundled fit (metrics/estimate.toml)
+    host_cost: Any = None  # a model.host.HostCost measured by ceilings --measure; None: the fitted host floor
 
 
 def predict(
@@ -39,13 +40,15 @@ def predict(
     store: str | Path | None = None,
     replace: bool = False,
     calibrate: Run | str | None = None,
+    host: str | Path | None = None,
 ) -> PredictedRun:
     """What a training step (or an inference pass, eval mode without gradients: ``phases="forward"``) of ``model``
     should cost on ``gpu``: ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a
     torchvision name or a model spec (``hf:gpt2``, ``FILE.py:FACTORY``). The run is returned; with ``run`` it is
     also stored (an existing run of that name only with ``replace=True``). Its summary has the estimate
     (``time_s``), the roofline bound (``time_bound_s``) and memory per phase; ``calibrate`` (a measured run, or its
-    name in the store) takes the estimate's efficiencies from it, as ``predict --calibrate``."""
+    name in the store) takes the estimate's efficiencies from it, as ``predict --calibrate``; ``host`` (a file of
+    ``hroofline ceilings --measure --out``) its host floor, as ``predict --host``."""
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
@@ -62,7 +65,12 @@ def predict(
         measured = calibrate if isinstance(calibrate, Run) else target.load(calibrate)
         estimate_model = calibrate_on_run(measured, load_estimate_model()).model
     spec = register_instance(_meta_copy(model)) if not isinstance(model, str) else model
-    options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model)
+    host_cost = None
+    if host is not None:
+        from hroofline.roofs.host_file import load_host_cost
+
+        host_cost = load_host_cost(Path(host))
+    options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model, host_cost=host_cost)
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
         target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
@@ -185,6 +193,8 @@ class Prediction:
             tensor_share=tensor_share(launches, self.peaks),
             split=flop_split(launches),
             estimate_source=self.estimate_model.source,
+            host_floor_s=self.estimate_model.host_floor_s,
+            host_source=self.estimate_model.host_source,
             peak_split=peak_phase(memory) if memory else None,
             inference=inference,
         )
@@ -212,7 +222,7 @@ def predict_run(
     """Checks the request, traces the step on the meta device (saying so to ``progress``), bounds each op's
     time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
     ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
-    from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate
+    from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate, with_host_cost
     from hroofline.analyze.memory_fit import memory_fit, peak_phase
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
@@ -241,6 +251,8 @@ def predict_run(
 
     trace = traced(config)
     estimate_model = options.estimate_model or load_estimate_model()
+    if options.host_cost is not None:
+        estimate_model = with_host_cost(estimate_model, options.host_cost, options.phases, config.precision)
     launches = with_estimate(predict_times(to_tensor_cores(trace.launches, peaks), peaks), estimate_model)
     fit = None
     if gpu.memory_bytes is not None and trace.memory:

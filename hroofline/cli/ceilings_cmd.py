@@ -17,9 +17,11 @@ from hroofline.roofs.ceilings import ceilings_for_run, run_roofs
 def register(commands: argparse._SubParsersAction) -> None:
     ceilings = commands.add_parser(
         "ceilings",
-        description="With --measure: matmul FLOP/s per precision and read bandwidth for working sets sized to "
-        "each cache level and to main memory, on the CPU or a CUDA GPU; --out writes them as a ceilings file "
-        "for --ceilings. Without: the roofs of a catalog GPU, bundled set or file (--show), or of a run.",
+        description="With --measure: matmul FLOP/s per precision, read bandwidth for working sets sized to "
+        "each cache level and to main memory, on the CPU or a CUDA GPU, and the host's time per op (small "
+        "networks' host-bound steps, training and inference, without and with autocast); --out writes them as a "
+        "ceilings file for --ceilings, and for predict --host. Without: the roofs of a catalog GPU, bundled set "
+        "or file (--show), or of a run.",
         epilog="examples:\n  hroofline ceilings --measure --out my-machine.toml\n"
         "  hroofline ceilings --show v100-yang-ert\n  hroofline ceilings --run resnet18-fp32-cpu",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -90,6 +92,11 @@ def _measure(args: argparse.Namespace) -> int:
     write_out("ceilings (what --out writes and --ceilings uses):\n")
     for key, value in result.ceilings().peaks.items():
         write_out(f"  {key:<12} {_roof_value(key, value):>14}\n")
+    if result.host is not None:
+        floor = "predict --host FILE takes it as the estimate's host floor"
+        write_out(f"host time per op ({floor}), {result.host.probe}:\n")
+        for kind, seconds in result.host.seconds_per_op.items():
+            write_out(f"  {kind:<12} {si(seconds, 's'):>10}\n")
     for note in (*result.notes, *result.ordered_levels()[1]):
         say(f"hroofline: note: {note}")
     if args.out:

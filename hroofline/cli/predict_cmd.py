@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hroofline.analyze.sweep import SweepEntry, sweep_table
@@ -85,6 +86,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="estimate with efficiencies measured on a run of yours in the store (profiled or imported on a GPU): "
         "per op class, its kernels' bound at the datasheet roofs over their measured time",
     )
+    predict.add_argument(
+        "--host",
+        metavar="FILE",
+        help="estimate with the host time per op measured on your machine: a file written by "
+        "`hroofline ceilings --measure [--device cuda] --out FILE` (default: the host floor fitted to published steps)",
+    )
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)
 
@@ -135,10 +142,12 @@ def run_predict(args: argparse.Namespace) -> int:
     from hroofline.analyze.predict import prediction_peaks
     from hroofline.api.prediction import PredictOptions, predict_run
     from hroofline.collect.models import check_model
+    from hroofline.roofs.host_file import load_host_cost
 
     planned = planned_runs(args)
     store = open_store(args)
     estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
+    host_cost = load_host_cost(Path(args.host)) if args.host else None
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
@@ -154,7 +163,7 @@ def run_predict(args: argparse.Namespace) -> int:
             say(f"[{number}/{len(planned)}] {plan.run}")
         gpu = plan.gpu.variant or plan.gpu.name  # a variant (v100-sxm2-32gb) keeps its own memory
         options = PredictOptions(
-            gpu, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model
+            gpu, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model, host_cost
         )
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         predictions.append(prediction)

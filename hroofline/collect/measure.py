@@ -25,7 +25,10 @@ from pathlib import Path
 import torch
 
 from hroofline.collect.gpu_bandwidth import measure_levels, triton_available
+from hroofline.collect.host_cost import measure_host_cost
+from hroofline.model.host import HostCost
 from hroofline.roofs.ceilings import Ceilings, from_peaks
+from hroofline.roofs.host_file import host_table
 
 BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
 DRAM_WORKING_SET = 512 * 2**20
@@ -46,6 +49,7 @@ class Measurement:
     matmul: dict[str, float]  # precision -> FLOP/s
     bandwidth: list[BandwidthPoint]
     notes: tuple[str, ...] = ()
+    host: HostCost | None = None  # the host's seconds per op (the estimate's host floor)
 
     def ordered_levels(self) -> tuple[dict[str, float], list[str]]:
         """The levels' bandwidths that order L1 > L2 > main memory (on a GPU), and why any other was left out."""
@@ -99,6 +103,8 @@ class Measurement:
             "[ceilings]",
         ]
         lines += [f"{key} = {value:.6e}" for key, value in ceilings.peaks.items()]
+        if self.host is not None:
+            lines += host_table(self.host)
         return "\n".join(lines) + "\n"
 
 
@@ -246,4 +252,6 @@ def measure(
             say(f"read bandwidth, {working_set / 2**10:,.0f} KiB working set ({level})")
             bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-    return Measurement(device.type, name, matmul, bandwidth, tuple(notes))
+    measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
+    host = measure_host_cost(device.type, measured_on, steps=10 if quick else 30, progress=progress)
+    return Measurement(device.type, name, matmul, bandwidth, tuple(notes), host)

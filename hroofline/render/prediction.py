@@ -35,6 +35,8 @@ class PredictionView:
     estimate_source: str = ""  # what the estimate's parameters were fitted to
     peak_split: PhaseMemory | None = None  # the phase with the step's peak memory, by category
     inference: bool = False  # a forward pass in eval mode without gradients, not a training step's forward
+    host_floor_s: float | None = None  # the estimate's host time per op
+    host_source: str = "fitted"  # "fitted", or where it was measured (model.host.HostCost.describe)
 
 
 def prediction_text(view: PredictionView) -> str:
@@ -44,6 +46,8 @@ def prediction_text(view: PredictionView) -> str:
     lines.append(_step_line(view.step, whole))
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
+    if view.host_floor_s is not None:
+        lines.append(_host_line(view.host_floor_s, view.host_source))
     if view.fit is not None:
         lines.append(_fit_line(view.fit))
     if view.peak_split is not None and view.peak_split.peak_by_category:
@@ -62,6 +66,15 @@ def prediction_text(view: PredictionView) -> str:
             f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _host_line(floor_s: float, source: str) -> str:
+    if source == "fitted":
+        return (
+            f"host: each op takes at least {si(floor_s, 's')}, fitted to the published steps' hosts "
+            "(--host FILE: your host's, from hroofline ceilings --measure)"
+        )
+    return f"host: each op takes at least {si(floor_s, 's')} ({source})"
 
 
 def _phase_table(summary: Summary, whole: str) -> str:
