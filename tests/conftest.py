@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import lzma
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,6 +20,17 @@ from hroofline.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+
+@cache
+def estimate_error_bench() -> ModuleType:
+    """bench/estimate_error.py as a module: its ``samples`` traces and bounds measured steps as the bench does."""
+    spec = importlib.util.spec_from_file_location("estimate_error", REPO / "bench" / "estimate_error.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def need(path: Path) -> Path:

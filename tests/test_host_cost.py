@@ -17,6 +17,7 @@ from hroofline.errors import InputError
 from hroofline.model.host import STEP_KINDS, HostCost, step_kind
 from hroofline.roofs.host_file import LONGEST_OP_S, host_table, load_host_cost
 from hroofline.store.runs import RunStore
+from tests.conftest import estimate_error_bench
 
 GPU_DATA = Path(__file__).parent / "data" / "gpu-2026-11-27"
 H200_HOST = GPU_DATA / "h200-ceilings-measured-1.toml"
@@ -126,12 +127,8 @@ def test_a_bad_host_file_is_one_line_and_exit_1(cli, tmp_path: Path) -> None:
 def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     """The steps of batch 1 (host-bound) measured on the H200 in the call that measured the three host files: the
     estimate with the measured host floor is closer than with the fitted one, for each of the three."""
-    from hroofline.analyze.calibrate import Sample, estimated_step
-    from hroofline.analyze.estimate import load_estimate_model, op_classes, with_host_cost
-    from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
-    from hroofline.collect.meta_trace import trace_step
-    from hroofline.collect.workload import WorkloadConfig
-    from hroofline.roofs.catalog import resolve_gpu
+    from hroofline.analyze.calibrate import estimated_step
+    from hroofline.analyze.estimate import load_estimate_model, with_host_cost
 
     rows = pd.read_csv(GPU_DATA / "h200-host-bound-steps.csv")
     rows = rows[rows["batch"] == 1].reset_index(drop=True)
@@ -139,13 +136,8 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     fitted = load_estimate_model()
     hosts = [load_host_cost(GPU_DATA / f"h200-ceilings-measured-{n}.toml") for n in (1, 2, 3)]
     errors: dict[str, list[float]] = {"fitted": [], **{f"measured {n}": [] for n in (1, 2, 3)}}
-    for row in rows.itertuples(index=False):
+    for row, sample in zip(rows.itertuples(index=False), estimate_error_bench().samples(rows), strict=True):
         phases = "train" if row.phases == "train" else "forward"
-        peaks = prediction_peaks(resolve_gpu("h200"), row.precision)
-        ops = trace_step(WorkloadConfig(row.model, 1, row.precision, "sgd", "meta"), phases)
-        ops = predict_times(to_tensor_cores(ops, peaks), peaks)
-        ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
-        sample = Sample(row.model, ops["time_bound_s"].to_numpy(), op_classes(ops), row.measured_s)
         models = [fitted, *(with_host_cost(fitted, host, phases, row.precision) for host in hosts)]
         for label, model in zip(errors, models, strict=True):
             ratio = estimated_step(sample, model) / row.measured_s

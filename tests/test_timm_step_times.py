@@ -5,12 +5,8 @@ rows it never saw."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -23,21 +19,11 @@ from hroofline.collect.models import torchvision_model
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.model.quantities import FLOP_QUANTITIES
 
-from .conftest import SHARED, need
+from .conftest import SHARED, estimate_error_bench, need
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = pd.read_csv(REPO / "bench" / "data" / "timm-step-times.csv")
 MODELS = sorted(ROWS["model"].unique())
-
-
-@cache
-def estimate_error_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("estimate_error", REPO / "bench" / "estimate_error.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_rows_say_what_timm_published() -> None:

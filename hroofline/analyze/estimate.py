@@ -27,6 +27,7 @@ from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 
 OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")
+FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class EstimateModel:
     p90_error: float | None = None
     source: str = ""
     measured_on: str = ""  # what the held-out error was measured on
-    host_source: str = "fitted"  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
+    host_source: str = FITTED_HOST  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
 
 
 def op_classes(launches: pd.DataFrame) -> np.ndarray:
@@ -63,7 +64,7 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
 
 def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
-    host = "fitted" if model.host_source == "fitted" else "measured"
+    host = "fitted" if model.host_source == FITTED_HOST else "measured"
     return (
         f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
         f"op's class: {efficiency}), {model.source}"

@@ -27,9 +27,10 @@ from hroofline.collect.workload import STEP_PHASES, TrainingStep, WorkloadConfig
 from hroofline.errors import ProfilingError
 from hroofline.model.host import STEP_KINDS, HostCost
 
+SHALLOW_BLOCKS, DEEP_BLOCKS = 4, 24
 PROBES: dict[int, str] = {  # blocks -> model spec
-    4: "hroofline.collect.host_cost:shallow_probe",
-    24: "hroofline.collect.host_cost:deep_probe",
+    SHALLOW_BLOCKS: "hroofline.collect.host_cost:shallow_probe",
+    DEEP_BLOCKS: "hroofline.collect.host_cost:deep_probe",
 }
 PROBE_BATCH = 2  # batch norm in training needs two samples
 PROBE_SHAPE = (3, 16, 16)
@@ -69,18 +70,18 @@ def probe_model(blocks: int) -> nn.Module:
 
 
 def shallow_probe() -> nn.Module:
-    return probe_model(4)
+    return probe_model(SHALLOW_BLOCKS)
 
 
 def deep_probe() -> nn.Module:
-    return probe_model(24)
+    return probe_model(DEEP_BLOCKS)
 
 
 def probe_description(steps: int) -> str:
-    shallow, deep = sorted(PROBES)
     return (
-        f"slope of the median of {steps} steps between a {shallow}- and a {deep}-block ResNet {PROBE_WIDTH} channels "
-        f"wide, batch {PROBE_BATCH} of {'x'.join(map(str, PROBE_SHAPE))}, per op predict counts in them"
+        f"slope of the median of {steps} steps between a {SHALLOW_BLOCKS}- and a {DEEP_BLOCKS}-block ResNet "
+        f"{PROBE_WIDTH} channels wide, batch {PROBE_BATCH} of {'x'.join(map(str, PROBE_SHAPE))}, "
+        "per op predict counts in them"
     )
 
 
@@ -104,19 +105,15 @@ def counted_ops(kind: str, device: str, blocks: int) -> int:
 def step_seconds(kind: str, device: str, steps: int) -> dict[int, float]:
     """Per probe (by blocks), the median wall time of one step of this kind, each step ended by a synchronize;
     the probes' steps alternate."""
-    runs: dict[int, Callable[[], object]] = {}
-    step = None
-    for blocks in PROBES:
-        config, phases = _config(kind, device, blocks)
-        step = TrainingStep(config)
-        runs[blocks] = step.infer if phases == "forward" else step.run
-    assert step is not None
+    probes = {blocks: _config(kind, device, blocks) for blocks in PROBES}
+    built = {blocks: TrainingStep(config) for blocks, (config, _) in probes.items()}
+    runs = {blocks: step.infer if probes[blocks][1] == "forward" else step.run for blocks, step in built.items()}
     times: dict[int, list[float]] = {blocks: [] for blocks in PROBES}
     for number in range(WARMUP_STEPS + steps):
         for blocks, run in runs.items():
             started = time.perf_counter()
             run()
-            step.synchronize()
+            built[blocks].synchronize()
             if number >= WARMUP_STEPS:
                 times[blocks].append(time.perf_counter() - started)
     return {blocks: statistics.median(seconds) for blocks, seconds in times.items()}
@@ -126,7 +123,7 @@ def measure_host_cost(
     device: str, measured_on: str, steps: int = 30, progress: Callable[[str], None] | None = None
 ) -> HostCost:
     """Seconds per op for every kind of step (:data:`STEP_KINDS`) on ``device`` (cpu or cuda)."""
-    shallow, deep = sorted(PROBES)
+    shallow, deep = SHALLOW_BLOCKS, DEEP_BLOCKS
     per_op = {}
     for kind in STEP_KINDS:
         if progress is not None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hroofline.analyze.estimate import StepTime
+from hroofline.analyze.estimate import FITTED_HOST, StepTime
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
 from hroofline.model.numbers import per_second, si
@@ -36,7 +36,7 @@ class PredictionView:
     peak_split: PhaseMemory | None = None  # the phase with the step's peak memory, by category
     inference: bool = False  # a forward pass in eval mode without gradients, not a training step's forward
     host_floor_s: float | None = None  # the estimate's host time per op
-    host_source: str = "fitted"  # "fitted", or where it was measured (model.host.HostCost.describe)
+    host_source: str = FITTED_HOST  # or where it was measured (model.host.HostCost.describe)
 
 
 def prediction_text(view: PredictionView) -> str:
@@ -69,7 +69,7 @@ def prediction_text(view: PredictionView) -> str:
 
 
 def _host_line(floor_s: float, source: str) -> str:
-    if source == "fitted":
+    if source == FITTED_HOST:
         return (
             f"host: each op takes at least {si(floor_s, 's')}, fitted to the published steps' hosts "
             "(--host FILE: your host's, from hroofline ceilings --measure)"

@@ -118,14 +118,19 @@ def bundled_ceiling_files() -> dict[str, Path]:
     return {path.stem: path for path in sorted(folder.glob("*.toml"))}
 
 
+def read_toml_file(path: Path, what: str) -> dict:
+    """A TOML file's tables; one that cannot be read or parsed is an input error naming ``what`` it is."""
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read {what} {path}: {error}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise InputError(f"{what} {path} is not valid TOML: {error}") from error
+
+
 def load_ceilings_file(path: Path) -> Ceilings:
     """A measured-ceilings file: ``name``, ``source``, optional ``gpu``, and ``[ceilings]`` in SI units."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read ceilings file {path}: {error}") from error
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(f"ceilings file {path} is not valid TOML: {error}") from error
+    data = read_toml_file(path, "ceilings file")
     values = data.get("ceilings")
     if not isinstance(values, dict) or not values:
         raise InputError(

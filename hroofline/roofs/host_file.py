@@ -4,11 +4,11 @@ read for ``predict --host FILE``."""
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 
 from hroofline.errors import InputError
 from hroofline.model.host import STEP_KINDS, HostCost
+from hroofline.roofs.ceilings import read_toml_file
 
 MEASURE_HINT = "write one with: hroofline ceilings --measure [--device cuda] --out FILE"
 LONGEST_OP_S = 0.01  # a host that spends 10 ms per op is not what was measured: seconds written as microseconds
@@ -31,12 +31,7 @@ def load_host_cost(path: Path) -> HostCost:
     """The host cost a ceilings file holds; a file without a ``[host]`` table, or with a wrong one, is refused."""
     if not path.is_file():
         raise InputError(f"host file {path} does not exist", MEASURE_HINT)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read host file {path}: {error}") from error
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(f"host file {path} is not valid TOML: {error}") from error
+    data = read_toml_file(path, "host file")
     table = data.get("host")
     if not isinstance(table, dict):
         raise InputError(f"{path} has no [host] table", MEASURE_HINT)

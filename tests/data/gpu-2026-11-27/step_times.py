@@ -4,6 +4,10 @@ Synthetic batch 3x224x224, CrossEntropyLoss, SGD momentum 0.9 (foreach), PyTorch
 amp = float16 autocast + GradScaler; median of 10 steps after 3 warm-up, CUDA events; peak memory =
 max_memory_allocated over the timed steps. Also: forward-only inference, channels_last, and the host's
 per-op dispatch cost for small ops. Writes rows as it goes (a timeout keeps what was measured).
+
+Run as ``python3 step_times.py OUT BUDGET_S [PLAN]``, PLAN one of: h100 (the default: the H100 rows of
+h100-step-times.csv), h200 (h200-step-times.csv), host (h200-host-bound-steps.csv: the h200 plan's steps at
+batch 1 and 32 in NCHW, without the dispatch timing).
 """
 
 import csv
@@ -19,6 +23,8 @@ import torchvision
 
 OUT = sys.argv[1]
 BUDGET_S = float(sys.argv[2]) if len(sys.argv) > 2 else 170.0
+PLAN = sys.argv[3] if len(sys.argv) > 3 else "h100"
+SOURCE, GPU = ("h100-device-2026-11-27", "h100-sxm") if PLAN == "h100" else ("h200-device-2026-11-27", "h200")
 START = time.perf_counter()
 DEV = "cuda"
 FIELDS = ["source", "model", "gpu", "precision", "batch", "phases", "layout", "measured_s", "wall_s",
@@ -92,28 +98,14 @@ def main() -> None:
         "tf32_conv": torch.backends.cudnn.allow_tf32, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
     }
     print(json.dumps(info), flush=True)
-    host = host_dispatch()
+    host = host_dispatch() if PLAN != "host" else {}
     host["info"] = info
     with open(f"{OUT}/host-dispatch.json", "w") as f:
         json.dump(host, f, indent=1)
     print(json.dumps(host), flush=True)
-
-    plan: list[tuple] = []
-    new_models = ["resnet101", "densenet121", "efficientnet_b0", "swin_t", "regnet_y_1_6gf"]
-    for m in new_models:
-        for p in ("fp32", "amp"):
-            for b in (32, 128):
-                plan.append(("train", m, p, b, False))
-    for m in ("resnet50", "resnet101"):
-        for p in ("fp32", "amp"):
-            plan.append(("train", m, p, 128, True))
-    for m in ("resnet50", "efficientnet_b0", "vit_b_16"):
-        for p in ("fp32", "amp"):
-            for b in (1, 64):
-                plan.append(("forward", m, p, b, False))
-    for m in new_models:
-        for p in ("fp32", "amp"):
-            plan.append(("train", m, p, 1, False))
+    plan = h100_plan() if PLAN == "h100" else h200_plan()
+    if PLAN == "host":  # the host-bound steps only: batch 1, and 32
+        plan = [entry for entry in plan if entry[3] in (1, 32) and not entry[4]]
 
     path = f"{OUT}/step-times.csv"
     with open(path, "w", newline="") as f:
@@ -130,12 +122,12 @@ def main() -> None:
                     fn, warm, steps = infer_fn(m, p, b), 5, 20
                 gpu_s, wall_s = timed(fn, warm, steps)
                 mem = torch.cuda.max_memory_allocated()
-                row = {"source": "h100-device-2026-11-27", "model": m, "gpu": "h100-sxm", "precision": p,
+                row = {"source": SOURCE, "model": m, "gpu": GPU, "precision": p,
                        "batch": b, "phases": "train" if kind == "train" else "forward (eval, inference_mode)",
                        "layout": "channels_last" if cl else "NCHW", "measured_s": f"{gpu_s:.6f}",
                        "wall_s": f"{wall_s:.6f}", "memory_bytes": mem, "steps": steps, "note": ""}
             except Exception as e:  # noqa: BLE001 - keep measuring the rest
-                row = {"source": "h100-device-2026-11-27", "model": m, "precision": p, "batch": b,
+                row = {"source": SOURCE, "model": m, "precision": p, "batch": b,
                        "note": f"{type(e).__name__}: {str(e)[:200]}"}
             w.writerow(row)
             f.flush()
@@ -143,6 +135,53 @@ def main() -> None:
                   row["note"], f"t={time.perf_counter() - START:.0f}s", flush=True)
             del fn
             torch.cuda.empty_cache()
+
+
+HELD_OUT = ["resnet101", "densenet121", "efficientnet_b0", "swin_t", "regnet_y_1_6gf"]  # not in the shared file
+
+
+def h100_plan() -> list[tuple]:
+    """(kind, model, precision, batch, channels_last) of the H100 visit."""
+    plan: list[tuple] = []
+    for m in HELD_OUT:
+        for p in ("fp32", "amp"):
+            for b in (32, 128):
+                plan.append(("train", m, p, b, False))
+    for m in ("resnet50", "resnet101"):
+        for p in ("fp32", "amp"):
+            plan.append(("train", m, p, 128, True))
+    for m in ("resnet50", "efficientnet_b0", "vit_b_16"):
+        for p in ("fp32", "amp"):
+            for b in (1, 64):
+                plan.append(("forward", m, p, b, False))
+    for m in HELD_OUT:
+        for p in ("fp32", "amp"):
+            plan.append(("train", m, p, 1, False))
+    return plan
+
+
+def h200_plan() -> list[tuple]:
+    """The H200 visit's: the host-bound steps first, then the shared file's six models and the five more."""
+    plan: list[tuple] = []
+    shared = ["resnet18", "resnet50", "vgg16", "mobilenet_v2", "convnext_tiny", "vit_b_16"]
+    for m in HELD_OUT:
+        for p in ("fp32", "amp"):
+            plan.append(("train", m, p, 1, False))
+    for m in ("resnet50", "efficientnet_b0", "vit_b_16"):
+        for p in ("fp32", "amp"):
+            plan.append(("forward", m, p, 1, False))
+    for m in shared + HELD_OUT:
+        for p in ("fp32", "amp"):
+            for b in (32, 128):
+                plan.append(("train", m, p, b, False))
+    for m in ("resnet50", "convnext_tiny", "resnet18"):
+        for p in ("fp32", "amp"):
+            for b in (32, 128):
+                plan.append(("train", m, p, b, True))
+    for m in ("resnet50", "efficientnet_b0", "vit_b_16"):
+        for p in ("fp32", "amp"):
+            plan.append(("forward", m, p, 64, False))
+    return plan
 
 
 def host_dispatch() -> dict:
