@@ -26,6 +26,7 @@ import torch
 
 from hroofline.collect.gpu_bandwidth import measure_levels, triton_available
 from hroofline.collect.host_cost import measure_host_cost
+from hroofline.errors import ProfilingError
 from hroofline.model.host import HostCost
 from hroofline.roofs.ceilings import Ceilings, from_peaks
 from hroofline.roofs.host_file import host_table
@@ -253,5 +254,9 @@ def measure(
             bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
-    host = measure_host_cost(device.type, measured_on, steps=10 if quick else 30, progress=progress)
+    try:
+        host: HostCost | None = measure_host_cost(device.type, measured_on, 10 if quick else 30, progress)
+    except ProfilingError as error:  # the roofs stand without it: written, with the reason it is missing
+        host = None
+        notes.append(f"{error.message}: the file has no [host] table ({error.hint})")
     return Measurement(device.type, name, matmul, bandwidth, tuple(notes), host)
