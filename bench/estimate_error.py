@@ -19,7 +19,7 @@ measured time:
 - the H100 (Hopper, a generation the fit never saw): the 24 training steps of ../shared/reference/h100-step-times.csv
   (six models, fp32 and amp, batch 32 and 128), and the steps of five more models measured on 2026-11-27
   (tests/data/gpu-2026-11-27/h100-step-times.csv: training at batch 32 and 128, at batch 1, and forward-only
-  inference at batch 1 and 64; their channels_last rows are left out: the estimate models NCHW), judged only;
+  inference at batch 1 and 64, and channels_last training steps), judged only;
 - the H200: the same eleven models measured on one on 2026-11-27 (tests/data/gpu-2026-11-27/h200-step-times.csv),
   judged only, per kind of step.
 
@@ -52,7 +52,8 @@ from hroofline.analyze.calibrate import (
     fit,
     percentiles,
 )
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_classes
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_kinds
+from hroofline.analyze.layout import with_layout_conversions
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
@@ -68,22 +69,30 @@ H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv" 
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 
 
+def channels_last(rows: pd.DataFrame) -> pd.Series:
+    """Which rows ran in NHWC: a ``layout`` column says so; NVIDIA's AMP rows are NHWC
+    (published-step-times.md), the rest NCHW."""
+    if "layout" in rows:
+        return rows["layout"].eq("channels_last")
+    return rows["source"].str.startswith("dle-") & rows["precision"].eq("amp")
+
+
 def samples(rows: pd.DataFrame) -> list[Sample]:
-    """One sample per row; each distinct (model, batch, precision, phases) traced once."""
-    traces: dict[tuple[str, int, str, str], pd.DataFrame] = {}
+    """One sample per row; each distinct (model, batch, precision, phases, layout) traced once."""
+    traces: dict[tuple[str, int, str, str, bool], pd.DataFrame] = {}
     found = []
-    for row in rows.itertuples(index=False):
+    for row, nhwc in zip(rows.itertuples(index=False), channels_last(rows), strict=True):
         phases = "train" if row.phases == "train" else "forward"
-        key = (row.model, int(row.batch), row.precision, phases)
+        key = (row.model, int(row.batch), row.precision, phases, bool(nhwc))
         if key not in traces:
-            config = WorkloadConfig(row.model, int(row.batch), row.precision, "sgd", "meta")
+            config = WorkloadConfig(row.model, int(row.batch), row.precision, "sgd", "meta", channels_last=bool(nhwc))
             traces[key] = trace_step(config, phases)
         peaks = prediction_peaks(resolve_gpu(row.gpu), row.precision)
-        ops = predict_times(to_tensor_cores(traces[key], peaks), peaks)
+        ops = predict_times(with_layout_conversions(to_tensor_cores(traces[key], peaks), peaks).launches, peaks)
         if phases == "train":
             ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
         bounds = ops["time_bound_s"].to_numpy()
-        found.append(Sample(f"{row.source}:{row.model}", bounds, op_classes(ops), row.measured_s))
+        found.append(Sample(f"{row.source}:{row.model}", bounds, op_kinds(ops), row.measured_s))
     return found
 
 
@@ -110,15 +119,17 @@ def h100_rows() -> pd.DataFrame:
 
 def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
     """Steps measured on a Hopper GPU on 2026-11-27, per kind of step: training at batch 32 and 128, at batch 1,
-    and inference at batch 1 and 64 (NCHW rows only)."""
+    and inference at batch 1 and 64 in NCHW, and training in channels_last."""
     rows = pd.read_csv(path)
-    rows = rows[rows["note"].isna() & (rows["layout"] == "NCHW")].reset_index(drop=True)
+    rows = rows[rows["note"].isna()].reset_index(drop=True)
     found = samples(rows)
+    nchw = rows["layout"] == "NCHW"
     kinds = {
-        "training, batch 32 and 128": (rows["phases"] == "train") & (rows["batch"] > 1),
-        "training, batch 1": (rows["phases"] == "train") & (rows["batch"] == 1),
-        "inference, batch 64": (rows["phases"] != "train") & (rows["batch"] > 1),
-        "inference, batch 1": (rows["phases"] != "train") & (rows["batch"] == 1),
+        "training, batch 32 and 128": nchw & (rows["phases"] == "train") & (rows["batch"] > 1),
+        "training, batch 1": nchw & (rows["phases"] == "train") & (rows["batch"] == 1),
+        "inference, batch 64": nchw & (rows["phases"] != "train") & (rows["batch"] > 1),
+        "inference, batch 1": nchw & (rows["phases"] != "train") & (rows["batch"] == 1),
+        "training in channels_last": ~nchw,
     }
     lines = []
     for kind, chosen in kinds.items():

@@ -9,40 +9,74 @@ import numpy as np
 import pytest
 
 from hroofline.analyze.calibrate import Sample, error_factors, fit, percentiles
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, estimate_times, load_estimate_model, op_classes
+from hroofline.analyze.estimate import (
+    LAYOUT_CLASS,
+    OP_CLASSES,
+    EstimateModel,
+    OpKinds,
+    estimate_times,
+    load_estimate_model,
+    op_kinds,
+)
+from hroofline.analyze.layout import load_layout_cost, with_layout_conversions
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
 
 
-def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.ndarray, np.ndarray]:
+def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.ndarray, OpKinds]:
     config = WorkloadConfig("resnet18", batch, precision, "sgd", "meta")
     peaks = prediction_peaks(resolve_gpu(gpu), precision)
-    ops = predict_times(to_tensor_cores(trace_step(config, "forward"), peaks), peaks)
-    return ops["time_bound_s"].to_numpy(), op_classes(ops)
+    converted = with_layout_conversions(to_tensor_cores(trace_step(config, "forward"), peaks), peaks)
+    ops = predict_times(converted.launches, peaks)
+    return ops["time_bound_s"].to_numpy(), op_kinds(ops)
 
 
 def test_classes_and_formula() -> None:
-    roof, classes = predicted_ops(4, "amp")
-    assert set(np.unique(classes)) == {0, 2}  # AMP: convolutions on the tensor cores, the rest memory-bound
+    roof, kinds = predicted_ops(4, "amp")
+    assert set(np.unique(kinds.classes)) == {0, 2}  # AMP: convolutions on the tensor cores, the rest memory-bound
     model = EstimateModel(30e-6, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25})
-    expected = [max(30e-6, t / (0.5 if c == 0 else 0.25)) for t, c in zip(roof, classes, strict=True)]
-    assert estimate_times(roof, classes, model) == pytest.approx(expected, rel=1e-12)
+    expected = [max(30e-6, t / (0.5 if c == 0 else 0.25)) for t, c in zip(roof, kinds.classes, strict=True)]
+    assert estimate_times(roof, kinds, model) == pytest.approx(expected, rel=1e-12)
     _, fp32 = predicted_ops(4, "fp32")
-    assert set(np.unique(fp32)) == {1, 2}  # V100 FP32: no TF32, convolutions on the FP32 units
+    assert set(np.unique(fp32.classes)) == {1, 2}  # V100 FP32: no TF32, convolutions on the FP32 units
+
+
+def test_layout_conversions_share_their_convolutions_host_time() -> None:
+    """On an A100 in NCHW each 3x3 convolution of resnet18 under AMP is followed by its conversions: 3 kernels in
+    the forward pass, their time 3 x the time per kernel + their bound / the 16-bit share. The convolution and its
+    conversions together take max(host floor, the convolution's time + theirs): the row holds what they add."""
+    roof, kinds = predicted_ops(4, "amp", "a100")
+    conversions = np.flatnonzero(kinds.classes == LAYOUT_CLASS)
+    assert len(conversions) == 17 and set(kinds.kernels[conversions]) == {3} and set(kinds.conversion_bits) == {0, 16}
+    assert (kinds.parent[conversions] == conversions - 1).all() and (kinds.classes[conversions - 1] == 0).all()
+    cost = load_layout_cost()
+    for floor in (30e-6, 0.0):
+        model = EstimateModel(floor, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25})
+        times = estimate_times(roof, kinds, model)
+        convolution = roof[conversions - 1] / 0.5
+        own = 3 * cost.kernel_s + roof[conversions] / cost.efficiency[16]
+        together = np.maximum(floor, convolution + own)
+        assert times[conversions - 1] + times[conversions] == pytest.approx(together, rel=1e-12)
+        assert times[conversions - 1] == pytest.approx(np.maximum(floor, convolution), rel=1e-12)
+        if floor == 0:
+            assert times[conversions] == pytest.approx(own, rel=1e-12)  # nothing hides them
+        else:
+            assert (times[conversions] < own).any()  # the host's floor hides some
 
 
 def test_fit_finds_the_parameters_that_made_the_times() -> None:
     """Step times made by a known model from real predicted ops (resnet18 forward, batch 1 to 256, FP32 and
-    AMP): the fit gives them back to the grid's resolution and the error factors are 1."""
+    AMP on a V100, AMP on an A100 with its layout conversions): the fit gives them back to the grid's resolution
+    and the error factors are 1."""
     truth = EstimateModel(25e-6, {"tensor": 0.6, "matmul_fp32": 0.8, "other": 0.4})
     samples = []
     for batch in (1, 16, 128, 256):
-        for precision in ("fp32", "amp"):
-            roof, classes = predicted_ops(batch, precision)
-            measured = float(estimate_times(roof, classes, truth).sum())
-            samples.append(Sample(f"{precision}:{batch}", roof, classes, measured))
+        for precision, gpu in (("fp32", "v100"), ("amp", "v100"), ("amp", "a100")):
+            roof, kinds = predicted_ops(batch, precision, gpu)
+            measured = float(estimate_times(roof, kinds, truth).sum())
+            samples.append(Sample(f"{precision}:{batch}", roof, kinds, measured))
     found = fit(samples)
     assert found.host_floor_s == pytest.approx(truth.host_floor_s, abs=1e-6)
     for name in OP_CLASSES:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, estimate_times
+from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, OpKinds, describe_efficiency, estimate_times
 from hroofline.analyze.families import kernel_family
+from hroofline.analyze.layout import LayoutCost
 from hroofline.errors import UsageError
 from hroofline.model.run import Run
 from hroofline.roofs.formulas import total_flops
@@ -33,12 +34,12 @@ class Sample:
 
     key: str  # what it is, for leaving groups out: "source:model"
     roof_s: np.ndarray
-    classes: np.ndarray
+    kinds: OpKinds
     measured_s: float
 
 
 def estimated_step(sample: Sample, model: EstimateModel) -> float:
-    return float(estimate_times(sample.roof_s, sample.classes, model).sum())
+    return float(estimate_times(sample.roof_s, sample.kinds, model).sum())
 
 
 def error_factors(samples: Sequence[Sample], model: EstimateModel) -> np.ndarray:
@@ -49,7 +50,8 @@ def error_factors(samples: Sequence[Sample], model: EstimateModel) -> np.ndarray
 
 def bound_error_factors(samples: Sequence[Sample]) -> np.ndarray:
     """The error of the roofline bound itself (no floor, every class at its roof)."""
-    return error_factors(samples, EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0)))
+    at_roof = LayoutCost(frozenset(), 0.0, {16: 1.0, 32: 1.0}, "the roof")
+    return error_factors(samples, EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0), layout=at_roof))
 
 
 def fit(samples: Sequence[Sample]) -> EstimateModel:
@@ -57,7 +59,7 @@ def fit(samples: Sequence[Sample]) -> EstimateModel:
     2.5 us, efficiencies every 0.05), then every one on a fine grid around the best (0.5 us, 0.01)."""
     if not samples:
         raise ValueError("no samples to fit")
-    by_class = [[np.sort(s.roof_s[s.classes == k]) for k in range(len(OP_CLASSES))] for s in samples]
+    by_class = [_class_times(s) for s in samples]
     floor, efficiency = _best(samples, by_class, COARSE_FLOORS_S, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
     floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None)
     fine = [np.round(np.clip(np.arange(e - 0.05, e + 0.0501, 0.01), 0.01, 1.0), 2) for e in efficiency]
@@ -65,12 +67,43 @@ def fit(samples: Sequence[Sample]) -> EstimateModel:
     return EstimateModel(float(floor), dict(zip(OP_CLASSES, map(float, efficiency), strict=True)))
 
 
+@dataclass(frozen=True)
+class ClassTimes:
+    """One sample's ops of one class, as the fit sums them: times at roof of the ops alone (sorted), and of the
+    ops followed by layout conversions with the conversions' time (measured cost, not fitted)."""
+
+    alone: np.ndarray
+    converted: np.ndarray
+    conversions: np.ndarray
+
+
+def _class_times(sample: Sample) -> list[ClassTimes]:
+    kinds = sample.kinds
+    rows = np.flatnonzero(~kinds.fitted())
+    conversions = EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0)).layout.row_times(
+        sample.roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows]
+    )
+    if (kinds.parent[rows] < 0).any():
+        raise ValueError(f"{sample.key}: a layout-conversion row with no op before it")
+    parents = kinds.parent[rows]
+    is_parent = np.zeros(len(kinds.classes), dtype=bool)
+    is_parent[parents] = True
+    found = []
+    for number in range(len(OP_CLASSES)):
+        mine = kinds.classes == number
+        chosen = kinds.classes[parents] == number
+        found.append(
+            ClassTimes(np.sort(sample.roof_s[mine & ~is_parent]), sample.roof_s[parents[chosen]], conversions[chosen])
+        )
+    return found
+
+
 def _best(
-    samples: Sequence[Sample], by_class: list[list[np.ndarray]], floors: np.ndarray, grids: list[np.ndarray]
+    samples: Sequence[Sample], by_class: list[list[ClassTimes]], floors: np.ndarray, grids: list[np.ndarray]
 ) -> tuple[float, tuple[float, ...]]:
     """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
     once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency).
-    ``by_class`` holds each sample's times at roof per class, sorted."""
+    ``by_class`` holds each sample's ops per class (:func:`_class_times`)."""
     best: tuple[float, float, tuple[float, ...]] | None = None
     for floor in floors:
         loss = np.zeros([len(g) for g in grids])
@@ -86,13 +119,16 @@ def _best(
     return best[1], best[2]
 
 
-def _class_term(times: np.ndarray, floor: float, efficiencies: np.ndarray) -> np.ndarray:
-    """Sum over a class's ops of max(floor, t / e), for every e: the ops at or below floor x e take the floor."""
+def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:
+    """Sum over a class's ops of max(floor, t / e), for every e (the ops at or below floor x e take the floor),
+    and over its ops with layout conversions of max(floor, t / e + their time)."""
+    converted = np.maximum(floor, ops.converted[:, None] / efficiencies[None, :] + ops.conversions[:, None])
+    times = ops.alone
     if not len(times):
-        return np.zeros(len(efficiencies))
+        return converted.sum(axis=0)
     below = np.searchsorted(times, floor * efficiencies, side="right")
     above_sum = times.sum() - np.concatenate([[0.0], np.cumsum(times)])[below]
-    return floor * below + above_sum / efficiencies
+    return floor * below + above_sum / efficiencies + converted.sum(axis=0)
 
 
 def percentiles(factors: np.ndarray) -> tuple[float, float]:

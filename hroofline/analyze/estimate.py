@@ -10,23 +10,29 @@ with three classes: matrix products and convolutions on the tensor cores, the sa
 everything else (memory-bound element-wise work, reductions, normalisation). The floor and the three
 efficiencies are fitted to measured step times (:mod:`hroofline.analyze.calibrate`), and live with the error
 they showed on measurements left out of the fit in ``metrics/estimate.toml``.
+
+cuDNN's layout conversions around an NCHW convolution on tensor cores (:mod:`hroofline.analyze.layout`) are
+kernels launched inside their convolution's op: no host floor of their own, and a cost measured on real
+traces, not fitted: a fixed time per kernel plus their bytes at a share of the HBM bandwidth.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import numpy as np
 import pandas as pd
 
+from hroofline.analyze.layout import LayoutCost, conversion_bits, load_layout_cost
 from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.model.host import HostCost
 from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 
-OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")
+OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")  # fitted, each op at least the host floor
+LAYOUT_CLASS = len(OP_CLASSES)  # cuDNN's layout conversions: measured cost, no floor
 FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
 
 
@@ -41,20 +47,57 @@ class EstimateModel:
     source: str = ""
     measured_on: str = ""  # what the held-out error was measured on
     host_source: str = FITTED_HOST  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
+    layout: LayoutCost = field(default_factory=load_layout_cost)  # measured, not fitted
 
 
-def op_classes(launches: pd.DataFrame) -> np.ndarray:
-    """Per op, the index of its class in :data:`OP_CLASSES`."""
+@dataclass(frozen=True)
+class OpKinds:
+    """What the estimate needs to know of each op besides its time at roof."""
+
+    classes: np.ndarray  # index in OP_CLASSES, or LAYOUT_CLASS
+    conversion_bits: np.ndarray  # element size of a layout-conversion row, 0 for the rest
+    kernels: np.ndarray  # kernels the row stands for
+    parent: np.ndarray  # of a layout-conversion row, the row of its convolution (the one before it); -1 else
+
+    def fitted(self) -> np.ndarray:
+        """The ops whose class the fit sets (and the host floor holds): all but the layout conversions."""
+        return self.classes != LAYOUT_CLASS
+
+
+def op_kinds(launches: pd.DataFrame) -> OpKinds:
+    """Per op, its class (:data:`OP_CLASSES`, or a layout conversion) and what a conversion row stands for."""
     tensor_columns = [c for c in TENSOR_FLOP_QUANTITIES if c in launches]
     on_tensor_cores = launches[tensor_columns].fillna(0.0).sum(axis=1).to_numpy() > 0
     matmul = launches["kernel"].isin(MATMUL_OPS).to_numpy()
-    return np.where(on_tensor_cores, 0, np.where(matmul, 1, 2))
+    bits = conversion_bits(launches["kernel"])
+    classes = np.where(bits > 0, LAYOUT_CLASS, np.where(on_tensor_cores, 0, np.where(matmul, 1, 2)))
+    counts = launches["launches"] if "launches" in launches else pd.Series(1.0, index=launches.index)
+    kernels = counts.fillna(1).to_numpy(dtype=np.float64)
+    rows = np.arange(len(classes))
+    after_an_op = (rows > 0) & (np.concatenate([[LAYOUT_CLASS], classes[:-1]]) != LAYOUT_CLASS)
+    parent = np.where((classes == LAYOUT_CLASS) & after_an_op, rows - 1, -1)
+    return OpKinds(classes, bits, kernels, parent)
 
 
-def estimate_times(roof_s: np.ndarray, classes: np.ndarray, model: EstimateModel) -> np.ndarray:
-    """Each op's estimated time from its time at roof and its class."""
+def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> np.ndarray:
+    """Each op's estimated time from its time at roof and its kind.
+
+    A layout-conversion row's kernels run inside its convolution's op: the two take max(host floor, the op's
+    kernels + the conversions), so the row holds what the conversions add to the op's estimate, nothing where
+    the host's floor hides them."""
+    fitted = kinds.fitted()
     efficiency = np.array([model.efficiency[c] for c in OP_CLASSES])
-    return np.maximum(model.host_floor_s, roof_s / efficiency[classes])
+    kernel_time = np.zeros(len(roof_s))
+    kernel_time[fitted] = roof_s[fitted] / efficiency[kinds.classes[fitted]]
+    times = np.where(fitted, np.maximum(model.host_floor_s, kernel_time), 0.0)
+    rows = np.flatnonzero(~fitted)
+    conversions = model.layout.row_times(roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
+    parents = kinds.parent[rows]
+    alone = parents < 0  # no op before it to share the host's time with
+    op = np.where(alone, 0, parents)
+    together = np.maximum(model.host_floor_s, kernel_time[op] + conversions) - times[op]
+    times[rows] = np.where(alone, conversions, together)
+    return times
 
 
 def describe_efficiency(efficiency: dict[str, float]) -> str:
@@ -65,9 +108,11 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
 def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
     host = "fitted" if model.host_source == FITTED_HOST else "measured"
+    layout = ", ".join(f"{value:.2f} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
     return (
         f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
-        f"op's class: {efficiency}), {model.source}"
+        f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.1f} us per kernel + "
+        f"time at roof / {layout} (measured), {model.source}"
     )
 
 
@@ -79,7 +124,7 @@ def with_host_cost(model: EstimateModel, host: HostCost, phases: str, precision:
 def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:
     """Predicted ops with ``time_s`` the estimate; ``time_bound_s`` keeps the roofline bound."""
     out = launches.copy()
-    out["time_s"] = estimate_times(out["time_bound_s"].to_numpy(), op_classes(out), model)
+    out["time_s"] = estimate_times(out["time_bound_s"].to_numpy(), op_kinds(out), model)
     out["time_method"] = estimate_method(model)
     return out
 

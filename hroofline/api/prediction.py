@@ -26,6 +26,7 @@ class PredictOptions:
     optimizer: str = DEFAULT_OPTIMIZER
     estimate_model: Any = None  # an analyze.estimate.EstimateModel; None: the bundled fit (metrics/estimate.toml)
     host_cost: Any = None  # a model.host.HostCost measured by ceilings --measure; None: the fitted host floor
+    channels_last: bool = False  # model and images in NHWC: no layout conversions around tensor-core convolutions
 
 
 def predict(
@@ -41,6 +42,7 @@ def predict(
     replace: bool = False,
     calibrate: Run | str | None = None,
     host: str | Path | None = None,
+    channels_last: bool = False,
 ) -> PredictedRun:
     """What a training step (or an inference pass, eval mode without gradients: ``phases="forward"``) of ``model``
     should cost on ``gpu``: ``model`` is an ``nn.Module`` (copied to the meta device; yours is untouched), a
@@ -48,7 +50,9 @@ def predict(
     also stored (an existing run of that name only with ``replace=True``). Its summary has the estimate
     (``time_s``), the roofline bound (``time_bound_s``) and memory per phase; ``calibrate`` (a measured run, or its
     name in the store) takes the estimate's efficiencies from it, as ``predict --calibrate``; ``host`` (a file of
-    ``hroofline ceilings --measure --out``) its host floor, as ``predict --host``."""
+    ``hroofline ceilings --measure --out``) its host floor, as ``predict --host``; ``channels_last`` predicts the
+    model and its images in NHWC, as ``predict --channels-last`` (NCHW, PyTorch's default, pays cuDNN's layout
+    conversions around each convolution on tensor cores)."""
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
@@ -70,7 +74,9 @@ def predict(
         from hroofline.roofs.host_file import load_host_cost
 
         host_cost = load_host_cost(Path(host))
-    options = PredictOptions(gpu, precision, batch_size, phases, estimate_model=estimate_model, host_cost=host_cost)
+    options = PredictOptions(
+        gpu, precision, batch_size, phases, DEFAULT_OPTIMIZER, estimate_model, host_cost, channels_last
+    )
     result = predict_run(spec, options, input_shape, seq_len, run or "predicted")
     if run is not None:
         target.replace_run(run, [result.source], RunDefaults(result.gpu, result.precision, None))
@@ -172,6 +178,7 @@ class Prediction:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this
         prediction's :meth:`as_run`, where the caller has made it already."""
         from hroofline.analyze.kernels import phase_summary
+        from hroofline.analyze.layout import conversion_share
         from hroofline.analyze.memory_fit import peak_phase
         from hroofline.analyze.predict import flop_split, tensor_share
         from hroofline.render.prediction import PredictionView
@@ -197,6 +204,8 @@ class Prediction:
             host_source=self.estimate_model.host_source,
             peak_split=peak_phase(memory) if memory else None,
             inference=inference,
+            channels_last=settings.get("layout") == "channels_last",
+            conversions=conversion_share(launches),
         )
 
     def as_run(self) -> Run:
@@ -223,6 +232,7 @@ def predict_run(
     time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
     ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
     from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate, with_host_cost
+    from hroofline.analyze.layout import with_layout_conversions
     from hroofline.analyze.memory_fit import memory_fit, peak_phase
     from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
@@ -233,7 +243,14 @@ def predict_run(
     from hroofline.roofs.catalog import resolve_gpu
 
     config = WorkloadConfig(
-        spec, options.batch_size, options.precision, options.optimizer, "meta", input_shape=input_shape, seq_len=seq_len
+        spec,
+        options.batch_size,
+        options.precision,
+        options.optimizer,
+        "meta",
+        input_shape=input_shape,
+        seq_len=seq_len,
+        channels_last=options.channels_last,
     )
     gpu = resolve_gpu(options.gpu)
     check_model(config.model)
@@ -253,7 +270,8 @@ def predict_run(
     estimate_model = options.estimate_model or load_estimate_model()
     if options.host_cost is not None:
         estimate_model = with_host_cost(estimate_model, options.host_cost, options.phases, config.precision)
-    launches = with_estimate(predict_times(to_tensor_cores(trace.launches, peaks), peaks), estimate_model)
+    converted = with_layout_conversions(to_tensor_cores(trace.launches, peaks), peaks)
+    launches = with_estimate(predict_times(converted.launches, peaks), estimate_model)
     fit = None
     if gpu.memory_bytes is not None and trace.memory:
 
@@ -285,10 +303,11 @@ def predict_run(
             **({"seq_len": str(config.seq_len)} if config.seq_len else {}),
             "phases": options.phases,
             "optimizer": config.optimizer,
+            "layout": "channels_last" if config.channels_last else "NCHW",
             "tensor_peak": peaks.tensor_key or "none",
             "peak_source": gpu.peak_source or "metrics/gpus.toml",
         },
-        notes=list(peaks.notes),
+        notes=[*peaks.notes, *([converted.note] if converted.note else [])],
         memory=trace.memory,
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)

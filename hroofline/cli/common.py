@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 def workload_name(config: WorkloadConfig, gpu: str, batch_always: bool = False, forward: bool = False) -> str:
     """MODEL-PRECISION-GPU[-forward] and the settings that differ from the defaults, so that changing one alone
     names another run: -bN (a batch size other than 32, or any in a sweep over batch sizes: ``batch_always``),
-    a shape other than the model's own (-3x299x299) or tokens other than 512 (-s1024), and -adam (a training
-    step's: an inference pass has no optimizer)."""
+    a shape other than the model's own (-3x299x299) or tokens other than 512 (-s1024), -channels-last, and
+    -adam (a training step's: an inference pass has no optimizer)."""
     from hroofline.collect.models import DEFAULT_SEQ_LEN, default_input_shape
     from hroofline.collect.workload import DEFAULT_BATCH_SIZE, DEFAULT_OPTIMIZER
 
@@ -35,6 +35,8 @@ def workload_name(config: WorkloadConfig, gpu: str, batch_always: bool = False, 
         name += "-" + "x".join(str(size) for size in config.input_shape)
     if config.seq_len is not None and not (config.model.kind == "hf" and config.seq_len == DEFAULT_SEQ_LEN):
         name += f"-s{config.seq_len}"
+    if config.channels_last:
+        name += "-channels-last"
     if not forward and config.optimizer != DEFAULT_OPTIMIZER:
         name += f"-{config.optimizer}"
     return name
@@ -132,6 +134,13 @@ def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: 
         help="samples (images, sequences) per step (32)" + several,
     )
     parser.add_argument("--optimizer", choices=("sgd", "adam"), help="SGD with momentum (default), or Adam")
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        default=None,
+        help="model and images in NHWC (torch.channels_last): cuDNN's tensor-core convolutions then need no "
+        "NCHW <-> NHWC conversion kernels around them (default NCHW, PyTorch's)",
+    )
 
 
 def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
@@ -153,6 +162,7 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         device=device,
         input_shape=parse_input_shape(args.input_shape),
         seq_len=args.seq_len,
+        channels_last=bool(args.channels_last),
     )
 
 

@@ -163,11 +163,18 @@ def run_predict(args: argparse.Namespace) -> int:
             say(f"[{number}/{len(planned)}] {plan.run}")
         gpu = plan.gpu.variant or plan.gpu.name  # a variant (v100-sxm2-32gb) keeps its own memory
         options = PredictOptions(
-            gpu, config.precision, config.batch_size, args.phases, config.optimizer, estimate_model, host_cost
+            gpu,
+            config.precision,
+            config.batch_size,
+            args.phases,
+            config.optimizer,
+            estimate_model,
+            host_cost,
+            config.channels_last,
         )
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         predictions.append(prediction)
-        notes.update(dict.fromkeys(prediction.peaks.notes))
+        notes.update(dict.fromkeys(prediction.source.info.notes))
     for plan, prediction in zip(planned, predictions, strict=True):  # stored once every one has been traced
         store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, plan.config.precision, None))
     for note in notes:

@@ -252,7 +252,16 @@ def _refuse_existing(args: argparse.Namespace, run: str) -> None:
 
 
 def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
-    workload_options = ("arch", "model", "input_shape", "seq_len", "precision", "batch_size", "optimizer")
+    workload_options = (
+        "arch",
+        "model",
+        "input_shape",
+        "seq_len",
+        "precision",
+        "batch_size",
+        "optimizer",
+        "channels_last",
+    )
     model_options = [o for o in workload_options if getattr(args, o) is not None]
     if model_options:
         names = ", ".join(f"--{o.replace('_', '-')}" for o in model_options)

@@ -78,6 +78,7 @@ def workload_command(
     ``measure_calls`` it marks those op calls for ncu."""
     shape = ["--input-shape", ",".join(map(str, config.input_shape))] if config.input_shape else []
     tokens = ["--seq-len", str(config.seq_len)] if config.seq_len else []
+    layout = ["--channels-last"] if config.channels_last else []
     return [
         sys.executable,
         "-m",
@@ -86,6 +87,7 @@ def workload_command(
         config.arch,
         *shape,
         *tokens,
+        *layout,
         "--batch-size",
         str(config.batch_size),
         "--precision",

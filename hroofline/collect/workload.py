@@ -70,7 +70,8 @@ def tf32_switches(precision: str) -> tuple[bool, bool]:
 class WorkloadConfig:
     """``arch`` is a model spec (:mod:`hroofline.collect.models`): a torchvision name, ``hf:NAME``,
     ``PKG.MODULE:FACTORY`` or ``FILE.py:FACTORY``; ``input_shape`` one sample's shape (C,H,W);
-    ``seq_len`` the tokens per sample of a model that takes token ids."""
+    ``seq_len`` the tokens per sample of a model that takes token ids; ``channels_last`` keeps the model and its
+    images in NHWC (``torch.channels_last``), where cuDNN's tensor-core convolutions need no layout conversion."""
 
     arch: str
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -80,6 +81,7 @@ class WorkloadConfig:
     seed: int = 0
     input_shape: tuple[int, ...] | None = None
     seq_len: int | None = None
+    channels_last: bool = False
 
     @property
     def model(self) -> ModelSpec:
@@ -95,6 +97,8 @@ class WorkloadConfig:
             raise UsageError("the sequence length must be 1 or more")
         if self.seq_len is not None and self.input_shape is not None:
             raise UsageError("give --input-shape (images) or --seq-len (token ids), not both")
+        if self.channels_last and self.seq_len is not None:
+            raise UsageError("--channels-last is for images (N,C,H,W), not for token ids (--seq-len)")
 
 
 Listener = Callable[[str, bool], None]  # (phase, entering)
@@ -185,6 +189,8 @@ class TrainingStep:
         model.train()
         self.built = built
         self.images = built.inputs
+        if config.channels_last:
+            model, self.images = self._channels_last(model, built.inputs)
         self.autocast_emulation: AutocastEmulation | None = None
         self.model = model
         if tracker is not None:
@@ -211,6 +217,17 @@ class TrainingStep:
         # A modest first scale: at PyTorch's 65536 the first steps often overflow and skip the optimizer,
         # and a profiled step that skipped it would show no optimizer phase.
         self.scaler = torch.amp.GradScaler(device.type, init_scale=AMP_INIT_SCALE) if scaled else None
+
+    def _channels_last(self, model: Any, images: Any) -> tuple[Any, Any]:
+        """The model's 4-D weights and the batch in NHWC, as ``model.to(memory_format=torch.channels_last)``."""
+        torch = self.torch
+        if not self.built.floating_input or images.dim() != 4:
+            shape = "x".join(map(str, images.shape))
+            raise UsageError(
+                f"--channels-last needs a batch of images (N,C,H,W); {self.config.arch} takes {shape}",
+                "leave --channels-last out for this model",
+            )
+        return model.to(memory_format=torch.channels_last), images.contiguous(memory_format=torch.channels_last)
 
     def _to_half(self, dtype: Any) -> None:
         """Apex O2: a 16-bit model with float32 batch norm, float32 master weights for the optimizer."""
@@ -386,6 +403,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--input-shape", help="one sample's shape, C,H,W")
     parser.add_argument("--seq-len", type=int, help="tokens per sample (models taking token ids)")
     parser.add_argument("--no-layers", action="store_true", help="no NVTX range per module")
+    parser.add_argument("--channels-last", action="store_true", help="model and images in NHWC (channels_last)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--optimizer", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS)
@@ -427,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.device,
             input_shape=parse_input_shape(args.input_shape),
             seq_len=args.seq_len,
+            channels_last=args.channels_last,
         )
         import torch
 
@@ -447,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             listeners.append(memory)
         step = TrainingStep(config, PhaseMarks(listeners), tracker)
         print(
-            f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}, "
+            f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}"
+            f"{', channels_last' if config.channels_last else ''}, "
             f"{args.warmup} warm-up + {args.steps} profiled step(s)",
             file=sys.stderr,
             flush=True,

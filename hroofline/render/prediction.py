@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from hroofline.analyze.estimate import FITTED_HOST, StepTime
+from hroofline.analyze.layout import ConversionShare
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
 from hroofline.model.numbers import per_second, si
@@ -37,12 +38,14 @@ class PredictionView:
     inference: bool = False  # a forward pass in eval mode without gradients, not a training step's forward
     host_floor_s: float | None = None  # the estimate's host time per op
     host_source: str = FITTED_HOST  # or where it was measured (model.host.HostCost.describe)
+    channels_last: bool = False  # the model and its images in NHWC
+    conversions: ConversionShare | None = None  # cuDNN's layout conversions in an NCHW step
 
 
 def prediction_text(view: PredictionView) -> str:
     lines = [f"{view.run}: {view.what}, predicted (bound: time at roof; estimate: fitted to measured steps)"]
     whole = "inference" if view.inference else "step"
-    lines.append(_phase_table(view.summary, whole))
+    lines.append(_phase_table(view.summary, whole, view.conversions))
     lines.append(_step_line(view.step, whole))
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
@@ -55,6 +58,9 @@ def prediction_text(view: PredictionView) -> str:
         split = ", ".join(f"{name.replace('_', ' ')} {si(value, 'B')}" for name, value in parts if value > 0)
         lines.append(f"memory at the peak ({view.peak_split.phase}): {split}")
     lines.append(_tensor_line(view.peaks, view.tensor_share))
+    layout = _layout_line(view, whole)
+    if layout:
+        lines.append(layout)
     split = view.split
     total = split.matmul + split.other
     if total > 0:
@@ -68,6 +74,19 @@ def prediction_text(view: PredictionView) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _layout_line(view: PredictionView, whole: str) -> str | None:
+    if view.channels_last:
+        return "layout: channels_last (NHWC): cuDNN's tensor-core convolutions need no layout conversion"
+    share = view.conversions
+    if share is None:
+        return None
+    return (
+        f"layout: NCHW: cuDNN converts the tensors of {share.convolutions} convolution ops to NHWC and back, "
+        f"{share.kernels} kernels moving {si(share.bytes, 'B')}: estimate {si(share.estimate_s, 's')} of the "
+        f"{whole}'s {si(view.step.estimate_s, 's')} (bound {si(share.bound_s, 's')}); --channels-last removes them"
+    )
+
+
 def _host_line(floor_s: float, source: str) -> str:
     if source == FITTED_HOST:
         return (
@@ -77,10 +96,14 @@ def _host_line(floor_s: float, source: str) -> str:
     return f"host: each op takes at least {si(floor_s, 's')} ({source})"
 
 
-def _phase_table(summary: Summary, whole: str) -> str:
+def _phase_table(summary: Summary, whole: str, conversions: ConversionShare | None) -> str:
+    """Per phase; its ops are the traced ops, without the layout-conversion kernels around them."""
     rows = [["phase", "bound", "estimate", "FLOPs", "bytes", "ops", "peak memory", "retained"]]
     for phase, values in summary.items():
         retained = values.get("memory_retained_bytes")
+        kernels = values.get("kernels")
+        if isinstance(kernels, int) and conversions is not None:
+            kernels -= conversions.kernels if phase == "total" else conversions.kernels_by_phase.get(phase, 0)
         rows.append(
             [
                 whole if phase == "total" else phase,
@@ -88,7 +111,7 @@ def _phase_table(summary: Summary, whole: str) -> str:
                 si(_number(values.get("time_s")), "s"),
                 si(_number(values.get("flops")), "FLOP"),
                 si(_number(values.get("bytes_hbm")), "B"),
-                str(values.get("kernels", "-")),
+                "-" if kernels is None else str(kernels),
                 si(_number(values.get("memory_peak_bytes")), "B"),
                 ("+" if retained is not None and retained > 0 else "") + si(_number(retained), "B"),
             ]

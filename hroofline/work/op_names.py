@@ -22,3 +22,9 @@ ATTENTION_OPS: frozenset[str] = frozenset(
 MATMUL_OPS: frozenset[str] = (
     CONVOLUTION_OPS | ATTENTION_OPS | frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
 )
+# cuDNN's NCHW <-> NHWC conversions around an NCHW convolution on tensor cores, as predicted rows (one per
+# convolution op and element size). Their names hold the kernels' own (nchwToNhwc, nhwcToNchw), which the
+# advice rule on layout conversions matches in measured runs too.
+LAYOUT_CONVERSION_KERNELS: dict[int, str] = {
+    bits: f"cudnn nchwToNhwc/nhwcToNchw ({bits}-bit layout conversions, predicted)" for bits in (16, 32)
+}

@@ -66,6 +66,8 @@ class OpRecord:
     flops: float
     flop_column: str | None
     bytes: float
+    bytes_layout: float = 0.0  # what cuDNN's layout conversions move if the op runs on tensor cores (NCHW)
+    layout_kernels: int = 0  # how many conversion kernels that takes
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -194,6 +196,48 @@ def convolution_backward_flops(args: tuple[Any, ...]) -> float:
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+@dataclass(frozen=True)
+class LayoutConversions:
+    bytes: float  # read and written
+    kernels: int
+
+
+NO_CONVERSION = LayoutConversions(0.0, 0)
+
+
+def nchw_conversions(func: Any, args: tuple[Any, ...], out: Any) -> LayoutConversions:
+    """The bytes cuDNN's NCHW <-> NHWC conversions read and write around a 2-D convolution of NCHW tensors when
+    it runs on tensor cores, whose kernels work in NHWC, and their kernels; none for an op that is no such
+    convolution.
+
+    Counted as torch.profiler traces of ten torchvision models on an H200 showed them (cuDNN 9.19,
+    tests/data/gpu-2026-11-27/h200-layouts): around every convolution with a kernel larger than 1x1 that is not
+    depthwise, the forward pass converts its input, weight and output, the input gradient its output gradient,
+    weight and input gradient, the weight gradient its output gradient (again), input and weight gradient; each
+    conversion reads and writes its tensor once. 1x1 convolutions mostly run on NCHW directly (some convert: not
+    counted), depthwise ones do not convert, and channels_last tensors need no conversion."""
+    packet = func.overloadpacket
+    if packet is torch.ops.aten.convolution:
+        inputs, weight, transposed = args[0], args[1], bool(args[6])
+        tensors = [inputs, weight, out]
+    elif packet is torch.ops.aten.convolution_backward:
+        grad_output, inputs, weight, transposed, mask = args[0], args[1], args[2], bool(args[7]), args[10]
+        # input gradient: output gradient, weight, input gradient; weight gradient: output gradient, input, its own
+        tensors = [grad_output, weight, inputs] * bool(mask[0]) + [grad_output, inputs, weight] * bool(mask[1])
+    else:
+        return NO_CONVERSION
+    if transposed or inputs.dim() != 4 or math.prod(weight.shape[2:]) == 1 or weight.shape[1] == 1:
+        return NO_CONVERSION
+    if any(_channels_last(t) for t in (inputs, weight)):
+        return NO_CONVERSION
+    return LayoutConversions(2.0 * sum(float(t.numel() * t.element_size()) for t in tensors), len(tensors))
+
+
+def _channels_last(tensor: torch.Tensor) -> bool:
+    """Laid out NHWC: channels_last-contiguous and not also plain contiguous (a 1x1 image or 1 channel is both)."""
+    return tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+
+
 def causal_share(query_length: int, key_length: int) -> float:
     """The share of query-key pairs causal attention computes (a query attends to keys up to its own position,
     top-left aligned as PyTorch's is_causal): about half, S(S+1)/2 of S x S pairs."""
@@ -290,6 +334,7 @@ class OpRecorder(TorchDispatchMode):
         start = time.perf_counter()
         out = func(*args, **kwargs)
         seconds = time.perf_counter() - start
+        conversions = nchw_conversions(func, args, out)
         self.records.append(
             OpRecord(
                 op=str(func.overloadpacket).replace(".", "::", 1),
@@ -300,6 +345,8 @@ class OpRecorder(TorchDispatchMode):
                 flops=op_flops(func, args, kwargs, out),
                 flop_column=_flop_column(args, out),
                 bytes=op_bytes(func, args, kwargs, out),
+                bytes_layout=conversions.bytes,
+                layout_kernels=conversions.kernels,
             )
         )
         return out
@@ -324,6 +371,8 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
             "time_s": [r.seconds for r in records],
             "time_method": TIME_METHOD,
             "bytes_l1": [r.bytes for r in records],
+            "bytes_layout": [r.bytes_layout for r in records],
+            "layout_kernels": [r.layout_kernels for r in records],
         }
     )
     for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
