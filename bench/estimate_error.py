@@ -21,7 +21,10 @@ measured time:
   (tests/data/gpu-2026-11-27/h100-step-times.csv: training at batch 32 and 128, at batch 1, and forward-only
   inference at batch 1 and 64, and channels_last training steps), judged only;
 - the H200: the same eleven models measured on one on 2026-11-27 (tests/data/gpu-2026-11-27/h200-step-times.csv),
-  judged only, per kind of step.
+  judged only, per kind of step;
+- Hopper's own efficiencies (predict uses them on a GPU of compute capability 9.0): fitted on every Hopper step
+  above and the H200's layout steps (tests/data/gpu-2026-11-27/h200-layouts/held-out-steps.csv) with the
+  published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit.
 
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6, and the rows measured faster than their
@@ -66,6 +69,8 @@ OTHER_SOURCE = REPO / "bench" / "data" / "timm-step-times.csv"  # judged on, nev
 H100_SHARED = REPO.parent / "shared" / "reference" / "h100-step-times.csv"  # judged on, never fitted to
 H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  # judged on, never fitted to
 H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv"  # judged on, never fitted to
+H200_LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts" / "held-out-steps.csv"
+HOPPER_CC = "9.0"
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 
 
@@ -141,6 +146,7 @@ def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]
 
 
 POOLED_LABEL = "both sources, each model left out"
+HOPPER_LABEL = "Hopper's own efficiencies, each Hopper GPU left out"
 
 
 @dataclass(frozen=True)
@@ -152,14 +158,60 @@ class HeldOut:
     bundled: bool  # its fits saw only the rows the bundled fit sees, so its band may describe that fit
 
 
-def held_out(all_samples: list[Sample], groups: Sequence[str]) -> np.ndarray:
-    """Each sample's error factor under a fit to the other groups' rows (in the samples' order)."""
+def held_out(all_samples: list[Sample], groups: Sequence[str], floor_s: float | None = None) -> np.ndarray:
+    """Each sample's error factor under a fit to the other groups' rows (in the samples' order); with ``floor_s``
+    the fits keep that host floor."""
     factors = np.empty(len(all_samples))
     for group in sorted(set(groups)):
         mine = np.flatnonzero([g == group for g in groups])
         train = [s for s, g in zip(all_samples, groups, strict=True) if g != group]
-        factors[mine] = error_factors([all_samples[i] for i in mine], fit(train))
+        factors[mine] = error_factors([all_samples[i] for i in mine], fit(train, floor_s))
     return factors
+
+
+def hopper_rows() -> pd.DataFrame:
+    """Every step measured on a Hopper GPU: the shared H100 file's, and 2026-11-27's on an H100 and an H200
+    (training and inference, batch 1 to 128, NCHW and channels_last)."""
+    measured = [pd.read_csv(path) for path in (H100_MORE, H200_STEPS, H200_LAYOUTS)]
+    measured = [rows[rows["note"].isna()] for rows in measured]
+    shared = h100_rows().assign(layout="NCHW")
+    return pd.concat([shared, *measured], ignore_index=True)[[*shared.columns]]
+
+
+@dataclass(frozen=True)
+class HopperFit:
+    """Efficiencies for Hopper GPUs, fitted on their steps with the published fit's host floor, and their error
+    with each Hopper GPU left out (fitted on the other's steps)."""
+
+    model: EstimateModel
+    rows: pd.DataFrame
+    factors: np.ndarray
+
+    @property
+    def measured_on(self) -> str:
+        return (
+            f"{self.rows['model'].nunique()} torchvision models' steps on an H100 and an H200 "
+            "(training and inference, batch 1 to 128), each GPU left out of the fit"
+        )
+
+
+def hopper_fit(host_floor_s: float) -> HopperFit:
+    rows = hopper_rows()
+    found = samples(rows)
+    return HopperFit(fit(found, host_floor_s), rows, held_out(found, list(rows["gpu"]), host_floor_s))
+
+
+def hopper_lines(hopper: HopperFit) -> list[str]:
+    """The Hopper fit's error per GPU left out and kind of step."""
+    rows, lines = hopper.rows, []
+    for gpu, mine in rows.groupby("gpu", sort=False):
+        for kind, chosen in {
+            "training, batch 32 and 128": (mine["phases"] == "train") & (mine["batch"] > 1),
+            "training, batch 1": (mine["phases"] == "train") & (mine["batch"] == 1),
+            "inference": mine["phases"] != "train",
+        }.items():
+            lines.append(_line(f"  {gpu} left out, {kind}", hopper.factors[chosen[chosen].index]))
+    return lines
 
 
 def inference_rows(rows: pd.DataFrame, by_table: np.ndarray, other_rows: pd.DataFrame, other: np.ndarray) -> np.ndarray:
@@ -203,8 +255,10 @@ def faster_than_bound(rows: pd.DataFrame, found: Sequence[Sample]) -> list[str]:
     ]
 
 
-def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int) -> None:
+def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int, hopper: HopperFit) -> None:
     median, p90 = percentiles(judged.factors)
+    hopper_median, hopper_p90 = percentiles(hopper.factors)
+    hopper_efficiency = ", ".join(f"{name} = {hopper.model.efficiency[name]:.2f}" for name in OP_CLASSES)
     efficiency = "\n".join(f"{name} = {model.efficiency[name]:.2f}" for name in OP_CLASSES)
     (metrics_dir() / "estimate.toml").write_text(
         "# The step-time estimate's parameters (hroofline/analyze/estimate.py), fitted by bench/estimate_error.py\n"
@@ -217,7 +271,15 @@ def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int) ->
         "# ways bench/estimate_error.py leaves steps out whose fits saw NVIDIA's rows only, the one with the widest\n"
         "# 90th percentile\n"
         f"# ({label}).\n"
-        f'[held_out_error]\nmeasured_on = "{judged.measured_on}"\nmedian = {median:.4f}\np90 = {p90:.4f}\n'
+        f'[held_out_error]\nmeasured_on = "{judged.measured_on}"\nmedian = {median:.4f}\np90 = {p90:.4f}\n\n'
+        "# Hopper (compute capability 9.0): efficiencies fitted with the host floor above on the steps measured on an\n"
+        "# H100 and an H200 (../shared/reference/h100-step-times.csv, tests/data/gpu-2026-11-27/); their error with\n"
+        "# each of the two GPUs left out of the fit. predict uses them for a GPU of that compute capability.\n"
+        f'[generation."{HOPPER_CC}"]\nsource = "fitted to {len(hopper.rows)} steps on an H100 and an H200 by '
+        'bench/estimate_error.py"\n'
+        f"efficiency = {{ {hopper_efficiency} }}\n\n"
+        f'[generation."{HOPPER_CC}".held_out_error]\nmeasured_on = "{hopper.measured_on}"\n'
+        f"median = {hopper_median:.4f}\np90 = {hopper_p90:.4f}\n"
     )
 
 
@@ -251,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     every_model = len(set(rows["model"]) | set(other_rows["model"]))
     every_gpu = len(set(rows["gpu"]) | set(other_rows["gpu"]))
     judged[POOLED_LABEL] = HeldOut(pooled, f"{every_model} models' steps on {every_gpu} GPUs", False)
+    own = hopper_fit(model.host_floor_s)
+    judged[HOPPER_LABEL] = HeldOut(own.factors, own.measured_on, False)
     print(
         f"{len(found)} published measurements (NVIDIA, fitted) and {len(other)} of another source (timm: {models}"
         f" models, judged only), traced and predicted in {traced:.1f} s"
@@ -268,8 +332,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(per_table(hopper.assign(source="h100 " + hopper["precision"]), hopper_found, model)))
             print("\n".join(more_hopper_lines(H100_MORE, "H100, five more models", model)))
             print("\n".join(more_hopper_lines(H200_STEPS, "H200, eleven models (five at batch 1)", model)))
+            layout_steps = pd.read_csv(H200_LAYOUTS)
+            factors = error_factors(samples(layout_steps), model)
+            print(_line("  H200, five models no layout trace saw, NCHW and channels_last, batch 128", factors))
+        if label == HOPPER_LABEL:
+            print("\n".join(hopper_lines(own)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
+    own_efficiency = describe_efficiency(own.model.efficiency)
+    print(f"fit on all {len(own.rows)} Hopper rows (that floor kept): efficiency {own_efficiency}")
     floors = ", ".join(
         f"{gpu} {fit([found[i] for i in table.index]).host_floor_s * 1e6:.1f} us" for gpu, table in rows.groupby("gpu")
     )
@@ -277,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # predict's band: the widest 90th percentile of the ways that judge the bundled fit's own method and data
     widest = max((label for label in judged if judged[label].bundled), key=lambda k: percentiles(judged[k].factors)[1])
     if args.write:
-        write_model(model, widest, judged[widest], len(found))
+        write_model(model, widest, judged[widest], len(found), own)
         print(f"wrote {metrics_dir() / 'estimate.toml'} (its error band: {widest}, the widest 90th percentile)")
     for label, result in judged.items():
         median, p90 = percentiles(result.factors)

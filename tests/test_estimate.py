@@ -122,6 +122,12 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
         assert slowest * 0.999 <= share.bound_s <= sum(t.sum() for t in terms) * 1.001
         assert calibration.model.efficiency[name] == pytest.approx(min(1.0, share.bound_s / share.measured_s), abs=1e-3)
     assert calibration.measured == ("tensor", "matmul_fp32", "other")
+    # cuDNN's layout conversions are in no class: a prediction adds them at their own measured cost
+    conversions = base.str.contains("nchwToNhwc|nhwcToNchw")
+    assert conversions.sum() > 0
+    measured_other = ~tensor & ~matmul & ~conversions & (launches["flops_fp32"].notna() | launches["bytes_hbm"].notna())
+    assert calibration.classes["other"].launches <= measured_other.sum()
+    assert sum(share.launches for share in calibration.classes.values()) <= len(launches) - conversions.sum()
     result = cli(
         "predict",
         "--arch",

@@ -14,8 +14,8 @@ import pytest
 from hroofline.analyze.calibrate import percentiles
 from hroofline.collect.host_cost import PROBES, counted_ops, measure_host_cost
 from hroofline.errors import InputError
-from hroofline.model.host import STEP_KINDS, HostCost, step_kind
-from hroofline.roofs.host_file import LONGEST_OP_S, host_table, load_host_cost
+from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost, step_kind
+from hroofline.roofs.host_file import host_table, load_host_cost
 from hroofline.store.runs import RunStore
 from tests.conftest import estimate_error_bench
 

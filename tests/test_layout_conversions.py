@@ -134,10 +134,13 @@ def test_counted_conversions_match_the_kernels_cuDNN_launched(path: Path) -> Non
 def layout_cost_fit() -> tuple[float, float, float]:
     """The conversions' cost from the H200 traces: the time per kernel and the share of the datasheet HBM
     bandwidth (16-bit, 32-bit) that make time = kernels x t + bytes / (bandwidth x share) fit each NCHW step's
-    measured conversion time with the least squared relative error."""
+    measured conversion time with the least squared relative error (the 11 steps of models whose conversions
+    the count covers)."""
     hbm = resolve_gpu("h200").peaks["hbm"]
     rows, measured = [], []
     for trace in nchw_traces():
+        if trace.config.arch in MOSTLY_UNCOUNTED:
+            continue  # their conversions are mostly around convolutions the count leaves out
         predicted = predicted_conversions(trace.config, trace.phases)
         moved = float(predicted["bytes_hbm"].sum()) / hbm
         sixteen = trace.config.precision == "amp"
@@ -157,8 +160,8 @@ def test_the_measured_cost_is_the_fit_to_the_traces() -> None:
 
 
 def test_the_estimated_conversion_time_is_near_what_the_h200_measured() -> None:
-    """Per NCHW step of ordinary convolutions, estimated against measured conversion time: within x1.45 (0.71 for
-    ResNet-50, whose 1x1 convolutions convert too, to 1.30 for DenseNet)."""
+    """Per NCHW step of ordinary convolutions, estimated against measured conversion time: within x1.5 (0.67 for
+    ResNet-50, whose 1x1 convolutions convert too, to 1.29 for DenseNet)."""
     for trace in nchw_traces():
         if trace.config.arch in MOSTLY_UNCOUNTED:
             continue
@@ -166,7 +169,7 @@ def test_the_estimated_conversion_time_is_near_what_the_h200_measured() -> None:
         cost = load_layout_cost()
         bits = np.full(len(predicted), 16 if trace.config.precision == "amp" else 32)
         estimate = cost.row_times(predicted["time_bound_s"].to_numpy(), bits, predicted["launches"].to_numpy()).sum()
-        assert 1 / 1.45 < estimate / trace.conversion_s < 1.45, trace.name
+        assert 1 / 1.5 < estimate / trace.conversion_s < 1.5, trace.name
 
 
 def test_a_spatial_convolution_converts_input_weight_and_output_and_its_gradients() -> None:
@@ -261,3 +264,45 @@ def test_the_profiled_workload_runs_in_channels_last() -> None:
     step = TrainingStep(config)
     assert step.images.is_contiguous(memory_format=torch.channels_last) and not step.images.is_contiguous()
     assert step.model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_mixed_ambiguous_and_transposed_convolutions() -> None:
+    """A weight in channels_last makes cuDNN's convolution NHWC even on an NCHW input; a 1x1 image is laid out
+    both ways (PyTorch's contiguous NCHW); a transposed convolution is not counted."""
+    conv = torch.ops.aten.convolution.default
+    nchw = torch.empty(2, 8, 10, 10, device="meta")
+    weight = torch.empty(16, 8, 3, 3, device="meta")
+    nhwc_weight = weight.contiguous(memory_format=torch.channels_last)
+    args = (nchw, nhwc_weight, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    assert nchw_conversions(conv, args, nchw).kernels == 0
+    one_pixel = torch.empty(2, 8, 1, 1, device="meta")  # contiguous in both layouts
+    assert nchw_conversions(conv, (one_pixel, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1), nchw).kernels
+    transposed = (nchw, torch.empty(8, 16, 3, 3, device="meta"), None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)
+    assert nchw_conversions(conv, transposed, nchw).kernels == 0
+
+
+def test_channels_last_is_refused_for_what_is_no_image(cli, tmp_path: Path) -> None:
+    for args in (("--model", "hf:gpt2"), ("--arch", "resnet18", "--input-shape", "3,32")):
+        result = cli("predict", *args, "--gpu", "h100", "--channels-last", "--store", tmp_path)
+        assert result.code == 2 and result.out == "" and result.err.count("\n") == 1, result.err
+        assert "--channels-last is for images" in result.err and "tracing" not in result.err
+
+
+def test_held_out_layout_steps_and_what_channels_last_wins() -> None:
+    """The 20 steps at batch 128 of five models no trace saw (H200, NCHW and channels_last): the published fit's
+    error, and predict's channels_last gain on the H200 against the measured one (the README's figures)."""
+    from hroofline.analyze.calibrate import error_factors, estimated_step, percentiles
+    from hroofline.analyze.estimate import load_estimate_model
+    from tests.conftest import estimate_error_bench
+
+    rows = pd.read_csv(LAYOUTS / "held-out-steps.csv")
+    found = estimate_error_bench().samples(rows)
+    assert percentiles(error_factors(found, load_estimate_model())) == pytest.approx((1.33, 1.46), abs=0.005)
+    on_h200 = load_estimate_model().for_cc("9.0")
+    rows["estimate_s"] = [estimated_step(sample, on_h200) for sample in found]
+    by_layout = rows.pivot_table(index=["model", "precision"], columns="layout", values=["measured_s", "estimate_s"])
+    measured = by_layout["measured_s"]["NCHW"] / by_layout["measured_s"]["channels_last"]
+    predicted = by_layout["estimate_s"]["NCHW"] / by_layout["estimate_s"]["channels_last"]
+    assert (predicted > 1).all() and (predicted < measured).all()  # NCHW batch norm is not in the estimate
+    assert (predicted.min(), predicted.max()) == pytest.approx((1.07, 1.30), abs=0.005)
+    assert (measured.min(), measured.max()) == pytest.approx((1.17, 1.96), abs=0.005)

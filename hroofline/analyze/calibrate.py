@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hroofline.analyze.advice.layout_conversions import conversion_kernels
 from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, OpKinds, describe_efficiency, estimate_times
 from hroofline.analyze.families import kernel_family
-from hroofline.analyze.layout import LayoutCost
+from hroofline.analyze.layout import LayoutCost, load_layout_cost
 from hroofline.errors import UsageError
 from hroofline.model.run import Run
 from hroofline.roofs.formulas import total_flops
@@ -54,16 +55,18 @@ def bound_error_factors(samples: Sequence[Sample]) -> np.ndarray:
     return error_factors(samples, EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0), layout=at_roof))
 
 
-def fit(samples: Sequence[Sample]) -> EstimateModel:
+def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateModel:
     """The floor and efficiencies that fit ``samples`` best: every combination on a coarse grid (floor every
-    2.5 us, efficiencies every 0.05), then every one on a fine grid around the best (0.5 us, 0.01)."""
+    2.5 us, efficiencies every 0.05), then every one on a fine grid around the best (0.5 us, 0.01). With
+    ``floor_s`` the floor is that one and only the efficiencies are fitted."""
     if not samples:
         raise ValueError("no samples to fit")
-    by_class = [_class_times(s) for s in samples]
-    floor, efficiency = _best(samples, by_class, COARSE_FLOORS_S, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
-    floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None)
+    terms = [_sample_terms(s) for s in samples]
+    coarse = COARSE_FLOORS_S if floor_s is None else np.array([floor_s])
+    floor, efficiency = _best(samples, terms, coarse, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
+    floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None) if floor_s is None else coarse
     fine = [np.round(np.clip(np.arange(e - 0.05, e + 0.0501, 0.01), 0.01, 1.0), 2) for e in efficiency]
-    floor, efficiency = _best(samples, by_class, np.unique(floors), [np.unique(f) for f in fine])
+    floor, efficiency = _best(samples, terms, np.unique(floors), [np.unique(f) for f in fine])
     return EstimateModel(float(floor), dict(zip(OP_CLASSES, map(float, efficiency), strict=True)))
 
 
@@ -77,15 +80,21 @@ class ClassTimes:
     conversions: np.ndarray
 
 
-def _class_times(sample: Sample) -> list[ClassTimes]:
+@dataclass(frozen=True)
+class SampleTerms:
+    """What the fit sums of one sample: its ops per class, and layout conversions with no op before them."""
+
+    by_class: list[ClassTimes]
+    standalone_s: float
+
+
+def _sample_terms(sample: Sample) -> SampleTerms:
     kinds = sample.kinds
     rows = np.flatnonzero(~kinds.fitted())
-    conversions = EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0)).layout.row_times(
-        sample.roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows]
-    )
-    if (kinds.parent[rows] < 0).any():
-        raise ValueError(f"{sample.key}: a layout-conversion row with no op before it")
+    conversions = load_layout_cost().row_times(sample.roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
     parents = kinds.parent[rows]
+    alone = parents < 0
+    rows, parents, conversions, standalone_s = rows[~alone], parents[~alone], conversions[~alone], conversions[alone]
     is_parent = np.zeros(len(kinds.classes), dtype=bool)
     is_parent[parents] = True
     found = []
@@ -95,21 +104,21 @@ def _class_times(sample: Sample) -> list[ClassTimes]:
         found.append(
             ClassTimes(np.sort(sample.roof_s[mine & ~is_parent]), sample.roof_s[parents[chosen]], conversions[chosen])
         )
-    return found
+    return SampleTerms(found, float(standalone_s.sum()))
 
 
 def _best(
-    samples: Sequence[Sample], by_class: list[list[ClassTimes]], floors: np.ndarray, grids: list[np.ndarray]
+    samples: Sequence[Sample], terms: list[SampleTerms], floors: np.ndarray, grids: list[np.ndarray]
 ) -> tuple[float, tuple[float, ...]]:
     """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
     once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency).
-    ``by_class`` holds each sample's ops per class (:func:`_class_times`)."""
+    ``terms`` holds each sample's ops per class (:func:`_sample_terms`)."""
     best: tuple[float, float, tuple[float, ...]] | None = None
     for floor in floors:
         loss = np.zeros([len(g) for g in grids])
-        for sample, per_class in zip(samples, by_class, strict=True):
-            terms = [_class_term(times, floor, grid) for times, grid in zip(per_class, grids, strict=True)]
-            estimate = terms[0][:, None, None] + terms[1][None, :, None] + terms[2][None, None, :]
+        for sample, mine in zip(samples, terms, strict=True):
+            per = [_class_term(times, floor, grid) for times, grid in zip(mine.by_class, grids, strict=True)]
+            estimate = mine.standalone_s + per[0][:, None, None] + per[1][None, :, None] + per[2][None, None, :]
             loss += np.log(estimate / sample.measured_s) ** 2
         index = np.unravel_index(int(np.argmin(loss)), loss.shape)
         value = float(loss[index])
@@ -176,13 +185,15 @@ def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:
         raise UsageError(
             f"run {run.name!r} ran on no catalog GPU with datasheet peaks", "calibrate on a run measured on a GPU"
         )
+    base = base.for_cc(gpu.cc)  # a class the run has too little of keeps its generation's efficiency
     if any(source.kind == "analytic" for source in run.meta.sources):
         raise UsageError(f"run {run.name!r} is a prediction", "calibrate on a measured run (profile or import)")
     launches = run.launches
     timed = launches["time_s"].gt(0) & (total_flops(launches).gt(0) | launches["bytes_hbm"].gt(0))
     if not timed.any():
         raise UsageError(f"run {run.name!r} has no kernel with a time and FLOPs or HBM bytes to calibrate on")
-    chosen = launches[timed]
+    # cuDNN's layout conversions: a prediction adds them at their own measured cost, not at a class's efficiency
+    chosen = launches[timed & ~conversion_kernels(launches["kernel"].astype(str))]
     bounds = predict_times(chosen, prediction_peaks(gpu, "fp32-strict"))["time_bound_s"].to_numpy()
     classes = measured_classes(chosen)
     measured = chosen["time_s"].to_numpy()

@@ -30,6 +30,7 @@ from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.model.host import HostCost
 from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
+from hroofline.work.op_names import CONVOLUTION_OPS
 
 OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")  # fitted, each op at least the host floor
 LAYOUT_CLASS = len(OP_CLASSES)  # cuDNN's layout conversions: measured cost, no floor
@@ -48,6 +49,34 @@ class EstimateModel:
     measured_on: str = ""  # what the held-out error was measured on
     host_source: str = FITTED_HOST  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
     layout: LayoutCost = field(default_factory=load_layout_cost)  # measured, not fitted
+    generations: dict[str, GenerationFit] = field(default_factory=dict)  # by compute capability
+
+    def for_cc(self, cc: str | None) -> EstimateModel:
+        """The estimate for a GPU of compute capability ``cc``: its generation's efficiencies and error, where the
+        fit has them (the host floor stays: it is the host's)."""
+        own = self.generations.get(cc or "")
+        if own is None:
+            return self
+        return replace(
+            self,
+            efficiency=dict(own.efficiency),
+            median_error=own.median_error,
+            p90_error=own.p90_error,
+            source=own.source,
+            measured_on=own.measured_on,
+        )
+
+
+@dataclass(frozen=True)
+class GenerationFit:
+    """Efficiencies fitted on one GPU generation's measured steps, and the error they showed on steps of that
+    generation left out of their fit."""
+
+    efficiency: dict[str, float]
+    median_error: float | None
+    p90_error: float | None
+    source: str
+    measured_on: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +86,7 @@ class OpKinds:
     classes: np.ndarray  # index in OP_CLASSES, or LAYOUT_CLASS
     conversion_bits: np.ndarray  # element size of a layout-conversion row, 0 for the rest
     kernels: np.ndarray  # kernels the row stands for
-    parent: np.ndarray  # of a layout-conversion row, the row of its convolution (the one before it); -1 else
+    parent: np.ndarray  # of a layout-conversion row, the row of its convolution (the one before it), else -1
 
     def fitted(self) -> np.ndarray:
         """The ops whose class the fit sets (and the host floor holds): all but the layout conversions."""
@@ -73,9 +102,10 @@ def op_kinds(launches: pd.DataFrame) -> OpKinds:
     classes = np.where(bits > 0, LAYOUT_CLASS, np.where(on_tensor_cores, 0, np.where(matmul, 1, 2)))
     counts = launches["launches"] if "launches" in launches else pd.Series(1.0, index=launches.index)
     kernels = counts.fillna(1).to_numpy(dtype=np.float64)
+    # a conversion row follows its convolution (with_layout_conversions puts it there)
+    after_a_convolution = np.concatenate([[False], launches["kernel"].isin(CONVOLUTION_OPS).to_numpy()[:-1]])
     rows = np.arange(len(classes))
-    after_an_op = (rows > 0) & (np.concatenate([[LAYOUT_CLASS], classes[:-1]]) != LAYOUT_CLASS)
-    parent = np.where((classes == LAYOUT_CLASS) & after_an_op, rows - 1, -1)
+    parent = np.where((classes == LAYOUT_CLASS) & after_a_convolution, rows - 1, -1)
     return OpKinds(classes, bits, kernels, parent)
 
 
@@ -108,10 +138,10 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
 def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
     host = "fitted" if model.host_source == FITTED_HOST else "measured"
-    layout = ", ".join(f"{value:.2f} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
+    layout = ", ".join(f"{value:.3g} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
     return (
         f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
-        f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.1f} us per kernel + "
+        f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.3g} us per kernel + "
         f"time at roof / {layout} (measured), {model.source}"
     )
 
@@ -133,6 +163,16 @@ def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:
 def load_estimate_model() -> EstimateModel:
     data = tomllib.loads((metrics_dir() / "estimate.toml").read_text())
     fit, error = data["fit"], data.get("held_out_error", {})
+    generations = {
+        cc: GenerationFit(
+            efficiency={c: float(table["efficiency"][c]) for c in OP_CLASSES},
+            median_error=table["held_out_error"].get("median"),
+            p90_error=table["held_out_error"].get("p90"),
+            source=str(table["source"]),
+            measured_on=str(table["held_out_error"]["measured_on"]),
+        )
+        for cc, table in data.get("generation", {}).items()
+    }
     return EstimateModel(
         host_floor_s=float(fit["host_floor_s"]),
         efficiency={c: float(fit["efficiency"][c]) for c in OP_CLASSES},
@@ -140,6 +180,7 @@ def load_estimate_model() -> EstimateModel:
         p90_error=error.get("p90"),
         source=str(data.get("source", "")),
         measured_on=str(error.get("measured_on", "")),
+        generations=generations,
     )
 
 

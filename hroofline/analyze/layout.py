@@ -100,7 +100,6 @@ class ConversionShare:
 
     convolutions: int  # convolution ops with a row of conversions
     kernels: int
-    kernels_by_phase: dict[str, int]
     bytes: float
     bound_s: float
     estimate_s: float
@@ -114,8 +113,14 @@ def conversion_share(launches: pd.DataFrame) -> ConversionShare | None:
     return ConversionShare(
         convolutions=len(rows),
         kernels=int(rows["launches"].sum()),
-        kernels_by_phase={str(k): int(v) for k, v in rows.groupby("phase")["launches"].sum().items()},
         bytes=float(rows["bytes_hbm"].sum()),
         bound_s=float(rows["time_bound_s"].sum()),
         estimate_s=float(rows["time_s"].sum()),
     )
+
+
+def traced_op_counts(launches: pd.DataFrame) -> dict[str, int]:
+    """A predicted step's traced ops per phase and in ``total``, without the layout-conversion rows between them."""
+    ops = launches[conversion_bits(launches["kernel"]) == 0]
+    counts = {str(phase): int(count) for phase, count in ops.groupby("phase").size().items()}
+    return {**counts, "total": len(ops)}

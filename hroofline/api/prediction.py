@@ -178,7 +178,7 @@ class Prediction:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this
         prediction's :meth:`as_run`, where the caller has made it already."""
         from hroofline.analyze.kernels import phase_summary
-        from hroofline.analyze.layout import conversion_share
+        from hroofline.analyze.layout import conversion_share, traced_op_counts
         from hroofline.analyze.memory_fit import peak_phase
         from hroofline.analyze.predict import flop_split, tensor_share
         from hroofline.render.prediction import PredictionView
@@ -206,6 +206,7 @@ class Prediction:
             inference=inference,
             channels_last=settings.get("layout") == "channels_last",
             conversions=conversion_share(launches),
+            op_counts=traced_op_counts(launches),
         )
 
     def as_run(self) -> Run:
@@ -267,7 +268,7 @@ def predict_run(
         return traces[key]
 
     trace = traced(config)
-    estimate_model = options.estimate_model or load_estimate_model()
+    estimate_model = options.estimate_model or load_estimate_model().for_cc(gpu.cc)
     if options.host_cost is not None:
         estimate_model = with_host_cost(estimate_model, options.host_cost, options.phases, config.precision)
     converted = with_layout_conversions(to_tensor_cores(trace.launches, peaks), peaks)

@@ -152,9 +152,7 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         raise UsageError("give the model with --arch NAME (torchvision) or --model SPEC (your own, hf:NAME)")
     if args.arch and parse_model(args.arch).kind != "torchvision":
         raise UsageError(f"--arch {args.arch}: --arch takes torchvision names", f"use --model {args.arch}")
-    if args.model and not args.input_shape and not args.seq_len:  # a default shape is said, not assumed silently
-        _say_default_shape(args.model)
-    return WorkloadConfig(
+    config = WorkloadConfig(
         arch=args.arch or args.model,
         batch_size=args.batch_size or DEFAULT_BATCH_SIZE,
         precision=args.precision or "fp32",
@@ -164,6 +162,9 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         seq_len=args.seq_len,
         channels_last=bool(args.channels_last),
     )
+    if args.model and not args.input_shape and not args.seq_len:  # a default shape is said, not assumed silently
+        _say_default_shape(args.model)
+    return config
 
 
 @functools.cache  # once per model, however many runs of a sweep it is in

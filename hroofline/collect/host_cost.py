@@ -25,7 +25,7 @@ from torch import nn
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import STEP_PHASES, TrainingStep, WorkloadConfig
 from hroofline.errors import ProfilingError
-from hroofline.model.host import STEP_KINDS, HostCost
+from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost
 
 SHALLOW_BLOCKS, DEEP_BLOCKS = 4, 24
 PROBES: dict[int, str] = {  # blocks -> model spec
@@ -123,9 +123,9 @@ def step_seconds(kind: str, device: str, steps: int) -> dict[int, float]:
 def measure_host_cost(
     device: str, measured_on: str, steps: int = 30, progress: Callable[[str], None] | None = None
 ) -> HostCost:
-    """Seconds per op for every kind of step (:data:`STEP_KINDS`) on ``device`` (cpu or cuda). A kind whose deep
-    probe came out no slower than its shallow one (other work on the machine took over the timing) is measured
-    again, up to :data:`ATTEMPTS` times in all."""
+    """Seconds per op for every kind of step (:data:`STEP_KINDS`) on ``device`` (cpu or cuda). A kind whose slope
+    is not a host's (the deep probe no slower than the shallow one, or 10 ms per op or more: other work on the
+    machine took over the timing) is measured again, up to :data:`ATTEMPTS` times in all."""
     shallow, deep = SHALLOW_BLOCKS, DEEP_BLOCKS
     per_op = {}
     for kind in STEP_KINDS:
@@ -134,14 +134,15 @@ def measure_host_cost(
         ops = {blocks: counted_ops(kind, device, blocks) for blocks in PROBES}
         for _ in range(ATTEMPTS):
             seconds = step_seconds(kind, device, steps)
-            if seconds[deep] > seconds[shallow]:
+            slope = (seconds[deep] - seconds[shallow]) / (ops[deep] - ops[shallow])
+            if 0 < slope < LONGEST_OP_S:
                 break
         else:
             raise ProfilingError(
-                f"host cost not measured: the {deep}-block probe's {kind} step took no longer than the "
-                f"{shallow}-block one's ({seconds[deep] * 1e3:.2f} ms against {seconds[shallow] * 1e3:.2f} ms, "
-                f"{ATTEMPTS} tries)",
+                f"host cost not measured: the {deep}- and {shallow}-block probes' {kind} steps took "
+                f"{seconds[deep] * 1e3:.2f} ms and {seconds[shallow] * 1e3:.2f} ms, {slope * 1e6:.1f} µs per op "
+                f"({ATTEMPTS} tries)",
                 "measure again on a machine that is not busy",
             )
-        per_op[kind] = (seconds[deep] - seconds[shallow]) / (ops[deep] - ops[shallow])
+        per_op[kind] = slope
     return HostCost(per_op, device, measured_on, probe_description(steps))

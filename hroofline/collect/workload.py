@@ -97,8 +97,11 @@ class WorkloadConfig:
             raise UsageError("the sequence length must be 1 or more")
         if self.seq_len is not None and self.input_shape is not None:
             raise UsageError("give --input-shape (images) or --seq-len (token ids), not both")
-        if self.channels_last and self.seq_len is not None:
-            raise UsageError("--channels-last is for images (N,C,H,W), not for token ids (--seq-len)")
+        if self.channels_last and (self.seq_len is not None or self.model.kind == "hf"):
+            raise UsageError("--channels-last is for images (N,C,H,W), not for token ids")
+        if self.channels_last and self.input_shape is not None and len(self.input_shape) != 3:
+            shape = ",".join(map(str, self.input_shape))
+            raise UsageError(f"--channels-last is for images of C,H,W; --input-shape {shape} is not one")
 
 
 Listener = Callable[[str, bool], None]  # (phase, entering)

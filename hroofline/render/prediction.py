@@ -4,7 +4,7 @@ with its error band and throughput; whether it fits the GPU; which ops went to t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -40,12 +40,13 @@ class PredictionView:
     host_source: str = FITTED_HOST  # or where it was measured (model.host.HostCost.describe)
     channels_last: bool = False  # the model and its images in NHWC
     conversions: ConversionShare | None = None  # cuDNN's layout conversions in an NCHW step
+    op_counts: Mapping[str, int] = field(default_factory=dict)  # traced ops per phase, without the conversions
 
 
 def prediction_text(view: PredictionView) -> str:
     lines = [f"{view.run}: {view.what}, predicted (bound: time at roof; estimate: fitted to measured steps)"]
     whole = "inference" if view.inference else "step"
-    lines.append(_phase_table(view.summary, whole, view.conversions))
+    lines.append(_phase_table(view.summary, whole, view.op_counts))
     lines.append(_step_line(view.step, whole))
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
@@ -82,8 +83,9 @@ def _layout_line(view: PredictionView, whole: str) -> str | None:
         return None
     return (
         f"layout: NCHW: cuDNN converts the tensors of {share.convolutions} convolution ops to NHWC and back, "
-        f"{share.kernels} kernels moving {si(share.bytes, 'B')}: estimate {si(share.estimate_s, 's')} of the "
-        f"{whole}'s {si(view.step.estimate_s, 's')} (bound {si(share.bound_s, 's')}); --channels-last removes them"
+        f"{share.kernels} kernels moving {si(share.bytes, 'B')} (bound {si(share.bound_s, 's')}): they add "
+        f"{si(share.estimate_s, 's')} to the {whole}'s estimate of {si(view.step.estimate_s, 's')} (what the host's "
+        "time per op does not hide); --channels-last removes them"
     )
 
 
@@ -96,14 +98,11 @@ def _host_line(floor_s: float, source: str) -> str:
     return f"host: each op takes at least {si(floor_s, 's')} ({source})"
 
 
-def _phase_table(summary: Summary, whole: str, conversions: ConversionShare | None) -> str:
-    """Per phase; its ops are the traced ops, without the layout-conversion kernels around them."""
+def _phase_table(summary: Summary, whole: str, op_counts: Mapping[str, int]) -> str:
     rows = [["phase", "bound", "estimate", "FLOPs", "bytes", "ops", "peak memory", "retained"]]
     for phase, values in summary.items():
         retained = values.get("memory_retained_bytes")
-        kernels = values.get("kernels")
-        if isinstance(kernels, int) and conversions is not None:
-            kernels -= conversions.kernels if phase == "total" else conversions.kernels_by_phase.get(phase, 0)
+        kernels = op_counts.get(phase, values.get("kernels"))
         rows.append(
             [
                 whole if phase == "total" else phase,

@@ -7,11 +7,10 @@ import math
 from pathlib import Path
 
 from hroofline.errors import InputError
-from hroofline.model.host import STEP_KINDS, HostCost
+from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost
 from hroofline.roofs.ceilings import read_toml_file
 
 MEASURE_HINT = "write one with: hroofline ceilings --measure [--device cuda] --out FILE"
-LONGEST_OP_S = 0.01  # a host that spends 10 ms per op is not what was measured: seconds written as microseconds
 
 
 def host_table(cost: HostCost) -> list[str]:

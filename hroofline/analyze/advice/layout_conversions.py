@@ -12,14 +12,20 @@ from hroofline.analyze.advice.base import (
     Finding,
     Rule,
     enough_evidence,
+    load_rules,
     names_matching,
     time_shrunk,
 )
 
 
-def _mask(context: AdviceContext, rule: Rule) -> pd.Series:
-    kernels = context.launches["kernel"]
+def conversion_kernels(kernels: pd.Series, rule: Rule | None = None) -> pd.Series:
+    """Which measured kernels are cuDNN's layout conversions (by name, metrics/advice.toml)."""
+    rule = rule or load_rules()["layout_conversions"]
     return names_matching(kernels, rule.settings["kernels"]) & ~names_matching(kernels, rule.settings["not_kernels"])
+
+
+def _mask(context: AdviceContext, rule: Rule) -> pd.Series:
+    return conversion_kernels(context.launches["kernel"], rule)
 
 
 def detect(context: AdviceContext, rule: Rule) -> Finding | None:

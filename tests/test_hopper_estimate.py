@@ -1,0 +1,52 @@
+"""Hopper's own efficiencies (issue 24, item 1): fitted on the steps measured on an H100 and an H200, judged with
+each of the two GPUs left out of the fit, and used by predict on a GPU of compute capability 9.0."""
+
+from __future__ import annotations
+
+import pytest
+
+from hroofline.analyze.calibrate import error_factors, percentiles
+from hroofline.analyze.estimate import OP_CLASSES, load_estimate_model
+from tests.conftest import estimate_error_bench
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    return estimate_error_bench().hopper_fit(load_estimate_model().host_floor_s)
+
+
+def test_the_bundled_hopper_efficiencies_are_the_fit_to_the_hopper_steps(hopper) -> None:
+    bundled = load_estimate_model().for_cc("9.0")
+    assert set(hopper.rows["gpu"]) == {"h100-sxm", "h200"} and len(hopper.rows) == 168
+    for name in OP_CLASSES:
+        assert bundled.efficiency[name] == pytest.approx(hopper.model.efficiency[name], abs=0.005)
+    assert (bundled.median_error, bundled.p90_error) == pytest.approx(percentiles(hopper.factors), abs=1e-4)
+    assert bundled.measured_on == hopper.measured_on
+    assert bundled.host_floor_s == load_estimate_model().host_floor_s  # the host's, not the GPU's
+
+
+def test_each_hopper_gpu_left_out_is_closer_than_the_published_fit(hopper) -> None:
+    """On the H200's training steps (batch 32 and 128) with the efficiencies fitted on the H100's steps, and the
+    other way round, the error is smaller than with the efficiencies fitted on V100, A100 and T4 (median and 90th
+    percentile), and so over all 168 steps; batch 1 and inference are the host's, which both fits share."""
+    published = load_estimate_model()
+    rows = hopper.rows
+    others = error_factors(estimate_error_bench().samples(rows), published)
+    training = ((rows["phases"] == "train") & (rows["batch"] > 1)).to_numpy()
+    for gpu in ("h100-sxm", "h200"):
+        mine = training & (rows["gpu"] == gpu).to_numpy()
+        own, other = percentiles(hopper.factors[mine]), percentiles(others[mine])
+        assert own[0] < other[0] and own[1] < other[1], (gpu, own, other)
+    own, other = percentiles(hopper.factors), percentiles(others)
+    assert own[0] < other[0] and own[1] < other[1]
+    assert own == pytest.approx((1.27, 1.68), abs=0.005)  # the README's figures
+
+
+def test_predict_takes_the_generation_of_its_gpu(cli, tmp_path) -> None:
+    hopper, ampere = load_estimate_model().for_cc("9.0"), load_estimate_model().for_cc("8.0")
+    assert ampere == load_estimate_model()
+    on_h100 = cli("predict", "--arch", "resnet18", "--gpu", "h100", "--store", tmp_path)
+    assert on_h100.code == 0, on_h100.err
+    assert f"were within x{hopper.p90_error:.2f}" in on_h100.out and "on an H100 and an H200" in on_h100.out
+    on_a100 = cli("predict", "--arch", "resnet18", "--gpu", "a100", "--store", tmp_path)
+    assert f"V100, A100 and T4 were within x{ampere.p90_error:.2f}" in on_a100.out
