@@ -306,3 +306,13 @@ def test_held_out_layout_steps_and_what_channels_last_wins() -> None:
     assert (predicted > 1).all() and (predicted < measured).all()  # NCHW batch norm is not in the estimate
     assert (predicted.min(), predicted.max()) == pytest.approx((1.07, 1.30), abs=0.005)
     assert (measured.min(), measured.max()) == pytest.approx((1.17, 1.96), abs=0.005)
+
+
+def test_conversions_the_host_hides_are_said_so(cli, tmp_path: Path) -> None:
+    """At batch 1 each convolution and its conversions take less than the host's floor: they add nothing."""
+    args = ("--arch", "resnet18", "--gpu", "h100", "--batch-size", "1", "--phases", "forward", "--precision", "amp")
+    result = cli("predict", *args, "--store", tmp_path)
+    assert result.code == 0, result.err
+    line = next(line for line in result.out.splitlines() if line.startswith("layout: NCHW"))
+    assert "17 convolution ops" in line and "51 kernels" in line
+    assert "the host's time per op hides them in the inference's estimate of" in line

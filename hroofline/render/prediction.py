@@ -81,11 +81,16 @@ def _layout_line(view: PredictionView, whole: str) -> str | None:
     share = view.conversions
     if share is None:
         return None
+    added = (
+        f"they add {si(share.estimate_s, 's')} to the {whole}'s estimate of {si(view.step.estimate_s, 's')} (what "
+        "the host's time per op does not hide)"
+        if share.estimate_s > 0
+        else f"the host's time per op hides them in the {whole}'s estimate of {si(view.step.estimate_s, 's')}"
+    )
     return (
         f"layout: NCHW: cuDNN converts the tensors of {share.convolutions} convolution ops to NHWC and back, "
-        f"{share.kernels} kernels moving {si(share.bytes, 'B')} (bound {si(share.bound_s, 's')}): they add "
-        f"{si(share.estimate_s, 's')} to the {whole}'s estimate of {si(view.step.estimate_s, 's')} (what the host's "
-        "time per op does not hide); --channels-last removes them"
+        f"{share.kernels} kernels moving {si(share.bytes, 'B')} (bound {si(share.bound_s, 's')}): {added}; "
+        "--channels-last removes them"
     )
 
 
