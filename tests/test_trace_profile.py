@@ -55,7 +55,10 @@ def test_layers_and_shapes_from_the_trace(trace_run: tuple[Path, Path]) -> None:
     known = launches["flops_fp32"].notna()
     assert launches.loc[known, "time_s"].sum() / launches["time_s"].sum() > 0.9  # the rest: autograd's bookkeeping
     unknown = launches[~known].groupby("kernel")["time_s"].sum().sort_values()
-    assert unknown.index[-1].startswith("autograd::engine::evaluate_function")
+    # the longest of them is autograd's: its engine, or one of its backward nodes (which first varies with the
+    # machine's load: a fresh-clone CI once timed AddmmBackward0 longest)
+    autograd = unknown.index[-1]
+    assert autograd.startswith("autograd::engine::evaluate_function") or autograd.endswith("Backward0"), autograd
 
 
 def test_op_self_times_add_up_to_the_traced_ops(trace_run: tuple[Path, Path]) -> None:
