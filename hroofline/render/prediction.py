@@ -107,7 +107,7 @@ def _phase_table(summary: Summary, whole: str, op_counts: Mapping[str, int]) -> 
     rows = [["phase", "bound", "estimate", "FLOPs", "bytes", "ops", "peak memory", "retained"]]
     for phase, values in summary.items():
         retained = values.get("memory_retained_bytes")
-        kernels = op_counts.get(phase, values.get("kernels"))
+        ops = op_counts.get(phase, values.get("kernels"))  # the traced ops, not the conversions between them
         rows.append(
             [
                 whole if phase == "total" else phase,
@@ -115,7 +115,7 @@ def _phase_table(summary: Summary, whole: str, op_counts: Mapping[str, int]) -> 
                 si(_number(values.get("time_s")), "s"),
                 si(_number(values.get("flops")), "FLOP"),
                 si(_number(values.get("bytes_hbm")), "B"),
-                "-" if kernels is None else str(kernels),
+                "-" if ops is None else str(ops),
                 si(_number(values.get("memory_peak_bytes")), "B"),
                 ("+" if retained is not None and retained > 0 else "") + si(_number(retained), "B"),
             ]
