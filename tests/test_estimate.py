@@ -8,7 +8,15 @@ import re
 import numpy as np
 import pytest
 
-from hroofline.analyze.calibrate import Sample, error_factors, fit, percentiles
+from hroofline.analyze.calibrate import (
+    Sample,
+    error_factors,
+    estimated_step,
+    fit,
+    grid_estimates,
+    percentiles,
+    sample_terms,
+)
 from hroofline.analyze.estimate import (
     LAYOUT_CLASS,
     OP_CLASSES,
@@ -83,6 +91,22 @@ def test_fit_finds_the_parameters_that_made_the_times() -> None:
         assert found.efficiency[name] == pytest.approx(truth.efficiency[name], abs=0.02)
     median, p90 = percentiles(error_factors(samples, found))
     assert median < 1.01 and p90 < 1.02
+
+
+def test_the_fit_sums_what_the_estimate_sums() -> None:
+    """The fit sums each sample per class over a grid of efficiencies at once; at every grid point that sum is
+    the estimate op by op, layout conversions sharing their convolution's host floor included."""
+    grids = [np.array([0.3, 0.9]), np.array([0.5, 1.0]), np.array([0.2, 0.6])]
+    for precision, gpu, batch in (("amp", "a100", 2), ("amp", "a100", 64), ("fp32", "a100", 16), ("fp32", "v100", 8)):
+        roof, kinds = predicted_ops(batch, precision, gpu)
+        sample = Sample(f"{precision}:{gpu}:{batch}", roof, kinds, 1.0)
+        terms = sample_terms(sample)
+        for floor in (0.0, 20e-6, 60e-6):
+            summed = grid_estimates(terms, floor, grids)
+            for index in np.ndindex(summed.shape):
+                efficiency = {name: float(g[i]) for name, g, i in zip(OP_CLASSES, grids, index, strict=True)}
+                expected = estimated_step(sample, EstimateModel(floor, efficiency))
+                assert summed[index] == pytest.approx(expected, rel=1e-12), (precision, gpu, batch, floor, index)
 
 
 def test_the_bundled_fit_says_its_held_out_error() -> None:

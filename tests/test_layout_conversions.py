@@ -17,11 +17,13 @@ import pandas as pd
 import pytest
 import torch
 
+from hroofline.analyze.advice.layout_conversions import conversion_kernels
 from hroofline.analyze.layout import load_layout_cost, with_layout_conversions
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
+from hroofline.work.op_names import LAYOUT_CONVERSION_KERNELS
 from hroofline.work.ops import nchw_conversions
 from tests.conftest import REPO
 
@@ -207,6 +209,16 @@ def test_channels_last_tensors_need_no_conversion() -> None:
     w = torch.empty(16, 8, 3, 3, device="meta").contiguous(memory_format=torch.channels_last)
     args = (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     assert nchw_conversions(torch.ops.aten.convolution.default, args, x).kernels == 0
+
+
+def test_the_predicted_rows_are_what_advice_finds_in_a_measured_run() -> None:
+    """A predicted conversion row carries the name advice and calibrate --run match in measured runs (by
+    metrics/advice.toml's patterns), so both read one as a conversion; a convolution that converts inside its
+    own kernel is none."""
+    predicted = pd.Series(list(LAYOUT_CONVERSION_KERNELS.values()))
+    assert conversion_kernels(predicted).all()
+    inside = "volta_fp16_s884cudnn_fp16_128x128_ldg8_dgrad_f2f_exp_small_nhwc2nchw_tt_v1"
+    assert not conversion_kernels(pd.Series([inside])).any()
 
 
 def test_conversions_are_predicted_only_where_traces_showed_them() -> None:

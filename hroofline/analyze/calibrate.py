@@ -61,7 +61,7 @@ def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateMode
     ``floor_s`` the floor is that one and only the efficiencies are fitted."""
     if not samples:
         raise ValueError("no samples to fit")
-    terms = [_sample_terms(s) for s in samples]
+    terms = [sample_terms(s) for s in samples]
     coarse = COARSE_FLOORS_S if floor_s is None else np.array([floor_s])
     floor, efficiency = _best(samples, terms, coarse, [COARSE_EFFICIENCIES] * len(OP_CLASSES))
     floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None) if floor_s is None else coarse
@@ -88,7 +88,8 @@ class SampleTerms:
     standalone_s: float
 
 
-def _sample_terms(sample: Sample) -> SampleTerms:
+def sample_terms(sample: Sample) -> SampleTerms:
+    """What the fit sums of ``sample``, by class (:func:`grid_estimates` turns them into step times)."""
     kinds = sample.kinds
     rows = np.flatnonzero(~kinds.fitted())
     conversions = load_layout_cost().row_times(sample.roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
@@ -112,20 +113,25 @@ def _best(
 ) -> tuple[float, tuple[float, ...]]:
     """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
     once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency).
-    ``terms`` holds each sample's ops per class (:func:`_sample_terms`)."""
+    ``terms`` holds each sample's ops per class (:func:`sample_terms`)."""
     best: tuple[float, float, tuple[float, ...]] | None = None
     for floor in floors:
         loss = np.zeros([len(g) for g in grids])
         for sample, mine in zip(samples, terms, strict=True):
-            per = [_class_term(times, floor, grid) for times, grid in zip(mine.by_class, grids, strict=True)]
-            estimate = mine.standalone_s + per[0][:, None, None] + per[1][None, :, None] + per[2][None, None, :]
-            loss += np.log(estimate / sample.measured_s) ** 2
+            loss += np.log(grid_estimates(mine, floor, grids) / sample.measured_s) ** 2
         index = np.unravel_index(int(np.argmin(loss)), loss.shape)
         value = float(loss[index])
         if best is None or value < best[0]:
             best = (value, float(floor), tuple(float(g[i]) for g, i in zip(grids, index, strict=True)))
     assert best is not None
     return best[1], best[2]
+
+
+def grid_estimates(terms: SampleTerms, floor: float, grids: list[np.ndarray]) -> np.ndarray:
+    """A sample's estimated step time (what :func:`estimated_step` sums op by op) at ``floor`` for every
+    combination of the class efficiencies in ``grids``: an array indexed by each class's grid position."""
+    per = [_class_term(times, floor, grid) for times, grid in zip(terms.by_class, grids, strict=True)]
+    return terms.standalone_s + per[0][:, None, None] + per[1][None, :, None] + per[2][None, None, :]
 
 
 def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:

@@ -105,22 +105,27 @@ class ConversionShare:
     estimate_s: float
 
 
-def conversion_share(launches: pd.DataFrame) -> ConversionShare | None:
-    """The layout-conversion rows of a predicted step (:func:`with_layout_conversions`), summed; None if none."""
-    rows = launches[conversion_bits(launches["kernel"]) > 0]
-    if rows.empty:
-        return None
-    return ConversionShare(
-        convolutions=len(rows),
-        kernels=int(rows["launches"].sum()),
-        bytes=float(rows["bytes_hbm"].sum()),
-        bound_s=float(rows["time_bound_s"].sum()),
-        estimate_s=float(rows["time_s"].sum()),
-    )
+@dataclass(frozen=True)
+class StepLayout:
+    """A predicted step's layout conversions, summed (None if it has none), and its traced ops per phase and in
+    ``total``, without the conversion rows between them."""
+
+    conversions: ConversionShare | None
+    op_counts: dict[str, int]
 
 
-def traced_op_counts(launches: pd.DataFrame) -> dict[str, int]:
-    """A predicted step's traced ops per phase and in ``total``, without the layout-conversion rows between them."""
-    ops = launches[conversion_bits(launches["kernel"]) == 0]
+def step_layout(launches: pd.DataFrame) -> StepLayout:
+    """The conversion rows of a predicted step (:func:`with_layout_conversions`) and the traced ops around them."""
+    is_conversion = conversion_bits(launches["kernel"]) > 0
+    rows, ops = launches[is_conversion], launches[~is_conversion]
+    share = None
+    if not rows.empty:
+        share = ConversionShare(
+            convolutions=len(rows),
+            kernels=int(rows["launches"].sum()),
+            bytes=float(rows["bytes_hbm"].sum()),
+            bound_s=float(rows["time_bound_s"].sum()),
+            estimate_s=float(rows["time_s"].sum()),
+        )
     counts = {str(phase): int(count) for phase, count in ops.groupby("phase").size().items()}
-    return {**counts, "total": len(ops)}
+    return StepLayout(share, {**counts, "total": len(ops)})

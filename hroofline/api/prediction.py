@@ -178,7 +178,7 @@ class Prediction:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this
         prediction's :meth:`as_run`, where the caller has made it already."""
         from hroofline.analyze.kernels import phase_summary
-        from hroofline.analyze.layout import conversion_share, traced_op_counts
+        from hroofline.analyze.layout import step_layout
         from hroofline.analyze.memory_fit import peak_phase
         from hroofline.analyze.predict import flop_split, tensor_share
         from hroofline.render.prediction import PredictionView
@@ -190,6 +190,7 @@ class Prediction:
         if inference:
             what += ", inference (eval, no grad)"
         memory = self.source.info.memory
+        layout = step_layout(launches)
         return PredictionView(
             run=self.name,
             what=what,
@@ -205,8 +206,8 @@ class Prediction:
             peak_split=peak_phase(memory) if memory else None,
             inference=inference,
             channels_last=settings.get("layout") == "channels_last",
-            conversions=conversion_share(launches),
-            op_counts=traced_op_counts(launches),
+            conversions=layout.conversions,
+            op_counts=layout.op_counts,
         )
 
     def as_run(self) -> Run:
