@@ -24,13 +24,14 @@ measured time:
   judged only, per kind of step;
 - Hopper's own efficiencies (predict uses them on a GPU of compute capability 9.0): fitted on every Hopper step
   above and the H200's layout steps (tests/data/gpu-2026-11-27/h200-layouts/held-out-steps.csv) with the
-  published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit.
+  published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
+  H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step).
 
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
-error meets the goal of median <= 1.2 and 90th percentile <= 1.6, and the rows measured faster than their
-roofline bound (which a bound should never be). ``--write`` stores the fit and, of the held-out errors whose fits
-saw NVIDIA's rows only, the one with the widest 90th percentile in metrics/estimate.toml, where ``predict`` reads
-them and prints that band.
+error meets the goal of median <= 1.2 and 90th percentile <= 1.6 (the H100 steps: 1.25 and 1.6, issue 24's),
+and the rows measured faster than their roofline bound (which a bound should never be). ``--write`` stores the
+fit and, of the held-out errors whose fits saw NVIDIA's rows only, the one with the widest 90th percentile in
+metrics/estimate.toml, where ``predict`` reads them and prints that band.
 
 Run as ``make bench`` or ``.venv/bin/python bench/estimate_error.py [--write]``.
 """
@@ -72,6 +73,8 @@ H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv" 
 H200_LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts" / "held-out-steps.csv"
 HOPPER_CC = "9.0"
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
+H100_GOAL = (1.25, 1.6)  # issue 24's for the H100 steps, with them left out of the fit
+SHARED_H100_SOURCE = "h100-measured"  # the source column of ../shared/reference/h100-step-times.csv
 
 
 def channels_last(rows: pd.DataFrame) -> pd.Series:
@@ -147,6 +150,8 @@ def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]
 
 POOLED_LABEL = "both sources, each model left out"
 HOPPER_LABEL = "Hopper's own efficiencies, each Hopper GPU left out"
+H100_OWN_LABEL = "H100 training steps, Hopper's efficiencies fitted on the H200"
+GOALS = {H100_LABEL: H100_GOAL, H100_OWN_LABEL: H100_GOAL}
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,12 @@ def hopper_fit(host_floor_s: float) -> HopperFit:
     rows = hopper_rows()
     found = samples(rows)
     return HopperFit(fit(found, host_floor_s), rows, held_out(found, list(rows["gpu"]), host_floor_s))
+
+
+def shared_h100_factors(hopper: HopperFit) -> np.ndarray:
+    """The error factors of ../shared's 24 H100 training steps with each Hopper GPU left out: their efficiencies
+    fitted on the H200's steps, no H100 step among them."""
+    return hopper.factors[(hopper.rows["source"] == SHARED_H100_SOURCE).to_numpy()]
 
 
 def hopper_lines(hopper: HopperFit) -> list[str]:
@@ -315,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     judged[POOLED_LABEL] = HeldOut(pooled, f"{every_model} models' steps on {every_gpu} GPUs", False)
     own = hopper_fit(model.host_floor_s)
     judged[HOPPER_LABEL] = HeldOut(own.factors, own.measured_on, False)
+    # the H100 steps of ../shared with Hopper's efficiencies fitted on the other Hopper GPU's steps alone
+    judged[H100_OWN_LABEL] = HeldOut(shared_h100_factors(own), H100_STEPS, False)
     print(
         f"{len(found)} published measurements (NVIDIA, fitted) and {len(other)} of another source (timm: {models}"
         f" models, judged only), traced and predicted in {traced:.1f} s"
@@ -352,8 +365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {metrics_dir() / 'estimate.toml'} (its error band: {widest}, the widest 90th percentile)")
     for label, result in judged.items():
         median, p90 = percentiles(result.factors)
-        verdict = "meets goal" if median <= GOAL_MEDIAN and p90 <= GOAL_P90 else "BELOW GOAL"
-        print(f"{verdict:<11} {label}: median x{median:.4f} (goal {GOAL_MEDIAN}), p90 x{p90:.4f} (goal {GOAL_P90})")
+        goal_median, goal_p90 = GOALS.get(label, (GOAL_MEDIAN, GOAL_P90))
+        verdict = "meets goal" if median <= goal_median and p90 <= goal_p90 else "BELOW GOAL"
+        print(f"{verdict:<11} {label}: median x{median:.4f} (goal {goal_median}), p90 x{p90:.4f} (goal {goal_p90})")
     faster = faster_than_bound(pd.concat([rows, other_rows], ignore_index=True), found + other)
     if faster:
         print(f"measured faster than the roofline bound ({len(faster)} rows; rated clock or traced implementation):")
