@@ -275,7 +275,8 @@ def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int, ho
         "# The step-time estimate's parameters (hroofline/analyze/estimate.py), fitted by bench/estimate_error.py\n"
         f"# --write on the {rows} rows of ../shared/reference/published-step-times.csv (NVIDIA DeepLearningExamples,\n"
         "# pytorch-21.03: ResNet-50 and EfficientNet-B0 on V100, A100, T4). Efficiencies are per op class: tensor\n"
-        "# (matmul/conv on tensor cores), matmul_fp32 (matmul/conv on FP32 units), other (memory-bound rest).\n"
+        "# (matmul/conv on tensor cores), matmul_fp32 (matmul/conv on FP32 units), other (memory-bound rest),\n"
+        "# depthwise (depthwise convolutions).\n"
         'source = "fitted to ../shared/reference/published-step-times.csv by bench/estimate_error.py"\n\n'
         f"[fit]\nhost_floor_s = {model.host_floor_s:.2e}\n\n[fit.efficiency]\n{efficiency}\n\n"
         "# The error factor max(estimate/measured, measured/estimate) on measured steps left out of the fit: of the\n"

@@ -71,7 +71,11 @@ def test_deepcam_amp_speedups(cli, deepcam_store: Path) -> None:
     )
     biggest = families.iloc[0]
     assert biggest["family"] == "convolution" and biggest["phase"] == "backward"
-    assert biggest["base_time_s"] > 0.25 and biggest["candidate_time_s"] > 0.13  # cuDNN changed algorithms
+    assert biggest["base_time_s"] > 0.25 and biggest["candidate_time_s"] > 0.125  # cuDNN changed algorithms
+    # AMP's depthwise convolutions on cuDNN's c1_k1 kernels are matched with FP32's on PyTorch's own, not with
+    # the dense convolutions
+    depthwise = families[(families["family"] == "depthwise_convolution") & (families["phase"] == "backward")]
+    assert len(depthwise) == 1 and depthwise["candidate_time_s"].iloc[0] > 0.025
     only_amp = families[families["status"] == "only in candidate"]
     assert "nchwtonhwckernel" in set(only_amp["family"])  # AMP's tensor cores want NHWC: layout transforms
 

@@ -33,8 +33,8 @@ from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
 
 
-def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.ndarray, OpKinds]:
-    config = WorkloadConfig("resnet18", batch, precision, "sgd", "meta")
+def predicted_ops(batch: int, precision: str, gpu: str = "v100", model: str = "resnet18") -> tuple[np.ndarray, OpKinds]:
+    config = WorkloadConfig(model, batch, precision, "sgd", "meta")
     peaks = prediction_peaks(resolve_gpu(gpu), precision)
     converted = with_layout_conversions(to_tensor_cores(trace_step(config, "forward"), peaks), peaks)
     ops = predict_times(converted.launches, peaks)
@@ -44,11 +44,28 @@ def predicted_ops(batch: int, precision: str, gpu: str = "v100") -> tuple[np.nda
 def test_classes_and_formula() -> None:
     roof, kinds = predicted_ops(4, "amp")
     assert set(np.unique(kinds.classes)) == {0, 2}  # AMP: convolutions on the tensor cores, the rest memory-bound
-    model = EstimateModel(30e-6, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25})
+    model = EstimateModel(30e-6, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25, "depthwise": 0.1})
     expected = [max(30e-6, t / (0.5 if c == 0 else 0.25)) for t, c in zip(roof, kinds.classes, strict=True)]
     assert estimate_times(roof, kinds, model) == pytest.approx(expected, rel=1e-12)
     _, fp32 = predicted_ops(4, "fp32")
     assert set(np.unique(fp32.classes)) == {1, 2}  # V100 FP32: no TF32, convolutions on the FP32 units
+
+
+def test_depthwise_convolutions_are_a_class_of_their_own() -> None:
+    """MobileNetV2's 17 depthwise 3x3 convolutions (one per inverted residual block) are their own class in the
+    forward pass and in both gradients, on tensor cores or not; its other 35 convolutions are not."""
+    step = trace_step(WorkloadConfig("mobilenet_v2", 4, "amp", "sgd", "meta"), "train")
+    for op in ("aten::convolution", "aten::convolution_backward"):
+        convolutions = step[step["kernel"] == op]
+        depthwise = convolutions[convolutions["depthwise"]]
+        assert len(convolutions) == 52 and len(depthwise) == 17
+        assert depthwise["shapes"].str.contains(r"x1x3x3$").all()
+    for precision in ("amp", "fp32"):
+        roof, kinds = predicted_ops(4, precision, "v100", "mobilenet_v2")
+        depthwise = kinds.classes == 3
+        assert depthwise.sum() == 17
+        model = EstimateModel(0.0, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25, "depthwise": 0.1})
+        assert estimate_times(roof, kinds, model)[depthwise] == pytest.approx(roof[depthwise] / 0.1, rel=1e-12)
 
 
 def test_layout_conversions_share_their_convolutions_host_time() -> None:
@@ -61,7 +78,7 @@ def test_layout_conversions_share_their_convolutions_host_time() -> None:
     assert (kinds.parent[conversions] == conversions - 1).all() and (kinds.classes[conversions - 1] == 0).all()
     cost = load_layout_cost()
     for floor in (30e-6, 0.0):
-        model = EstimateModel(floor, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25})
+        model = EstimateModel(floor, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25, "depthwise": 0.1})
         times = estimate_times(roof, kinds, model)
         convolution = roof[conversions - 1] / 0.5
         own = 3 * cost.kernel_s + roof[conversions] / cost.efficiency[16]
@@ -78,31 +95,46 @@ def test_fit_finds_the_parameters_that_made_the_times() -> None:
     """Step times made by a known model from real predicted ops (resnet18 forward, batch 1 to 256, FP32 and
     AMP on a V100, AMP on an A100 with its layout conversions): the fit gives them back to the grid's resolution
     and the error factors are 1."""
-    truth = EstimateModel(25e-6, {"tensor": 0.6, "matmul_fp32": 0.8, "other": 0.4})
+    truth = EstimateModel(25e-6, {"tensor": 0.6, "matmul_fp32": 0.8, "other": 0.4, "depthwise": 0.15})
     samples = []
     for batch in (1, 16, 128, 256):
-        for precision, gpu in (("fp32", "v100"), ("amp", "v100"), ("amp", "a100")):
-            roof, kinds = predicted_ops(batch, precision, gpu)
+        for precision, gpu, model in (
+            ("fp32", "v100", "resnet18"),
+            ("amp", "v100", "resnet18"),
+            ("amp", "a100", "resnet18"),
+            ("amp", "a100", "mobilenet_v2"),
+        ):
+            roof, kinds = predicted_ops(batch, precision, gpu, model)
             measured = float(estimate_times(roof, kinds, truth).sum())
-            samples.append(Sample(f"{precision}:{batch}", roof, kinds, measured))
+            samples.append(Sample(f"{precision}:{batch}:{model}", roof, kinds, measured))
     found = fit(samples)
     assert found.host_floor_s == pytest.approx(truth.host_floor_s, abs=1e-6)
     for name in OP_CLASSES:
         assert found.efficiency[name] == pytest.approx(truth.efficiency[name], abs=0.02)
     median, p90 = percentiles(error_factors(samples, found))
     assert median < 1.01 and p90 < 1.02
+    # steps without a depthwise convolution say nothing of that class: it takes the memory-bound rest's efficiency
+    without = fit([s for s in samples if "mobilenet" not in s.key])
+    assert without.efficiency["depthwise"] == without.efficiency["other"] == pytest.approx(0.4, abs=0.02)
 
 
 def test_the_fit_sums_what_the_estimate_sums() -> None:
     """The fit sums each sample per class over a grid of efficiencies at once; at every grid point that sum is
     the estimate op by op, layout conversions sharing their convolution's host floor included."""
-    grids = [np.array([0.3, 0.9]), np.array([0.5, 1.0]), np.array([0.2, 0.6])]
-    for precision, gpu, batch in (("amp", "a100", 2), ("amp", "a100", 64), ("fp32", "a100", 16), ("fp32", "v100", 8)):
-        roof, kinds = predicted_ops(batch, precision, gpu)
+    grids = [np.array([0.3, 0.9]), np.array([0.5, 1.0]), np.array([0.2, 0.6]), np.array([0.05, 0.4])]
+    for precision, gpu, batch, model in (
+        ("amp", "a100", 2, "resnet18"),
+        ("amp", "a100", 64, "resnet18"),
+        ("fp32", "a100", 16, "resnet18"),
+        ("fp32", "v100", 8, "resnet18"),
+        ("amp", "h100", 16, "mobilenet_v2"),
+    ):
+        roof, kinds = predicted_ops(batch, precision, gpu, model)
         sample = Sample(f"{precision}:{gpu}:{batch}", roof, kinds, 1.0)
         terms = sample_terms(sample)
         for floor in (0.0, 20e-6, 60e-6):
-            summed = grid_estimates(terms, floor, grids)
+            # a class the sample has no op of is an axis of length 1: the sum does not depend on its efficiency
+            summed = np.broadcast_to(grid_estimates(terms, floor, grids), [len(g) for g in grids])
             for index in np.ndindex(summed.shape):
                 efficiency = {name: float(g[i]) for name, g, i in zip(OP_CLASSES, grids, index, strict=True)}
                 expected = estimated_step(sample, EstimateModel(floor, efficiency))
@@ -130,9 +162,16 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
     tensor = launches["flops_tensor"].fillna(0) > 0
     # the function's own name, without return type, namespaces, template arguments and parameters
     base = launches["kernel"].map(lambda k: (re.sub(r"<.*", "", k.split("(")[0]).split("::")[-1].split() or [k])[-1])
-    matmul = base.str.contains("gemm|cudnn|conv|winograd|wgrad|dgrad|fprop", case=False) & ~tensor
+    # DeepCAM's Xception backbone has depthwise convolutions: PyTorch's own kernels and cuDNN's c1_k1 ones
+    depthwise = base.str.contains("depthwise|c1_k1", case=False)
+    matmul = base.str.contains("gemm|cudnn|conv|winograd|wgrad|dgrad|fprop", case=False) & ~tensor & ~depthwise
+    assert depthwise.sum() == 180 and not (depthwise & tensor).any()
     peak = tomllib_peaks("v100-sxm2")
-    for name, rows in (("tensor", launches[tensor]), ("matmul_fp32", launches[matmul])):
+    for name, rows in (
+        ("tensor", launches[tensor]),
+        ("matmul_fp32", launches[matmul]),
+        ("depthwise", launches[depthwise]),
+    ):
         share = calibration.classes[name]
         assert share.launches == len(rows) and share.measured_s == pytest.approx(rows["time_s"].sum(), rel=1e-9)
         terms = [
@@ -145,11 +184,15 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:
         slowest = np.maximum.reduce([t.to_numpy() for t in terms]).sum()
         assert slowest * 0.999 <= share.bound_s <= sum(t.sum() for t in terms) * 1.001
         assert calibration.model.efficiency[name] == pytest.approx(min(1.0, share.bound_s / share.measured_s), abs=1e-3)
-    assert calibration.measured == ("tensor", "matmul_fp32", "other")
+    assert calibration.measured == ("tensor", "matmul_fp32", "other", "depthwise")
+    # the README's figures: depthwise kernels reach a smaller share of their roof than the memory-bound rest
+    assert calibration.model.efficiency["depthwise"] == pytest.approx(0.185, abs=0.0005)
+    assert calibration.model.efficiency["other"] == pytest.approx(0.379, abs=0.0005)
     # cuDNN's layout conversions are in no class: a prediction adds them at their own measured cost
     conversions = base.str.contains("nchwToNhwc|nhwcToNchw")
     assert conversions.sum() > 0
-    measured_other = ~tensor & ~matmul & ~conversions & (launches["flops_fp32"].notna() | launches["bytes_hbm"].notna())
+    measured = launches["flops_fp32"].notna() | launches["bytes_hbm"].notna()
+    measured_other = ~tensor & ~matmul & ~depthwise & ~conversions & measured
     assert calibration.classes["other"].launches <= measured_other.sum()
     assert sum(share.launches for share in calibration.classes.values()) <= len(launches) - conversions.sum()
     result = cli(

@@ -6,13 +6,15 @@ rows it never saw."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from hroofline.analyze.calibrate import error_factors, fit, percentiles
-from hroofline.analyze.estimate import OP_CLASSES, load_estimate_model
+from hroofline.analyze.calibrate import error_factors, estimated_step, fit, percentiles
+from hroofline.analyze.estimate import DEPTHWISE_CLASS, OP_CLASSES, estimate_times, load_estimate_model
 from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.models import torchvision_model
@@ -98,6 +100,27 @@ def test_the_bundled_fit_saw_nvidias_rows_alone(nvidia: tuple[pd.DataFrame, list
         assert refitted.efficiency[name] == pytest.approx(bundled.efficiency[name], abs=0.005)
 
 
+def test_nvidias_rows_say_little_of_depthwise_convolutions(nvidia: tuple[pd.DataFrame, list]) -> None:
+    """The README: on NVIDIA's rows the depthwise efficiency is weakly determined. Moving it from the fitted value
+    to anywhere between 0.5 and 1.0 changes the fit's loss (mean squared log error) by under 1%, and depthwise ops
+    are at most 9% of any row's estimate (EfficientNet-B0's; ResNet-50 has none)."""
+    bundled, samples = load_estimate_model(), nvidia[1]
+    measured = np.array([sample.measured_s for sample in samples])
+
+    def loss(depthwise: float) -> float:
+        model = replace(bundled, efficiency={**bundled.efficiency, "depthwise": depthwise})
+        estimates = np.array([estimated_step(sample, model) for sample in samples])
+        return float(np.mean(np.log(estimates / measured) ** 2))
+
+    fitted = loss(bundled.efficiency["depthwise"])
+    assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.5, 0.7, 1.0))
+    shares = []
+    for sample in samples:
+        times = estimate_times(sample.roof_s, sample.kinds, bundled)
+        shares.append(times[sample.kinds.classes == DEPTHWISE_CLASS].sum() / times.sum())
+    assert 0.05 < max(shares) <= 0.09
+
+
 def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list], timm_samples: list) -> None:
     """Forward-only rows the fit did not see (NVIDIA's forward tables, each left out of its fit; timm's inference
     tables, never fitted to) meet the goal on their own: the README's inference row."""
@@ -111,4 +134,4 @@ def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list],
     assert len(forward) == (rows["phases"] != "train").sum() + (ROWS["phases"] != "train").sum() == 184
     median, p90 = percentiles(forward)
     assert median <= 1.2 and p90 <= 1.6
-    assert (median, p90) == pytest.approx((1.17, 1.49), abs=0.005)  # the README's figures
+    assert (median, p90) == pytest.approx((1.17, 1.48), abs=0.005)  # the README's figures

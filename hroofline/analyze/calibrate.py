@@ -1,7 +1,7 @@
 """Fitting the step-time estimate (:mod:`hroofline.analyze.estimate`) to measured step times.
 
 Each sample is one measured step: its ops' times at roof and classes, and the time it took. The fit picks
-the host floor and the three class efficiencies that minimise the mean squared log error of the estimated
+the host floor and the class efficiencies that minimise the mean squared log error of the estimated
 step times, by exhaustive search over a coarse grid and then a fine one around its best point (no optimiser
 library, no local minimum): the error factor of a sample is max(estimate / measured, measured / estimate), so a
 log error treats too fast and too slow alike.
@@ -17,8 +17,16 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.advice.layout_conversions import conversion_kernels
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, OpKinds, describe_efficiency, estimate_times
-from hroofline.analyze.families import kernel_family
+from hroofline.analyze.estimate import (
+    DEPTHWISE_CLASS,
+    OP_CLASSES,
+    OTHER_CLASS,
+    EstimateModel,
+    OpKinds,
+    describe_efficiency,
+    estimate_times,
+)
+from hroofline.analyze.families import DEPTHWISE_FAMILY, kernel_family
 from hroofline.analyze.layout import LayoutCost, load_layout_cost
 from hroofline.errors import UsageError
 from hroofline.model.run import Run
@@ -67,7 +75,11 @@ def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateMode
     floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, 0.5e-6), 0.0, None) if floor_s is None else coarse
     fine = [np.round(np.clip(np.arange(e - 0.05, e + 0.0501, 0.01), 0.01, 1.0), 2) for e in efficiency]
     floor, efficiency = _best(samples, terms, np.unique(floors), [np.unique(f) for f in fine])
-    return EstimateModel(float(floor), dict(zip(OP_CLASSES, map(float, efficiency), strict=True)))
+    fitted = dict(zip(OP_CLASSES, map(float, efficiency), strict=True))
+    for number, name in enumerate(OP_CLASSES):
+        if not any(mine.present[number] for mine in terms):  # no step shows it: the memory-bound rest's
+            fitted[name] = fitted[OP_CLASSES[OTHER_CLASS]]
+    return EstimateModel(float(floor), fitted)
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,11 @@ class SampleTerms:
 
     by_class: list[ClassTimes]
     standalone_s: float
+
+    @property
+    def present(self) -> tuple[bool, ...]:
+        """Per class, whether the sample has ops of it (its estimate depends on that efficiency)."""
+        return tuple(bool(len(ops.alone) or len(ops.converted)) for ops in self.by_class)
 
 
 def sample_terms(sample: Sample) -> SampleTerms:
@@ -113,12 +130,16 @@ def _best(
 ) -> tuple[float, tuple[float, ...]]:
     """The grid point with the least mean squared log error: for each floor, all efficiency combinations at
     once (a sample's estimate is a sum of one term per class, each a function of that class's efficiency).
-    ``terms`` holds each sample's ops per class (:func:`sample_terms`)."""
+    ``terms`` holds each sample's ops per class (:func:`sample_terms`). Samples with ops of the same classes are
+    summed over those classes' axes alone, then spread over the others."""
+    alike: dict[tuple[bool, ...], list[int]] = {}
+    for number, mine in enumerate(terms):
+        alike.setdefault(mine.present, []).append(number)
     best: tuple[float, float, tuple[float, ...]] | None = None
     for floor in floors:
         loss = np.zeros([len(g) for g in grids])
-        for sample, mine in zip(samples, terms, strict=True):
-            loss += np.log(grid_estimates(mine, floor, grids) / sample.measured_s) ** 2
+        for members in alike.values():
+            loss += sum(np.log(grid_estimates(terms[i], floor, grids) / samples[i].measured_s) ** 2 for i in members)
         index = np.unravel_index(int(np.argmin(loss)), loss.shape)
         value = float(loss[index])
         if best is None or value < best[0]:
@@ -129,9 +150,15 @@ def _best(
 
 def grid_estimates(terms: SampleTerms, floor: float, grids: list[np.ndarray]) -> np.ndarray:
     """A sample's estimated step time (what :func:`estimated_step` sums op by op) at ``floor`` for every
-    combination of the class efficiencies in ``grids``: an array indexed by each class's grid position."""
-    per = [_class_term(times, floor, grid) for times, grid in zip(terms.by_class, grids, strict=True)]
-    return terms.standalone_s + per[0][:, None, None] + per[1][None, :, None] + per[2][None, None, :]
+    combination of the class efficiencies in ``grids``: an array indexed by each class's grid position, of
+    length 1 along a class the sample has no op of (its estimate does not depend on that efficiency)."""
+    estimate = np.full([1] * len(grids), terms.standalone_s)
+    for number, (times, grid) in enumerate(zip(terms.by_class, grids, strict=True)):
+        if terms.present[number]:
+            shape = [1] * len(grids)
+            shape[number] = len(grid)
+            estimate = estimate + _class_term(times, floor, grid).reshape(shape)
+    return estimate
 
 
 def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:
@@ -172,11 +199,13 @@ MIN_CLASS_SHARE = 0.02  # a class with less of the run's kernel time keeps the b
 
 
 def measured_classes(launches: pd.DataFrame) -> np.ndarray:
-    """Per measured launch, its op class: tensor-core work, a matrix product or convolution kernel (by its
-    family's name), or the rest."""
+    """Per measured launch, its op class: a depthwise convolution kernel, tensor-core work, a matrix product or
+    convolution kernel (by its family's name), or the rest."""
     tensor = launches["flops_tensor"].fillna(0.0).to_numpy() > 0
-    matmul = launches["kernel"].astype(str).map(lambda n: bool(MATMUL_FAMILY.search(kernel_family(n)))).to_numpy()
-    return np.where(tensor, 0, np.where(matmul, 1, 2))
+    families = launches["kernel"].astype(str).map(kernel_family)
+    matmul = families.map(lambda family: bool(MATMUL_FAMILY.search(family))).to_numpy()
+    depthwise = (families == DEPTHWISE_FAMILY).to_numpy()
+    return np.where(depthwise, DEPTHWISE_CLASS, np.where(tensor, 0, np.where(matmul, 1, 2)))
 
 
 def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:

@@ -6,10 +6,12 @@ depends on the kind of work. The estimate of one op is
 
     max(host floor, time at roof / efficiency of its class)
 
-with three classes: matrix products and convolutions on the tensor cores, the same on the FP32 units, and
-everything else (memory-bound element-wise work, reductions, normalisation). The floor and the three
-efficiencies are fitted to measured step times (:mod:`hroofline.analyze.calibrate`), and live with the error
-they showed on measurements left out of the fit in ``metrics/estimate.toml``.
+with four classes: matrix products and convolutions on the tensor cores, the same on the FP32 units,
+everything else (memory-bound element-wise work, reductions, normalisation), and depthwise convolutions,
+which run on kernels of their own far below their roof. The floor and the four efficiencies are fitted to
+measured step times (:mod:`hroofline.analyze.calibrate`; a class no fitted step has an op of takes the
+efficiency of ``other``), and live with the error they showed on measurements left out of the fit in
+``metrics/estimate.toml``.
 
 cuDNN's layout conversions around an NCHW convolution on tensor cores (:mod:`hroofline.analyze.layout`) are
 kernels launched inside their convolution's op: no host floor of their own, and a cost measured on real
@@ -32,7 +34,9 @@ from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.work.op_names import CONVOLUTION_OPS
 
-OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other")  # fitted, each op at least the host floor
+OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other", "depthwise")  # fitted, each at least the floor
+OTHER_CLASS = OP_CLASSES.index("other")  # a class the fitted steps have no op of takes its efficiency
+DEPTHWISE_CLASS = OP_CLASSES.index("depthwise")
 LAYOUT_CLASS = len(OP_CLASSES)  # cuDNN's layout conversions: measured cost, no floor
 FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
 
@@ -98,8 +102,10 @@ def op_kinds(launches: pd.DataFrame) -> OpKinds:
     tensor_columns = [c for c in TENSOR_FLOP_QUANTITIES if c in launches]
     on_tensor_cores = launches[tensor_columns].fillna(0.0).sum(axis=1).to_numpy() > 0
     matmul = launches["kernel"].isin(MATMUL_OPS).to_numpy()
+    depthwise = launches["depthwise"].fillna(False).to_numpy(dtype=bool) if "depthwise" in launches else False
     bits = conversion_bits(launches["kernel"])
-    classes = np.where(bits > 0, LAYOUT_CLASS, np.where(on_tensor_cores, 0, np.where(matmul, 1, 2)))
+    classes = np.where(on_tensor_cores, 0, np.where(matmul, 1, 2))
+    classes = np.where(bits > 0, LAYOUT_CLASS, np.where(depthwise, DEPTHWISE_CLASS, classes))
     counts = launches["launches"] if "launches" in launches else pd.Series(1.0, index=launches.index)
     kernels = counts.fillna(1).to_numpy(dtype=np.float64)
     # a conversion row follows its convolution (with_layout_conversions puts it there)
@@ -131,7 +137,7 @@ def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> 
 
 
 def describe_efficiency(efficiency: dict[str, float]) -> str:
-    """``tensor 0.90, matmul_fp32 1.00, other 0.56``: the efficiency of each op class."""
+    """``tensor 0.90, matmul_fp32 1.00, other 0.56, depthwise 0.56``: the efficiency of each op class."""
     return ", ".join(f"{name} {efficiency[name]:.2f}" for name in OP_CLASSES)
 
 

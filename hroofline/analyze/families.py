@@ -28,7 +28,12 @@ _PRECISION_GLUE = re.compile(r"^(s|h|d|i)(\d{3,4})(cudnn|gemm)$")  # s884cudnn, 
 
 # cuDNN and friends pick a different algorithm per precision (implicit GEMM, Winograd, tensor-core HMMA,
 # separate dgrad/wgrad engines), so every convolution kernel is one family; depthwise ones stay apart.
-_DEPTHWISE = re.compile(r"depthwise")
+# cuDNN's depthwise kernels are named for one channel and one filter per group (conv2d_c1_k1_nhwc_specialized,
+# dgrad2d_c1_k1_..., wgrad2d_c1_k1_...: an H200 trace of ConvNeXt-T launches all three for each depthwise
+# convolution). Some depthwise gradients run on kernels grouped convolutions share (wgrad2d_shmem_tiling,
+# dgrad2d_grouped_direct): those stay convolutions.
+_DEPTHWISE = re.compile(r"depthwise|(?:^|_)c1_k1(?:_|$)")
+DEPTHWISE_FAMILY = "depthwise_convolution"
 _CONVOLUTION = re.compile(r"cudnn|conv|winograd|wgrad|dgrad|fprop|implicit_gemm")
 
 
@@ -36,7 +41,7 @@ _CONVOLUTION = re.compile(r"cudnn|conv|winograd|wgrad|dgrad|fprop|implicit_gemm"
 def kernel_family(name: str) -> str:
     family = _name_family(name)
     if _DEPTHWISE.search(family):
-        return "depthwise_convolution"
+        return DEPTHWISE_FAMILY
     if _CONVOLUTION.search(family):
         return "convolution"
     return family

@@ -87,6 +87,8 @@ def with_layout_conversions(launches: pd.DataFrame, peaks: Peaks) -> ConvertedSt
     rows["launches"] = rows["layout_kernels"]
     rows[[c for c in FLOP_QUANTITIES if c in rows]] = 0.0
     rows[["bytes_layout", "layout_kernels"]] = 0
+    if "depthwise" in rows:
+        rows["depthwise"] = False  # the conversions are no convolution
     # each conversion row right after its convolution
     order = np.concatenate([np.arange(len(launches)) * 2, np.flatnonzero(converted.to_numpy()) * 2 + 1])
     out = pd.concat([launches, rows], ignore_index=True).iloc[np.argsort(order, kind="stable")]

@@ -53,8 +53,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and bound its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
         "The estimate beside the bound divides each op's bound by the efficiency of its class (tensor-core "
-        "matmul/conv, FP32 matmul/conv, the rest) with a per-op host floor, fitted to published step times "
-        "(metrics/estimate.toml; its error on held-out measurements is printed with it). Memory per phase comes "
+        "matmul/conv, FP32 matmul/conv, depthwise convolutions, the rest) with a per-op host floor, fitted to "
+        "published step times (metrics/estimate.toml; its error on held-out measurements is printed with it). "
+        "Memory per phase comes "
         "from the tensors the traced step keeps alive; the step is checked against the GPU's memory. "
         "Tensor cores as PyTorch uses them: fp32 is PyTorch's default (cuDNN convolutions in TF32 from "
         "Ampere on, matrix products in FP32), fp32-strict turns TF32 off, tf32 also runs matrix products in "
@@ -195,6 +196,8 @@ def _calibration(run: Run) -> EstimateModel:
     for name, share in calibration.classes.items():
         efficiency = calibration.model.efficiency[name]
         how = "measured" if name in calibration.measured else "bundled (too little of the run's kernel time)"
+        if not share.launches:
+            how = "bundled (none in the run)"
         say(
             f"calibrate: {name}: {share.launches} kernels, {si(share.measured_s, 's')} measured, "
             f"{si(share.bound_s, 's')} at roof: efficiency {efficiency:.2f}, {how}"

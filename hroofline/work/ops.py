@@ -68,6 +68,7 @@ class OpRecord:
     bytes: float
     bytes_layout: float = 0.0  # what cuDNN's layout conversions move if the op runs on tensor cores (NCHW)
     layout_kernels: int = 0  # how many conversion kernels that takes
+    depthwise: bool = False  # a depthwise convolution or its backward (its own kernels, far below their roof)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -203,6 +204,29 @@ class LayoutConversions:
 
 
 NO_CONVERSION = LayoutConversions(0.0, 0)
+
+
+def _convolution_tensors(func: Any, args: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, bool] | None:
+    """A convolution's or its backward's input, weight and whether it is transposed; None for any other op."""
+    packet = func.overloadpacket
+    if packet is torch.ops.aten.convolution:
+        return args[0], args[1], bool(args[6])
+    if packet is torch.ops.aten.convolution_backward:
+        return args[1], args[2], bool(args[7])
+    return None
+
+
+def is_depthwise(func: Any, args: tuple[Any, ...]) -> bool:
+    """A 2-D depthwise convolution (or its backward): one input channel per group, of more than one, and a
+    kernel larger than 1x1. cuDNN and PyTorch run these on kernels of their own (``conv2d_c1_k1_*``,
+    ``conv_depthwise2d_*``) far below their roof: on an H200, torch.profiler traces showed them taking 6 to 22 times
+    their bound."""
+    found = _convolution_tensors(func, args)
+    if found is None:
+        return False
+    inputs, weight, transposed = found
+    depthwise = weight.dim() == 4 and weight.shape[1] == 1 and inputs.dim() == 4 and inputs.shape[1] > 1
+    return depthwise and not transposed and math.prod(weight.shape[2:]) > 1
 
 
 def nchw_conversions(func: Any, args: tuple[Any, ...], out: Any) -> LayoutConversions:
@@ -347,6 +371,7 @@ class OpRecorder(TorchDispatchMode):
                 bytes=op_bytes(func, args, kwargs, out),
                 bytes_layout=conversions.bytes,
                 layout_kernels=conversions.kernels,
+                depthwise=is_depthwise(func, args),
             )
         )
         return out
@@ -373,6 +398,7 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
             "bytes_l1": [r.bytes for r in records],
             "bytes_layout": [r.bytes_layout for r in records],
             "layout_kernels": [r.layout_kernels for r in records],
+            "depthwise": [r.depthwise for r in records],
         }
     )
     for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
