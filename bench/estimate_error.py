@@ -191,6 +191,7 @@ class HopperFit:
     model: EstimateModel
     rows: pd.DataFrame
     factors: np.ndarray
+    samples: list[Sample]
 
     @property
     def measured_on(self) -> str:
@@ -203,7 +204,7 @@ class HopperFit:
 def hopper_fit(host_floor_s: float) -> HopperFit:
     rows = hopper_rows()
     found = samples(rows)
-    return HopperFit(fit(found, host_floor_s), rows, held_out(found, list(rows["gpu"]), host_floor_s))
+    return HopperFit(fit(found, host_floor_s), rows, held_out(found, list(rows["gpu"]), host_floor_s), found)
 
 
 def shared_h100_factors(hopper: HopperFit) -> np.ndarray:
@@ -212,16 +213,20 @@ def shared_h100_factors(hopper: HopperFit) -> np.ndarray:
     return hopper.factors[(hopper.rows["source"] == SHARED_H100_SOURCE).to_numpy()]
 
 
-def hopper_lines(hopper: HopperFit) -> list[str]:
-    """The Hopper fit's error per GPU left out and kind of step."""
+def hopper_lines(hopper: HopperFit, published: EstimateModel) -> list[str]:
+    """The Hopper fit's error per GPU left out and kind of step, beside the published fit's on the same steps."""
     rows, lines = hopper.rows, []
+    others = error_factors(hopper.samples, published)
     for gpu, mine in rows.groupby("gpu", sort=False):
         for kind, chosen in {
             "training, batch 32 and 128": (mine["phases"] == "train") & (mine["batch"] > 1),
             "training, batch 1": (mine["phases"] == "train") & (mine["batch"] == 1),
             "inference": mine["phases"] != "train",
         }.items():
-            lines.append(_line(f"  {gpu} left out, {kind}", hopper.factors[chosen[chosen].index]))
+            index = chosen[chosen].index
+            median, p90 = percentiles(others[index])
+            line = _line(f"  {gpu} left out, {kind}", hopper.factors[index])
+            lines.append(f"{line}; published fit x{median:.2f} / x{p90:.2f}")
     return lines
 
 
@@ -350,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             factors = error_factors(samples(layout_steps), model)
             print(_line("  H200, five models no layout trace saw, NCHW and channels_last, batch 128", factors))
         if label == HOPPER_LABEL:
-            print("\n".join(hopper_lines(own)))
+            print("\n".join(hopper_lines(own, model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     own_efficiency = describe_efficiency(own.model.efficiency)
