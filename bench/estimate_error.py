@@ -43,6 +43,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -85,18 +86,20 @@ def channels_last(rows: pd.DataFrame) -> pd.Series:
     return rows["source"].str.startswith("dle-") & rows["precision"].eq("amp")
 
 
+@cache
+def traced(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> pd.DataFrame:
+    """A step traced on the meta device, once per run of the bench (the Hopper fit sees rows judged before it)."""
+    return trace_step(WorkloadConfig(model, batch, precision, "sgd", "meta", channels_last=nhwc), phases)
+
+
 def samples(rows: pd.DataFrame) -> list[Sample]:
     """One sample per row; each distinct (model, batch, precision, phases, layout) traced once."""
-    traces: dict[tuple[str, int, str, str, bool], pd.DataFrame] = {}
     found = []
     for row, nhwc in zip(rows.itertuples(index=False), channels_last(rows), strict=True):
         phases = "train" if row.phases == "train" else "forward"
-        key = (row.model, int(row.batch), row.precision, phases, bool(nhwc))
-        if key not in traces:
-            config = WorkloadConfig(row.model, int(row.batch), row.precision, "sgd", "meta", channels_last=bool(nhwc))
-            traces[key] = trace_step(config, phases)
+        trace = traced(row.model, int(row.batch), row.precision, phases, bool(nhwc))
         peaks = prediction_peaks(resolve_gpu(row.gpu), row.precision)
-        ops = predict_times(with_layout_conversions(to_tensor_cores(traces[key], peaks), peaks).launches, peaks)
+        ops = predict_times(with_layout_conversions(to_tensor_cores(trace, peaks), peaks).launches, peaks)
         if phases == "train":
             ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
         bounds = ops["time_bound_s"].to_numpy()
@@ -125,11 +128,16 @@ def h100_rows() -> pd.DataFrame:
     return rows[rows["measured"] == "step"].reset_index(drop=True)
 
 
+def timed_steps(path: Path) -> pd.DataFrame:
+    """The rows of a file of steps measured on 2026-11-27 that have a time (a note says why a row has none)."""
+    rows = pd.read_csv(path)
+    return rows[rows["note"].isna()].reset_index(drop=True)
+
+
 def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
     """Steps measured on a Hopper GPU on 2026-11-27, per kind of step: training at batch 32 and 128, at batch 1,
     and inference at batch 1 and 64 in NCHW, and training in channels_last."""
-    rows = pd.read_csv(path)
-    rows = rows[rows["note"].isna()].reset_index(drop=True)
+    rows = timed_steps(path)
     found = samples(rows)
     nchw = rows["layout"] == "NCHW"
     kinds = {
@@ -177,8 +185,7 @@ def held_out(all_samples: list[Sample], groups: Sequence[str], floor_s: float | 
 def hopper_rows() -> pd.DataFrame:
     """Every step measured on a Hopper GPU: the shared H100 file's, and 2026-11-27's on an H100 and an H200
     (training and inference, batch 1 to 128, NCHW and channels_last)."""
-    measured = [pd.read_csv(path) for path in (H100_MORE, H200_STEPS, H200_LAYOUTS)]
-    measured = [rows[rows["note"].isna()] for rows in measured]
+    measured = [timed_steps(path) for path in (H100_MORE, H200_STEPS, H200_LAYOUTS)]
     shared = h100_rows().assign(layout="NCHW")
     return pd.concat([shared, *measured], ignore_index=True)[[*shared.columns]]
 

@@ -17,6 +17,8 @@ from types import ModuleType
 import pytest
 
 from hroofline.cli.main import main
+from hroofline.importers.kineto import CpuEvent, TraceEvents, parse_trace
+from hroofline.importers.kineto_links import link_activities
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -31,6 +33,24 @@ def estimate_error_bench() -> ModuleType:
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@dataclass(frozen=True)
+class LinkedKernel:
+    """A kernel of a recorded trace and the ops open on its launching thread at its launch (hroofline's own linking,
+    as ``import`` does)."""
+
+    name: str
+    seconds: float
+    ops: tuple[CpuEvent, ...]  # dispatchable ops with recorded inputs, outermost first
+
+
+def linked_kernels(path: Path) -> tuple[TraceEvents, list[LinkedKernel]]:
+    """The kernels of an xz-compressed torch.profiler trace, each with the ops that launched it."""
+    trace = parse_trace(lzma.decompress(path.read_bytes()), path)
+    kernels = [activity for activity in trace.gpu if activity.category == "kernel"]
+    links = link_activities(trace, kernels)
+    return trace, [LinkedKernel(k.name, k.duration_s, link.candidates) for k, link in zip(kernels, links, strict=True)]
 
 
 def need(path: Path) -> Path:

@@ -4,8 +4,6 @@ below their roof: the estimate's fourth op class. Checked on the H200's torch.pr
 
 from __future__ import annotations
 
-import json
-import lzma
 import math
 from dataclasses import dataclass
 
@@ -15,16 +13,20 @@ from hroofline.analyze.families import DEPTHWISE_FAMILY, kernel_family
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
+from hroofline.importers.kineto import CpuEvent, input_dims
 from hroofline.roofs.catalog import resolve_gpu
-from tests.conftest import REPO
+from tests.conftest import REPO, linked_kernels
 
 LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts"
 
 
+CONVOLUTION_CALLS = ("aten::_convolution", "aten::convolution_backward")
+
+
 @dataclass(frozen=True)
 class MeasuredDepthwise:
-    """The kernels an H200 trace's depthwise convolution ops launched (found by the CUDA launch's correlation and
-    the op's time on the same thread), and of their time, the part on kernels of the depthwise family."""
+    """The kernels an H200 trace's depthwise convolution ops launched, and of their time, the part on kernels of
+    the depthwise family."""
 
     ops: int
     kernels: int
@@ -32,37 +34,20 @@ class MeasuredDepthwise:
     named_seconds: float
 
 
-def _weight(op: dict) -> list[int]:
-    dims = op["args"]["Input Dims"]
-    return dims[1] if op["name"] == "aten::_convolution" else dims[2]
+def _is_depthwise(op: CpuEvent) -> bool:
+    if op.name not in CONVOLUTION_CALLS:
+        return False
+    dims = input_dims(op.args) or []
+    weight = dims[1 if op.name == "aten::_convolution" else 2]
+    return len(weight) == 4 and weight[1] == 1 and math.prod(weight[2:]) > 1
 
 
 def measured_depthwise(model: str, layout: str) -> MeasuredDepthwise:
-    path = LAYOUTS / f"{model}-amp-b32-train-{layout}-trace.json.xz"
-    events = json.loads(lzma.decompress(path.read_bytes()))["traceEvents"]
-    launches = {
-        e["args"]["correlation"]: e
-        for e in events
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-    }
-    convolutions = [
-        e
-        for e in events
-        if e.get("cat") == "cpu_op" and e["name"] in ("aten::_convolution", "aten::convolution_backward")
-    ]
-    depthwise = [
-        c for c in convolutions if len(_weight(c)) == 4 and _weight(c)[1] == 1 and math.prod(_weight(c)[2:]) > 1
-    ]
-    kernels, seconds, named = 0, 0.0, 0.0
-    for kernel in (e for e in events if e.get("cat") == "kernel"):
-        launch = launches.get(kernel["args"]["correlation"])
-        if launch is None:
-            continue
-        if any(c["tid"] == launch["tid"] and c["ts"] <= launch["ts"] <= c["ts"] + c["dur"] for c in depthwise):
-            kernels += 1
-            seconds += kernel["dur"] * 1e-6
-            named += kernel["dur"] * 1e-6 * (kernel_family(kernel["name"]) == DEPTHWISE_FAMILY)
-    return MeasuredDepthwise(len(depthwise), kernels, seconds, named)
+    trace, kernels = linked_kernels(LAYOUTS / f"{model}-amp-b32-train-{layout}-trace.json.xz")
+    mine = [k for k in kernels if any(_is_depthwise(op) for op in k.ops)]
+    named = sum(k.seconds for k in mine if kernel_family(k.name) == DEPTHWISE_FAMILY)
+    ops = sum(_is_depthwise(op) for op in trace.cpu)
+    return MeasuredDepthwise(ops, len(mine), sum(k.seconds for k in mine), named)
 
 
 def predicted_depthwise(model: str, channels_last: bool) -> tuple[int, float]:

@@ -4,8 +4,6 @@ cost metrics/layout_conversions.toml gives them, and predict's --channels-last."
 
 from __future__ import annotations
 
-import json
-import lzma
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,10 +20,11 @@ from hroofline.analyze.layout import load_layout_cost, with_layout_conversions
 from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
+from hroofline.importers.kineto import input_dims
 from hroofline.roofs.catalog import resolve_gpu
 from hroofline.work.op_names import LAYOUT_CONVERSION_KERNELS
 from hroofline.work.ops import nchw_conversions
-from tests.conftest import REPO
+from tests.conftest import REPO, linked_kernels
 
 LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts"
 TRACE_NAME = re.compile(
@@ -55,21 +54,16 @@ def _traces() -> list[Path]:
 def read_trace(path: Path) -> LayoutTrace:
     found = TRACE_NAME.fullmatch(path.name.removesuffix("-trace.json.xz"))
     assert found, path.name
-    events = json.loads(lzma.decompress(path.read_bytes()))["traceEvents"]
-    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime" and "args" in e}
     convolution_ops = ("aten::cudnn_convolution", "aten::convolution_backward")
-    convolutions = [e for e in events if e.get("cat") == "cpu_op" and e["name"] in convolution_ops]
+    _, kernels = linked_kernels(path)
     total, count, spatial = 0.0, 0, 0
-    for kernel in events:
-        if kernel.get("cat") != "kernel" or not any(k in kernel["name"] for k in CONVERSION_KERNELS):
+    for kernel in kernels:
+        if not any(k in kernel.name for k in CONVERSION_KERNELS):
             continue
-        total += kernel["dur"] * 1e-6
+        total += kernel.seconds
         count += 1
-        launch = launches[kernel["args"]["correlation"]]
-        parent = next(
-            c for c in convolutions if c["tid"] == launch["tid"] and c["ts"] <= launch["ts"] <= c["ts"] + c["dur"]
-        )
-        weight = parent["args"]["Input Dims"][1 if parent["name"] == "aten::cudnn_convolution" else 2]
+        parent = next(op for op in kernel.ops if op.name in convolution_ops)
+        weight = (input_dims(parent.args) or [])[1 if parent.name == "aten::cudnn_convolution" else 2]
         spatial += weight[2] * weight[3] > 1 and weight[1] > 1
     config = WorkloadConfig(
         found["model"],

@@ -23,6 +23,7 @@ from hroofline.analyze.estimate import (
     OTHER_CLASS,
     EstimateModel,
     OpKinds,
+    conversion_times,
     describe_efficiency,
     estimate_times,
 )
@@ -108,11 +109,8 @@ class SampleTerms:
 def sample_terms(sample: Sample) -> SampleTerms:
     """What the fit sums of ``sample``, by class (:func:`grid_estimates` turns them into step times)."""
     kinds = sample.kinds
-    rows = np.flatnonzero(~kinds.fitted())
-    conversions = load_layout_cost().row_times(sample.roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
-    parents = kinds.parent[rows]
-    alone = parents < 0
-    rows, parents, conversions, standalone_s = rows[~alone], parents[~alone], conversions[~alone], conversions[alone]
+    rows = conversion_times(sample.roof_s, kinds, load_layout_cost())
+    parents, conversions = rows.parent[~rows.alone], rows.seconds[~rows.alone]
     is_parent = np.zeros(len(kinds.classes), dtype=bool)
     is_parent[parents] = True
     found = []
@@ -122,7 +120,7 @@ def sample_terms(sample: Sample) -> SampleTerms:
         found.append(
             ClassTimes(np.sort(sample.roof_s[mine & ~is_parent]), sample.roof_s[parents[chosen]], conversions[chosen])
         )
-    return SampleTerms(found, float(standalone_s.sum()))
+    return SampleTerms(found, float(rows.seconds[rows.alone].sum()))
 
 
 def _best(

@@ -115,6 +115,26 @@ def op_kinds(launches: pd.DataFrame) -> OpKinds:
     return OpKinds(classes, bits, kernels, parent)
 
 
+@dataclass(frozen=True)
+class ConversionTimes:
+    """A step's layout-conversion rows: where they are, their convolution's row (-1: no op before it to share the
+    host's time with), and their own estimated time (measured cost, not fitted)."""
+
+    rows: np.ndarray
+    parent: np.ndarray
+    seconds: np.ndarray
+
+    @property
+    def alone(self) -> np.ndarray:
+        return self.parent < 0
+
+
+def conversion_times(roof_s: np.ndarray, kinds: OpKinds, layout: LayoutCost) -> ConversionTimes:
+    rows = np.flatnonzero(~kinds.fitted())
+    seconds = layout.row_times(roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
+    return ConversionTimes(rows, kinds.parent[rows], seconds)
+
+
 def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> np.ndarray:
     """Each op's estimated time from its time at roof and its kind.
 
@@ -126,13 +146,10 @@ def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> 
     kernel_time = np.zeros(len(roof_s))
     kernel_time[fitted] = roof_s[fitted] / efficiency[kinds.classes[fitted]]
     times = np.where(fitted, np.maximum(model.host_floor_s, kernel_time), 0.0)
-    rows = np.flatnonzero(~fitted)
-    conversions = model.layout.row_times(roof_s[rows], kinds.conversion_bits[rows], kinds.kernels[rows])
-    parents = kinds.parent[rows]
-    alone = parents < 0  # no op before it to share the host's time with
-    op = np.where(alone, 0, parents)
-    together = np.maximum(model.host_floor_s, kernel_time[op] + conversions) - times[op]
-    times[rows] = np.where(alone, conversions, together)
+    conversions = conversion_times(roof_s, kinds, model.layout)
+    op = np.where(conversions.alone, 0, conversions.parent)
+    together = np.maximum(model.host_floor_s, kernel_time[op] + conversions.seconds) - times[op]
+    times[conversions.rows] = np.where(conversions.alone, conversions.seconds, together)
     return times
 
 

@@ -240,16 +240,16 @@ def nchw_conversions(func: Any, args: tuple[Any, ...], out: Any) -> LayoutConver
     weight and input gradient, the weight gradient its output gradient (again), input and weight gradient; each
     conversion reads and writes its tensor once. 1x1 convolutions mostly run on NCHW directly (some convert: not
     counted), depthwise ones do not convert, and channels_last tensors need no conversion."""
-    packet = func.overloadpacket
-    if packet is torch.ops.aten.convolution:
-        inputs, weight, transposed = args[0], args[1], bool(args[6])
+    found = _convolution_tensors(func, args)
+    if found is None:
+        return NO_CONVERSION
+    inputs, weight, transposed = found
+    if func.overloadpacket is torch.ops.aten.convolution:
         tensors = [inputs, weight, out]
-    elif packet is torch.ops.aten.convolution_backward:
-        grad_output, inputs, weight, transposed, mask = args[0], args[1], args[2], bool(args[7]), args[10]
+    else:
+        grad_output, mask = args[0], args[10]
         # input gradient: output gradient, weight, input gradient; weight gradient: output gradient, input, its own
         tensors = [grad_output, weight, inputs] * bool(mask[0]) + [grad_output, inputs, weight] * bool(mask[1])
-    else:
-        return NO_CONVERSION
     if transposed or inputs.dim() != 4 or math.prod(weight.shape[2:]) == 1 or weight.shape[1] == 1:
         return NO_CONVERSION
     if any(_channels_last(t) for t in (inputs, weight)):
