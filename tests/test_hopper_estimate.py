@@ -3,10 +3,12 @@ each of the two GPUs left out of the fit, and used by predict on a GPU of comput
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from hroofline.analyze.calibrate import error_factors, percentiles
+from hroofline.analyze.calibrate import error_factors, estimated_step, percentiles
 from hroofline.analyze.estimate import OP_CLASSES, load_estimate_model
 from tests.conftest import estimate_error_bench
 
@@ -40,18 +42,19 @@ def test_each_hopper_gpu_left_out_is_closer_than_the_published_fit(hopper) -> No
         assert own[0] < other[0] and own[1] < other[1], (gpu, own, other)
     own, other = percentiles(hopper.factors), percentiles(others)
     assert own[0] < other[0] and own[1] < other[1]
-    # inference, mostly the host's, comes out a little worse (the README's medians)
+    # inference, the host's (the two fits share its floor), comes out the same (the README's medians)
     inference = (rows["phases"] != "train").to_numpy()
-    for gpu, medians in (("h100-sxm", (2.01, 1.82)), ("h200", (1.99, 1.92))):
+    for gpu, median in (("h100-sxm", 1.82), ("h200", 1.92)):
         mine = inference & (rows["gpu"] == gpu).to_numpy()
-        assert (np.median(hopper.factors[mine]), np.median(others[mine])) == pytest.approx(medians, abs=0.005)
-    assert own == pytest.approx((1.25, 1.68), abs=0.005)  # the README's figures
+        assert np.median(hopper.factors[mine]) == np.median(others[mine]) == pytest.approx(median, abs=0.005)
+    assert own == pytest.approx((1.19, 1.66), abs=0.005)  # the README's figures
+    assert other == pytest.approx((1.23, 1.88), abs=0.005)
 
 
 def test_the_shared_h100_steps_left_out_of_the_fit_meet_the_goal(hopper) -> None:
     """Issue 24's protocol for the 24 H100 training steps of ../shared: left out of the fit that judges them. With
     Hopper's efficiencies fitted on the H200's steps alone, their error is within the goal (median x1.25, 90th
-    percentile x1.6), and closer than with the efficiencies fitted on V100, A100 and T4 (x1.25 / x1.61)."""
+    percentile x1.6), and closer than with the efficiencies fitted on V100, A100 and T4 (x1.15 / x1.44)."""
     bench = estimate_error_bench()
     shared = hopper.rows["source"] == bench.SHARED_H100_SOURCE
     assert shared.sum() == 24 and set(hopper.rows.loc[shared, "gpu"]) == {"h100-sxm"}
@@ -62,23 +65,33 @@ def test_the_shared_h100_steps_left_out_of_the_fit_meet_the_goal(hopper) -> None
     published = percentiles(error_factors(chosen, load_estimate_model()))
     assert own[0] <= bench.H100_GOAL[0] and own[1] <= bench.H100_GOAL[1]
     assert own[0] < published[0] and own[1] < published[1]
-    assert own == pytest.approx((1.16, 1.29), abs=0.005)  # the README's figures
+    assert own == pytest.approx((1.10, 1.32), abs=0.005)  # the README's figures
+    assert published == pytest.approx((1.15, 1.44), abs=0.005)
 
 
 def test_depthwise_convolutions_on_hopper(hopper) -> None:
-    """Hopper's own depthwise efficiency is within what the H200's traces measured of those ops (their bound 0.045
-    to 0.169 of their kernels' time, tests/test_depthwise.py), far below the other classes'; the 28 training steps
-    with a depthwise convolution (batch 32 and 128) come to the README's x1.22 / x1.52 with each GPU left out."""
-    efficiency = hopper.model.efficiency
-    assert 0.045 <= efficiency["depthwise"] <= 0.169
-    assert efficiency["depthwise"] < min(efficiency[name] for name in OP_CLASSES if name != "depthwise") / 2
+    """Hopper's steps say little of the depthwise efficiency: from 0.2 to 1.0 the fit's loss (mean squared log
+    error) changes by under 1%. They ask for more than the H200's traces measured of the kernels (their bound 0.045
+    to 0.169 of their time, tests/test_depthwise.py): at 0.07 the loss is 5% worse. The estimate sums each op's
+    max(host floor, time), so a slow kernel, under which the host runs ahead, is charged twice (the README). The
+    28 training steps with a depthwise convolution come to the README's x1.18 / x1.53 with each GPU left out."""
+    own, samples = hopper.model, hopper.samples
+    measured = np.array([sample.measured_s for sample in samples])
+
+    def loss(depthwise: float) -> float:
+        model = replace(load_estimate_model(), efficiency={**own.efficiency, "depthwise": depthwise})
+        estimates = np.array([estimated_step(sample, model) for sample in samples])
+        return float(np.mean(np.log(estimates / measured) ** 2))
+
+    fitted = loss(own.efficiency["depthwise"])
+    assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.2, 0.3, 0.6, 1.0))
+    assert loss(0.07) > 1.05 * fitted
     rows = hopper.rows
-    found = hopper.samples
-    depthwise = np.array([(sample.kinds.classes == OP_CLASSES.index("depthwise")).any() for sample in found])
+    depthwise = np.array([(sample.kinds.classes == OP_CLASSES.index("depthwise")).any() for sample in samples])
     assert set(rows.loc[depthwise, "model"]) == {"convnext_tiny", "efficientnet_b0", "mobilenet_v2"}
     training = ((rows["phases"] == "train") & (rows["batch"] > 1)).to_numpy() & depthwise
     assert training.sum() == 28
-    assert percentiles(hopper.factors[training]) == pytest.approx((1.22, 1.52), abs=0.005)
+    assert percentiles(hopper.factors[training]) == pytest.approx((1.18, 1.53), abs=0.005)
 
 
 def test_predict_takes_the_generation_of_its_gpu(cli, tmp_path) -> None:

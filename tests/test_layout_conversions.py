@@ -243,10 +243,20 @@ def test_predict_says_what_the_conversions_cost_and_channels_last_drops_them(cli
     rows = with_conversions["kernel"].str.contains("nchwToNhwc/nhwcToNchw")
     assert rows.sum() == 34 and with_conversions.loc[rows, "launches"].sum() == 150
     assert not without["kernel"].str.contains("nchwToNhwc").any()
-    # the same ops otherwise: the difference between the two steps is the conversions, bound and estimate
-    for column in ("time_bound_s", "time_s"):
+    # The same ops otherwise, but for two small ones of channels_last's own (the pooled gradient restrided in the
+    # backward pass, new_zeros and copy_, as a GPU's trace shows them). The steps differ by the conversions, those
+    # two, and in the estimate by NCHW batch norm's time per channel (a thread block per channel).
+    key = ["kernel", "phase", "shapes"]
+    extra = without.merge(with_conversions[key].drop_duplicates(), on=key, how="left", indicator=True)
+    extra = extra[extra["_merge"] == "left_only"]
+    assert sorted(extra["kernel"]) == ["aten::copy_", "aten::new_zeros"] and set(extra["phase"]) == {"backward"}
+    norms = with_conversions["kernel"].str.contains("batch_norm"), without["kernel"].str.contains("batch_norm")
+    held = with_conversions.loc[norms[0], "time_s"].to_numpy() - without.loc[norms[1], "time_s"].to_numpy()
+    assert len(held) == 106 and (held >= 0).all() and (held > 0).sum() >= 10
+    for column, norms_differ in (("time_bound_s", 0.0), ("time_s", held.sum())):
         difference = with_conversions[column].sum() - without[column].sum()
-        assert difference == pytest.approx(with_conversions.loc[rows, column].sum(), rel=1e-9)
+        expected = with_conversions.loc[rows, column].sum() - extra[column].sum() + norms_differ
+        assert difference == pytest.approx(expected, rel=1e-9)
     assert runs.load("resnet50-amp-h100-sxm-predicted").meta.sources[0].settings["layout"] == "NCHW"
     name = "resnet50-amp-h100-sxm-channels-last-predicted"
     api = hroofline.predict("resnet50", gpu="h100", precision="amp", channels_last=True, run=name, store=tmp_path / "a")
@@ -303,14 +313,17 @@ def test_held_out_layout_steps_and_what_channels_last_wins() -> None:
 
     rows = pd.read_csv(LAYOUTS / "held-out-steps.csv")
     found = estimate_error_bench().samples(rows)
-    assert percentiles(error_factors(found, load_estimate_model())) == pytest.approx((1.33, 1.46), abs=0.005)
+    assert percentiles(error_factors(found, load_estimate_model())) == pytest.approx((1.22, 1.38), abs=0.005)
     on_h200 = load_estimate_model().for_cc("9.0")
+    assert percentiles(error_factors(found, on_h200)) == pytest.approx((1.12, 1.33), abs=0.005)
     rows["estimate_s"] = [estimated_step(sample, on_h200) for sample in found]
     by_layout = rows.pivot_table(index=["model", "precision"], columns="layout", values=["measured_s", "estimate_s"])
     measured = by_layout["measured_s"]["NCHW"] / by_layout["measured_s"]["channels_last"]
     predicted = by_layout["estimate_s"]["NCHW"] / by_layout["estimate_s"]["channels_last"]
-    assert (predicted > 1).all() and (predicted < measured).all()  # NCHW batch norm is not in the estimate
-    assert (predicted.min(), predicted.max()) == pytest.approx((1.07, 1.30), abs=0.005)
+    # with NCHW batch norm's time per channel, within x1.27 of the measured gain (the conversions alone gave
+    # x1.07 to x1.30, up to x1.5 short)
+    assert (predicted > 1).all() and (np.maximum(predicted / measured, measured / predicted) < 1.27).all()
+    assert (predicted.min(), predicted.max()) == pytest.approx((1.19, 1.68), abs=0.005)
     assert (measured.min(), measured.max()) == pytest.approx((1.17, 1.96), abs=0.005)
 
 

@@ -103,7 +103,7 @@ def test_the_bundled_fit_saw_nvidias_rows_alone(nvidia: tuple[pd.DataFrame, list
 def test_nvidias_rows_say_little_of_depthwise_convolutions(nvidia: tuple[pd.DataFrame, list]) -> None:
     """The README: on NVIDIA's rows the depthwise efficiency is weakly determined. Moving it from the fitted value
     to anywhere between 0.5 and 1.0 changes the fit's loss (mean squared log error) by under 1%, and depthwise ops
-    are at most 9% of any row's estimate (EfficientNet-B0's; ResNet-50 has none)."""
+    are at most 10% of any row's estimate (EfficientNet-B0's; ResNet-50 has none)."""
     bundled, samples = load_estimate_model(), nvidia[1]
     measured = np.array([sample.measured_s for sample in samples])
 
@@ -118,7 +118,7 @@ def test_nvidias_rows_say_little_of_depthwise_convolutions(nvidia: tuple[pd.Data
     for sample in samples:
         times = estimate_times(sample.roof_s, sample.kinds, bundled)
         shares.append(times[sample.kinds.classes == DEPTHWISE_CLASS].sum() / times.sum())
-    assert 0.05 < max(shares) <= 0.09
+    assert 0.05 < max(shares) <= 0.105
 
 
 def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list], timm_samples: list) -> None:
@@ -134,4 +134,4 @@ def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list],
     assert len(forward) == (rows["phases"] != "train").sum() + (ROWS["phases"] != "train").sum() == 184
     median, p90 = percentiles(forward)
     assert median <= 1.2 and p90 <= 1.6
-    assert (median, p90) == pytest.approx((1.17, 1.48), abs=0.005)  # the README's figures
+    assert (median, p90) == pytest.approx((1.17, 1.46), abs=0.005)  # the README's figures

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.advice.layout_conversions import conversion_kernels
+from hroofline.analyze.batch_norm import NO_CHANNEL_LIMIT, load_channel_rate, per_channel_kernels
 from hroofline.analyze.estimate import (
     DEPTHWISE_CLASS,
     OP_CLASSES,
@@ -61,7 +62,8 @@ def error_factors(samples: Sequence[Sample], model: EstimateModel) -> np.ndarray
 def bound_error_factors(samples: Sequence[Sample]) -> np.ndarray:
     """The error of the roofline bound itself (no floor, every class at its roof)."""
     at_roof = LayoutCost(frozenset(), 0.0, {16: 1.0, 32: 1.0}, "the roof")
-    return error_factors(samples, EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0), layout=at_roof))
+    at_roof_model = EstimateModel(0.0, dict.fromkeys(OP_CLASSES, 1.0), layout=at_roof, channel_rate=NO_CHANNEL_LIMIT)
+    return error_factors(samples, at_roof_model)
 
 
 def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateModel:
@@ -85,12 +87,21 @@ def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateMode
 
 @dataclass(frozen=True)
 class ClassTimes:
-    """One sample's ops of one class, as the fit sums them: times at roof of the ops alone (sorted), and of the
-    ops followed by layout conversions with the conversions' time (measured cost, not fitted)."""
+    """One sample's ops of one class, as the fit sums them: times at roof of the ops alone (sorted); of the ops
+    with a time per channel (NCHW training batch norm: one block per channel, measured rate) with that time; and
+    of the ops followed by layout conversions with the conversions' time (measured cost, not fitted) and their
+    own time per channel."""
 
     alone: np.ndarray
     converted: np.ndarray
     conversions: np.ndarray
+    limited: np.ndarray
+    channel_s: np.ndarray
+    converted_channel_s: np.ndarray
+
+    @property
+    def present(self) -> bool:
+        return bool(len(self.alone) or len(self.converted) or len(self.limited))
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class SampleTerms:
     @property
     def present(self) -> tuple[bool, ...]:
         """Per class, whether the sample has ops of it (its estimate depends on that efficiency)."""
-        return tuple(bool(len(ops.alone) or len(ops.converted)) for ops in self.by_class)
+        return tuple(ops.present for ops in self.by_class)
 
 
 def sample_terms(sample: Sample) -> SampleTerms:
@@ -113,12 +124,22 @@ def sample_terms(sample: Sample) -> SampleTerms:
     parents, conversions = rows.parent[~rows.alone], rows.seconds[~rows.alone]
     is_parent = np.zeros(len(kinds.classes), dtype=bool)
     is_parent[parents] = True
+    per_channel = kinds.channel_times(load_channel_rate())
+    limited = (per_channel > 0) & ~is_parent
     found = []
     for number in range(len(OP_CLASSES)):
-        mine = kinds.classes == number
-        chosen = kinds.classes[parents] == number
+        mine = (kinds.classes == number) & ~is_parent
+        of_class = kinds.classes[parents] == number
+        chosen = parents[of_class]
         found.append(
-            ClassTimes(np.sort(sample.roof_s[mine & ~is_parent]), sample.roof_s[parents[chosen]], conversions[chosen])
+            ClassTimes(
+                alone=np.sort(sample.roof_s[mine & ~limited]),
+                converted=sample.roof_s[chosen],
+                conversions=conversions[of_class],
+                limited=sample.roof_s[mine & limited],
+                channel_s=per_channel[mine & limited],
+                converted_channel_s=per_channel[chosen],
+            )
         )
     return SampleTerms(found, float(rows.seconds[rows.alone].sum()))
 
@@ -161,14 +182,18 @@ def grid_estimates(terms: SampleTerms, floor: float, grids: list[np.ndarray]) ->
 
 def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:
     """Sum over a class's ops of max(floor, t / e), for every e (the ops at or below floor x e take the floor),
-    and over its ops with layout conversions of max(floor, t / e + their time)."""
-    converted = np.maximum(floor, ops.converted[:, None] / efficiencies[None, :] + ops.conversions[:, None])
+    over its ops with a time per channel c of max(floor, c, t / e), and over its ops with layout conversions of
+    max(floor, max(t / e, c) + their time)."""
+    own = np.maximum(ops.converted[:, None] / efficiencies[None, :], ops.converted_channel_s[:, None])
+    converted = np.maximum(floor, own + ops.conversions[:, None]).sum(axis=0)
+    limited = np.maximum(np.maximum(floor, ops.channel_s[:, None]), ops.limited[:, None] / efficiencies[None, :])
+    not_sorted = converted + limited.sum(axis=0)
     times = ops.alone
     if not len(times):
-        return converted.sum(axis=0)
+        return not_sorted
     below = np.searchsorted(times, floor * efficiencies, side="right")
     above_sum = times.sum() - np.concatenate([[0.0], np.cumsum(times)])[below]
-    return floor * below + above_sum / efficiencies + converted.sum(axis=0)
+    return floor * below + above_sum / efficiencies + not_sorted
 
 
 def percentiles(factors: np.ndarray) -> tuple[float, float]:
@@ -225,8 +250,10 @@ def calibrate_on_run(run: Run, base: EstimateModel) -> RunCalibration:
     timed = launches["time_s"].gt(0) & (total_flops(launches).gt(0) | launches["bytes_hbm"].gt(0))
     if not timed.any():
         raise UsageError(f"run {run.name!r} has no kernel with a time and FLOPs or HBM bytes to calibrate on")
-    # cuDNN's layout conversions: a prediction adds them at their own measured cost, not at a class's efficiency
-    chosen = launches[timed & ~conversion_kernels(launches["kernel"].astype(str))]
+    # cuDNN's layout conversions and NCHW training batch norm: a prediction costs them at their own measured
+    # rates, not at a class's efficiency
+    kernels = launches["kernel"].astype(str)
+    chosen = launches[timed & ~conversion_kernels(kernels) & ~per_channel_kernels(kernels)]
     bounds = predict_times(chosen, prediction_peaks(gpu, "fp32-strict"))["time_bound_s"].to_numpy()
     classes = measured_classes(chosen)
     measured = chosen["time_s"].to_numpy()

@@ -15,7 +15,9 @@ efficiency of ``other``), and live with the error they showed on measurements le
 
 cuDNN's layout conversions around an NCHW convolution on tensor cores (:mod:`hroofline.analyze.layout`) are
 kernels launched inside their convolution's op: no host floor of their own, and a cost measured on real
-traces, not fitted: a fixed time per kernel plus their bytes at a share of the HBM bandwidth.
+traces, not fitted: a fixed time per kernel plus their bytes at a share of the HBM bandwidth. A batch norm in
+training over NCHW tensors runs one thread block per channel (:mod:`hroofline.analyze.batch_norm`): its kernels
+take the elements of one channel over a block's measured rate where that is longer than their class's estimate.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
+from hroofline.analyze.batch_norm import ChannelRate, load_channel_rate
 from hroofline.analyze.layout import LayoutCost, conversion_bits, load_layout_cost
 from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.model.host import HostCost
@@ -53,6 +56,7 @@ class EstimateModel:
     measured_on: str = ""  # what the held-out error was measured on
     host_source: str = FITTED_HOST  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
     layout: LayoutCost = field(default_factory=load_layout_cost)  # measured, not fitted
+    channel_rate: ChannelRate = field(default_factory=load_channel_rate)  # measured, not fitted
     generations: dict[str, GenerationFit] = field(default_factory=dict)  # by compute capability
 
     def for_cc(self, cc: str | None) -> EstimateModel:
@@ -91,6 +95,12 @@ class OpKinds:
     conversion_bits: np.ndarray  # element size of a layout-conversion row, 0 for the rest
     kernels: np.ndarray  # kernels the row stands for
     parent: np.ndarray  # of a layout-conversion row, the row of its convolution (the one before it), else -1
+    channel_elements: np.ndarray  # of a batch norm in training over NCHW, the elements of one channel, else 0
+    backward: np.ndarray  # the op is a backward one (its kernels' rate per channel differs)
+
+    def channel_times(self, rate: ChannelRate) -> np.ndarray:
+        """Per op, the time of its kernels at one block per channel (NCHW training batch norm), or 0."""
+        return rate.times(self.channel_elements, self.backward)
 
     def fitted(self) -> np.ndarray:
         """The ops whose class the fit sets (and the host floor holds): all but the layout conversions."""
@@ -112,7 +122,9 @@ def op_kinds(launches: pd.DataFrame) -> OpKinds:
     after_a_convolution = np.concatenate([[False], launches["kernel"].isin(CONVOLUTION_OPS).to_numpy()[:-1]])
     rows = np.arange(len(classes))
     parent = np.where((classes == LAYOUT_CLASS) & after_a_convolution, rows - 1, -1)
-    return OpKinds(classes, bits, kernels, parent)
+    elements = launches["channel_elements"] if "channel_elements" in launches else pd.Series(0.0, index=launches.index)
+    backward = launches["kernel"].str.contains("backward", regex=False).fillna(False).to_numpy(dtype=bool)
+    return OpKinds(classes, bits, kernels, parent, elements.fillna(0).to_numpy(dtype=np.float64), backward)
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,7 @@ def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> 
     efficiency = np.array([model.efficiency[c] for c in OP_CLASSES])
     kernel_time = np.zeros(len(roof_s))
     kernel_time[fitted] = roof_s[fitted] / efficiency[kinds.classes[fitted]]
+    kernel_time = np.maximum(kernel_time, kinds.channel_times(model.channel_rate))
     times = np.where(fitted, np.maximum(model.host_floor_s, kernel_time), 0.0)
     conversions = conversion_times(roof_s, kinds, model.layout)
     op = np.where(conversions.alone, 0, conversions.parent)
@@ -162,10 +175,13 @@ def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
     host = "fitted" if model.host_source == FITTED_HOST else "measured"
     layout = ", ".join(f"{value:.3g} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
+    rate = model.channel_rate
     return (
         f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
         f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.3g} us per kernel + "
-        f"time at roof / {layout} (measured), {model.source}"
+        f"time at roof / {layout} (measured); NCHW batch norm in training: the longer of that and N*H*W / "
+        f"{rate.forward / 1e9:.3g} G (forward) or {rate.backward / 1e9:.3g} G (backward) elements/s (one thread "
+        f"block per channel, measured), {model.source}"
     )
 
 

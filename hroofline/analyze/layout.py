@@ -89,6 +89,8 @@ def with_layout_conversions(launches: pd.DataFrame, peaks: Peaks) -> ConvertedSt
     rows[["bytes_layout", "layout_kernels"]] = 0
     if "depthwise" in rows:
         rows["depthwise"] = False  # the conversions are no convolution
+    if "channel_elements" in rows:
+        rows["channel_elements"] = 0  # nor a batch norm
     # each conversion row right after its convolution
     order = np.concatenate([np.arange(len(launches)) * 2, np.flatnonzero(converted.to_numpy()) * 2 + 1])
     out = pd.concat([launches, rows], ignore_index=True).iloc[np.argsort(order, kind="stable")]

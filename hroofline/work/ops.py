@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 import torch
+from torch._prims_common import suggest_memory_format
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
@@ -69,6 +70,7 @@ class OpRecord:
     bytes_layout: float = 0.0  # what cuDNN's layout conversions move if the op runs on tensor cores (NCHW)
     layout_kernels: int = 0  # how many conversion kernels that takes
     depthwise: bool = False  # a depthwise convolution or its backward (its own kernels, far below their roof)
+    channel_elements: int = 0  # a training batch norm over NCHW: the elements of each channel (one block each)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -159,6 +161,7 @@ _NO_DATA_MOVED = frozenset(
         "new_empty",
         "new_empty_strided",
         "_unsafe_view",
+        "as_strided_",  # restrides in place: no kernel (an H200 trace of EfficientNet-B0 in channels_last)
     }
 )
 
@@ -229,6 +232,39 @@ def is_depthwise(func: Any, args: tuple[Any, ...]) -> bool:
     return depthwise and not transposed and math.prod(weight.shape[2:]) > 1
 
 
+# Batch norms that may reduce statistics; the schema's flag says whether they do (training, train, update), and
+# the ops without one always do.
+_TRAINING_NORMS = (
+    torch.ops.aten.native_batch_norm,
+    torch.ops.aten._native_batch_norm_legit,
+    torch.ops.aten._native_batch_norm_legit_functional,
+    torch.ops.aten._batch_norm_with_update,
+    torch.ops.aten._batch_norm_with_update_functional,
+    torch.ops.aten.native_batch_norm_backward,
+    torch.ops.aten.batch_norm_backward,
+    torch.ops.aten.cudnn_batch_norm,
+    torch.ops.aten.cudnn_batch_norm_backward,
+)
+_TRAINING_FLAGS = ("training", "train", "update")
+
+
+def nchw_channel_elements(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """For a batch norm in training (forward or backward) over a 4-D NCHW input, the elements of one channel it
+    reduces over (N x H x W); 0 for every other op.
+
+    Its kernels run one thread block per channel (cuDNN's ``bn_fw_tr_1C11_kernel_NCHW``, ``bn_bw_1C11_*``: a grid
+    of C blocks on an H200's traces), so a layer of few channels leaves most of the GPU idle and takes about
+    N x H x W over one block's rate, whatever the GPU's bandwidth (metrics/batch_norm.toml). In NHWC, and in
+    inference, where no statistics are reduced, the work spreads over the whole GPU."""
+    if func.overloadpacket not in _TRAINING_NORMS:
+        return 0
+    values = {argument.name: value for argument, value in _argument_values(func, args, kwargs)}
+    inputs, training = values.get("input"), next((values[f] for f in _TRAINING_FLAGS if f in values), True)
+    if not training or not isinstance(inputs, torch.Tensor) or inputs.dim() != 4 or _suggests_channels_last(inputs):
+        return 0
+    return inputs.numel() // max(int(inputs.shape[1]), 1)
+
+
 def nchw_conversions(func: Any, args: tuple[Any, ...], out: Any) -> LayoutConversions:
     """The bytes cuDNN's NCHW <-> NHWC conversions read and write around a 2-D convolution of NCHW tensors when
     it runs on tensor cores, whose kernels work in NHWC, and their kernels; none for an op that is no such
@@ -255,6 +291,25 @@ def nchw_conversions(func: Any, args: tuple[Any, ...], out: Any) -> LayoutConver
     if any(_channels_last(t) for t in (inputs, weight)):
         return NO_CONVERSION
     return LayoutConversions(2.0 * sum(float(t.numel() * t.element_size()) for t in tensors), len(tensors))
+
+
+def _laid_out_as_on_a_gpu(func: Any, args: tuple[Any, ...], out: Any) -> Any:
+    """A convolution's output in the layout cuDNN gives it: channels_last where its input or weight is. PyTorch's
+    meta kernel returns it NCHW even then, which would leave the batch norms after a channels_last convolution
+    looking NCHW on the meta device (and miss the ops a GPU runs to restride a pooled channels_last tensor)."""
+    found = _convolution_tensors(func, args) if func is torch.ops.aten.convolution.default else None
+    if found is None or not isinstance(out, torch.Tensor) or out.device.type != "meta" or out.dim() != 4:
+        return out
+    inputs, weight, _ = found
+    if _suggests_channels_last(out) or not any(_suggests_channels_last(t) for t in (inputs, weight)):
+        return out
+    return out.contiguous(memory_format=torch.channels_last)
+
+
+def _suggests_channels_last(tensor: torch.Tensor) -> bool:
+    """The layout cuDNN picks its kernels by (PyTorch's suggest_memory_format): a 1x1 weight or an N x C x 1 x 1
+    tensor restrided to channels_last counts, though it is also plainly contiguous."""
+    return tensor.dim() == 4 and suggest_memory_format(tensor) == torch.channels_last
 
 
 def _channels_last(tensor: torch.Tensor) -> bool:
@@ -356,7 +411,7 @@ class OpRecorder(TorchDispatchMode):
                 "profile a GPU with --gpu NAME (ncu), or run the script on the CPU",
             )
         start = time.perf_counter()
-        out = func(*args, **kwargs)
+        out = _laid_out_as_on_a_gpu(func, args, func(*args, **kwargs))
         seconds = time.perf_counter() - start
         conversions = nchw_conversions(func, args, out)
         self.records.append(
@@ -372,6 +427,7 @@ class OpRecorder(TorchDispatchMode):
                 bytes_layout=conversions.bytes,
                 layout_kernels=conversions.kernels,
                 depthwise=is_depthwise(func, args),
+                channel_elements=nchw_channel_elements(func, args, kwargs),
             )
         )
         return out
@@ -399,6 +455,7 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
             "bytes_layout": [r.bytes_layout for r in records],
             "layout_kernels": [r.layout_kernels for r in records],
             "depthwise": [r.depthwise for r in records],
+            "channel_elements": [r.channel_elements for r in records],
         }
     )
     for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
