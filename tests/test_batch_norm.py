@@ -20,6 +20,7 @@ from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.importers.kineto import input_dims
+from hroofline.model.numbers import si
 from hroofline.roofs.catalog import resolve_gpu
 from tests.conftest import REPO, linked_kernels
 
@@ -163,3 +164,34 @@ def test_channels_last_batch_norm_runs_below_the_efficiency_of_other() -> None:
         measured = sum(seconds for *_, seconds in measured_batch_norms(nhwc))
         ratios.append(_estimated_batch_norms(nhwc, on_hopper)[1] / measured)
     assert (min(ratios), max(ratios)) == pytest.approx((0.33, 0.61), abs=0.005)
+
+
+def test_predict_says_what_nchw_batch_norm_adds(cli, tmp_path: Path) -> None:
+    """resnet50 amp on an A100: a `batch norm:` line gives the 106 ops and what their time per channel adds, the
+    sum over those ops of max(floor, bound / efficiency, N*H*W / rate) - max(floor, bound / efficiency) (the
+    stored run's own rows, the bundled fit); channels_last has no such line, nor has inference."""
+    from hroofline.store.runs import RunStore
+
+    store = tmp_path / "store"
+    args = ("predict", "--arch", "resnet50", "--gpu", "a100", "--precision", "amp", "--store", store)
+    nchw, nhwc = cli(*args), cli(*args, "--channels-last")
+    inference = cli(*args, "--phases", "forward", "--run", "forward")
+    assert nchw.code == nhwc.code == inference.code == 0, nchw.err + nhwc.err + inference.err
+    assert "batch norm:" not in nhwc.out and "batch norm:" not in inference.out
+    line = next(text for text in nchw.out.splitlines() if text.startswith("batch norm: "))
+    launches = RunStore(store).load("resnet50-amp-a100-40gb-predicted").launches
+    model = load_estimate_model()
+    rate = load_channel_rate()
+    norms = launches[launches["kernel"].str.contains("batch_norm")]
+    dims = norms["shapes"].str.extract(r"^(\d+)x(\d+)x(\d+)x(\d+)").astype(float)
+    per_channel = (
+        dims[0] * dims[2] * dims[3] / np.where(norms["kernel"].str.endswith("_backward"), rate.backward, rate.forward)
+    )
+    own = np.maximum(model.host_floor_s, norms["time_bound_s"] / model.efficiency["other"])
+    added = float((np.maximum(own, per_channel) - own).sum())
+    assert len(norms) == 106 and added > 0
+    assert (
+        f"cuDNN runs the 106 batch norm ops of training one thread block per channel; that adds {si(added, 's')}"
+        in line
+    )
+    assert line.endswith("--channels-last spreads them over the GPU")

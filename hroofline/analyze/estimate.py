@@ -29,7 +29,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.batch_norm import ChannelRate, load_channel_rate
+from hroofline.analyze.batch_norm import NO_CHANNEL_LIMIT, ChannelRate, load_channel_rate
 from hroofline.analyze.layout import LayoutCost, conversion_bits, load_layout_cost
 from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.model.host import HostCost
@@ -164,6 +164,27 @@ def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> 
     together = np.maximum(model.host_floor_s, kernel_time[op] + conversions.seconds) - times[op]
     times[conversions.rows] = np.where(conversions.alone, conversions.seconds, together)
     return times
+
+
+@dataclass(frozen=True)
+class PerChannelShare:
+    """A predicted step's NCHW training batch norms (one thread block per channel): how many, and what their time
+    per channel adds to the step's estimate over their class's efficiency alone."""
+
+    ops: int
+    added_s: float
+
+
+def per_channel_share(launches: pd.DataFrame, model: EstimateModel) -> PerChannelShare | None:
+    """What NCHW batch norm's time per channel adds to the estimate of predicted ``launches``; None without such
+    ops (channels_last, inference, no batch norm)."""
+    kinds = op_kinds(launches)
+    marked = kinds.channel_elements > 0
+    if not marked.any():
+        return None
+    roof = launches["time_bound_s"].to_numpy()
+    alone = estimate_times(roof, kinds, replace(model, channel_rate=NO_CHANNEL_LIMIT))
+    return PerChannelShare(int(marked.sum()), float((estimate_times(roof, kinds, model) - alone).sum()))
 
 
 def describe_efficiency(efficiency: dict[str, float]) -> str:

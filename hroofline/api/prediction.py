@@ -177,6 +177,7 @@ class Prediction:
     def view(self, run: Run | None = None) -> Any:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this
         prediction's :meth:`as_run`, where the caller has made it already."""
+        from hroofline.analyze.estimate import per_channel_share
         from hroofline.analyze.kernels import phase_summary
         from hroofline.analyze.layout import step_layout
         from hroofline.analyze.memory_fit import peak_phase
@@ -207,6 +208,7 @@ class Prediction:
             inference=inference,
             channels_last=settings.get("layout") == "channels_last",
             conversions=layout.conversions,
+            batch_norm=per_channel_share(launches, self.estimate_model),
             op_counts=layout.op_counts,
         )
 

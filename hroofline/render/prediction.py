@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hroofline.analyze.estimate import FITTED_HOST, StepTime
+from hroofline.analyze.estimate import FITTED_HOST, PerChannelShare, StepTime
 from hroofline.analyze.layout import ConversionShare
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
@@ -40,6 +40,7 @@ class PredictionView:
     host_source: str = FITTED_HOST  # or where it was measured (model.host.HostCost.describe)
     channels_last: bool = False  # the model and its images in NHWC
     conversions: ConversionShare | None = None  # cuDNN's layout conversions in an NCHW step
+    batch_norm: PerChannelShare | None = None  # NCHW training batch norm, one thread block per channel
     op_counts: Mapping[str, int] = field(default_factory=dict)  # traced ops per phase, without the conversions
 
 
@@ -62,6 +63,8 @@ def prediction_text(view: PredictionView) -> str:
     layout = _layout_line(view, whole)
     if layout:
         lines.append(layout)
+    if view.batch_norm is not None and view.batch_norm.added_s > 0:
+        lines.append(_batch_norm_line(view.batch_norm, whole, view.step.estimate_s))
     split = view.split
     total = split.matmul + split.other
     if total > 0:
@@ -91,6 +94,14 @@ def _layout_line(view: PredictionView, whole: str) -> str | None:
         f"layout: NCHW: cuDNN converts the tensors of {share.convolutions} convolution ops to NHWC and back, "
         f"{share.kernels} kernels moving {si(share.bytes, 'B')} (bound {si(share.bound_s, 's')}): {added}; "
         "--channels-last removes them"
+    )
+
+
+def _batch_norm_line(share: PerChannelShare, whole: str, estimate_s: float) -> str:
+    return (
+        f"batch norm: NCHW: cuDNN runs the {share.ops} batch norm ops of training one thread block per channel; "
+        f"that adds {si(share.added_s, 's')} to the {whole}'s estimate of {si(estimate_s, 's')} (a block's rate "
+        "measured on an H200, metrics/batch_norm.toml); --channels-last spreads them over the GPU"
     )
 
 
