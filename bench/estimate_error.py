@@ -58,8 +58,8 @@ from hroofline.analyze.calibrate import (
     percentiles,
 )
 from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_kinds
-from hroofline.analyze.layout import with_layout_conversions
-from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+from hroofline.analyze.layout import predicted_ops
+from hroofline.analyze.predict import prediction_peaks
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
@@ -99,7 +99,7 @@ def samples(rows: pd.DataFrame) -> list[Sample]:
         phases = "train" if row.phases == "train" else "forward"
         trace = traced(row.model, int(row.batch), row.precision, phases, bool(nhwc))
         peaks = prediction_peaks(resolve_gpu(row.gpu), row.precision)
-        ops = predict_times(with_layout_conversions(to_tensor_cores(trace, peaks), peaks).launches, peaks)
+        ops = predicted_ops(trace, peaks).launches
         if phases == "train":
             ops = ops[ops["phase"].isin(["forward", "backward", "optimizer"])]
         bounds = ops["time_bound_s"].to_numpy()

@@ -15,8 +15,8 @@ import pytest
 
 from hroofline.analyze.batch_norm import load_channel_rate
 from hroofline.analyze.estimate import EstimateModel, estimate_times, load_estimate_model, op_kinds
-from hroofline.analyze.layout import with_layout_conversions
-from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+from hroofline.analyze.layout import predicted_ops
+from hroofline.analyze.predict import prediction_peaks
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.importers.kineto import input_dims
@@ -116,8 +116,7 @@ def _estimated_batch_norms(path: Path, model: EstimateModel) -> tuple[float, flo
     name, precision, batch = re.match(r"(.+)-(amp|fp32)-b(\d+)-train", path.name).groups()  # type: ignore[union-attr]
     peaks = prediction_peaks(resolve_gpu("h200"), precision)
     config = WorkloadConfig(name, int(batch), precision, "sgd", "meta", channels_last="channels_last" in path.name)
-    step = trace_step(config, "train")
-    ops = predict_times(with_layout_conversions(to_tensor_cores(step, peaks), peaks).launches, peaks)
+    ops = predicted_ops(trace_step(config, "train"), peaks).launches
     norms = ops["kernel"].str.contains("batch_norm").to_numpy()
     roof = ops["time_bound_s"].to_numpy()
     return float(roof[norms].sum()), float(estimate_times(roof, op_kinds(ops), model)[norms].sum())
@@ -139,8 +138,7 @@ def test_the_time_per_channel_is_what_nchw_batch_norms_took() -> None:
 
 def test_the_estimate_holds_each_op_to_its_time_per_channel() -> None:
     peaks = prediction_peaks(resolve_gpu("h200"), "amp")
-    step = trace_step(WorkloadConfig("resnet18", 32, "amp", "sgd", "meta"), "train")
-    ops = predict_times(with_layout_conversions(to_tensor_cores(step, peaks), peaks).launches, peaks)
+    ops = predicted_ops(trace_step(WorkloadConfig("resnet18", 32, "amp", "sgd", "meta"), "train"), peaks).launches
     roof, kinds = ops["time_bound_s"].to_numpy(), op_kinds(ops)
     model = EstimateModel(20e-6, {"tensor": 0.5, "matmul_fp32": 0.5, "other": 0.5, "depthwise": 0.1})
     rate = load_channel_rate()

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from hroofline.analyze import layout
 from hroofline.analyze.batch_norm import load_channel_rate
 from hroofline.analyze.calibrate import (
     Sample,
@@ -27,8 +28,8 @@ from hroofline.analyze.estimate import (
     load_estimate_model,
     op_kinds,
 )
-from hroofline.analyze.layout import load_layout_cost, with_layout_conversions
-from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+from hroofline.analyze.layout import load_layout_cost
+from hroofline.analyze.predict import prediction_peaks
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
@@ -39,8 +40,7 @@ def predicted_ops(
 ) -> tuple[np.ndarray, OpKinds]:
     config = WorkloadConfig(model, batch, precision, "sgd", "meta")
     peaks = prediction_peaks(resolve_gpu(gpu), precision)
-    converted = with_layout_conversions(to_tensor_cores(trace_step(config, phases), peaks), peaks)
-    ops = predict_times(converted.launches, peaks)
+    ops = layout.predicted_ops(trace_step(config, phases), peaks).launches
     return ops["time_bound_s"].to_numpy(), op_kinds(ops)
 
 

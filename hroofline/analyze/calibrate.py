@@ -87,21 +87,18 @@ def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateMode
 
 @dataclass(frozen=True)
 class ClassTimes:
-    """One sample's ops of one class, as the fit sums them: times at roof of the ops alone (sorted); of the ops
-    with a time per channel (NCHW training batch norm: one block per channel, measured rate) with that time; and
-    of the ops followed by layout conversions with the conversions' time (measured cost, not fitted) and their
-    own time per channel."""
+    """One sample's ops of one class, as the fit sums them: times at roof of the ops whose time is that alone
+    (sorted), and of the ops with more, each with its time per channel (NCHW training batch norm: one block per
+    channel, measured rate; else 0) and the layout conversions after it (measured cost, not fitted; else 0)."""
 
     alone: np.ndarray
-    converted: np.ndarray
-    conversions: np.ndarray
-    limited: np.ndarray
+    joined: np.ndarray
     channel_s: np.ndarray
-    converted_channel_s: np.ndarray
+    conversions_s: np.ndarray
 
     @property
     def present(self) -> bool:
-        return bool(len(self.alone) or len(self.converted) or len(self.limited))
+        return bool(len(self.alone) or len(self.joined))
 
 
 @dataclass(frozen=True)
@@ -121,26 +118,18 @@ def sample_terms(sample: Sample) -> SampleTerms:
     """What the fit sums of ``sample``, by class (:func:`grid_estimates` turns them into step times)."""
     kinds = sample.kinds
     rows = conversion_times(sample.roof_s, kinds, load_layout_cost())
-    parents, conversions = rows.parent[~rows.alone], rows.seconds[~rows.alone]
-    is_parent = np.zeros(len(kinds.classes), dtype=bool)
-    is_parent[parents] = True
+    parents = rows.parent[~rows.alone]
+    conversions = np.zeros(len(kinds.classes))  # of each op, the conversions after it
+    conversions[parents] = rows.seconds[~rows.alone]
     per_channel = kinds.channel_times(load_channel_rate())
-    limited = (per_channel > 0) & ~is_parent
+    joined = per_channel > 0
+    joined[parents] = True
     found = []
     for number in range(len(OP_CLASSES)):
-        mine = (kinds.classes == number) & ~is_parent
-        of_class = kinds.classes[parents] == number
-        chosen = parents[of_class]
-        found.append(
-            ClassTimes(
-                alone=np.sort(sample.roof_s[mine & ~limited]),
-                converted=sample.roof_s[chosen],
-                conversions=conversions[of_class],
-                limited=sample.roof_s[mine & limited],
-                channel_s=per_channel[mine & limited],
-                converted_channel_s=per_channel[chosen],
-            )
-        )
+        mine = kinds.classes == number
+        more = mine & joined
+        alone = np.sort(sample.roof_s[mine & ~joined])
+        found.append(ClassTimes(alone, sample.roof_s[more], per_channel[more], conversions[more]))
     return SampleTerms(found, float(rows.seconds[rows.alone].sum()))
 
 
@@ -182,18 +171,15 @@ def grid_estimates(terms: SampleTerms, floor: float, grids: list[np.ndarray]) ->
 
 def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:
     """Sum over a class's ops of max(floor, t / e), for every e (the ops at or below floor x e take the floor),
-    over its ops with a time per channel c of max(floor, c, t / e), and over its ops with layout conversions of
-    max(floor, max(t / e, c) + their time)."""
-    own = np.maximum(ops.converted[:, None] / efficiencies[None, :], ops.converted_channel_s[:, None])
-    converted = np.maximum(floor, own + ops.conversions[:, None]).sum(axis=0)
-    limited = np.maximum(np.maximum(floor, ops.channel_s[:, None]), ops.limited[:, None] / efficiencies[None, :])
-    not_sorted = converted + limited.sum(axis=0)
+    and over its ops with more of max(floor, max(t / e, time per channel) + their layout conversions' time)."""
+    kernels = np.maximum(ops.joined[:, None] / efficiencies[None, :], ops.channel_s[:, None])
+    joined = np.maximum(floor, kernels + ops.conversions_s[:, None]).sum(axis=0)
     times = ops.alone
     if not len(times):
-        return not_sorted
+        return joined
     below = np.searchsorted(times, floor * efficiencies, side="right")
     above_sum = times.sum() - np.concatenate([[0.0], np.cumsum(times)])[below]
-    return floor * below + above_sum / efficiencies + not_sorted
+    return floor * below + above_sum / efficiencies + joined
 
 
 def percentiles(factors: np.ndarray) -> tuple[float, float]:

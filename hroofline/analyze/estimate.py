@@ -176,15 +176,14 @@ class PerChannelShare:
 
 
 def per_channel_share(launches: pd.DataFrame, model: EstimateModel) -> PerChannelShare | None:
-    """What NCHW batch norm's time per channel adds to the estimate of predicted ``launches``; None without such
-    ops (channels_last, inference, no batch norm)."""
+    """What NCHW batch norm's time per channel adds to the estimate of predicted ``launches`` (:func:`with_estimate`
+    by ``model``); None without such ops (channels_last, inference, no batch norm)."""
     kinds = op_kinds(launches)
     marked = kinds.channel_elements > 0
     if not marked.any():
         return None
-    roof = launches["time_bound_s"].to_numpy()
-    alone = estimate_times(roof, kinds, replace(model, channel_rate=NO_CHANNEL_LIMIT))
-    return PerChannelShare(int(marked.sum()), float((estimate_times(roof, kinds, model) - alone).sum()))
+    alone = estimate_times(launches["time_bound_s"].to_numpy(), kinds, replace(model, channel_rate=NO_CHANNEL_LIMIT))
+    return PerChannelShare(int(marked.sum()), float(launches["time_s"].sum() - alone.sum()))
 
 
 def describe_efficiency(efficiency: dict[str, float]) -> str:

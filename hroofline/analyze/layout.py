@@ -11,13 +11,13 @@ channels_last has none.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
 import pandas as pd
 
-from hroofline.analyze.predict import Peaks
+from hroofline.analyze.predict import Peaks, predict_times, to_tensor_cores
 from hroofline.model.quantities import FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.work.op_names import LAYOUT_CONVERSION_KERNELS
@@ -107,6 +107,13 @@ class ConversionShare:
     bytes: float
     bound_s: float
     estimate_s: float
+
+
+def predicted_ops(trace: pd.DataFrame, peaks: Peaks) -> ConvertedStep:
+    """A traced step's ops as predicted on ``peaks``' GPU: work on the tensor cores its precision mode uses, cuDNN's
+    layout conversions after their convolutions, and each op's time at roof (``time_bound_s``)."""
+    converted = with_layout_conversions(to_tensor_cores(trace, peaks), peaks)
+    return replace(converted, launches=predict_times(converted.launches, peaks))
 
 
 @dataclass(frozen=True)

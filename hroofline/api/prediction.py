@@ -236,9 +236,9 @@ def predict_run(
     time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
     ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
     from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate, with_host_cost
-    from hroofline.analyze.layout import with_layout_conversions
+    from hroofline.analyze.layout import predicted_ops
     from hroofline.analyze.memory_fit import memory_fit, peak_phase
-    from hroofline.analyze.predict import predict_times, prediction_peaks, to_tensor_cores
+    from hroofline.analyze.predict import prediction_peaks
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
     from hroofline.collect.models import check_model
     from hroofline.collect.workload import WorkloadConfig
@@ -274,8 +274,8 @@ def predict_run(
     estimate_model = options.estimate_model or load_estimate_model().for_cc(gpu.cc)
     if options.host_cost is not None:
         estimate_model = with_host_cost(estimate_model, options.host_cost, options.phases, config.precision)
-    converted = with_layout_conversions(to_tensor_cores(trace.launches, peaks), peaks)
-    launches = with_estimate(predict_times(converted.launches, peaks), estimate_model)
+    converted = predicted_ops(trace.launches, peaks)
+    launches = with_estimate(converted.launches, estimate_model)
     fit = None
     if gpu.memory_bytes is not None and trace.memory:
 

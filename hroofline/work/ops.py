@@ -260,7 +260,7 @@ def nchw_channel_elements(func: Any, args: tuple[Any, ...], kwargs: dict[str, An
         return 0
     values = {argument.name: value for argument, value in _argument_values(func, args, kwargs)}
     inputs, training = values.get("input"), next((values[f] for f in _TRAINING_FLAGS if f in values), True)
-    if not training or not isinstance(inputs, torch.Tensor) or inputs.dim() != 4 or _suggests_channels_last(inputs):
+    if not training or not isinstance(inputs, torch.Tensor) or inputs.dim() != 4 or _channels_last(inputs):
         return 0
     return inputs.numel() // max(int(inputs.shape[1]), 1)
 
@@ -301,20 +301,16 @@ def _laid_out_as_on_a_gpu(func: Any, args: tuple[Any, ...], out: Any) -> Any:
     if found is None or not isinstance(out, torch.Tensor) or out.device.type != "meta" or out.dim() != 4:
         return out
     inputs, weight, _ = found
-    if _suggests_channels_last(out) or not any(_suggests_channels_last(t) for t in (inputs, weight)):
+    if _channels_last(out) or not any(_channels_last(t) for t in (inputs, weight)):
         return out
     return out.contiguous(memory_format=torch.channels_last)
 
 
-def _suggests_channels_last(tensor: torch.Tensor) -> bool:
-    """The layout cuDNN picks its kernels by (PyTorch's suggest_memory_format): a 1x1 weight or an N x C x 1 x 1
-    tensor restrided to channels_last counts, though it is also plainly contiguous."""
-    return tensor.dim() == 4 and suggest_memory_format(tensor) == torch.channels_last
-
-
 def _channels_last(tensor: torch.Tensor) -> bool:
-    """Laid out NHWC: channels_last-contiguous and not also plain contiguous (a 1x1 image or 1 channel is both)."""
-    return tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+    """Laid out NHWC, by the rule cuDNN picks its kernels by (PyTorch's suggest_memory_format): a 1x1 weight or an
+    N x C x 1 x 1 tensor restrided to channels_last counts, though it is also plainly contiguous; a plainly
+    contiguous one does not."""
+    return tensor.dim() == 4 and suggest_memory_format(tensor) == torch.channels_last
 
 
 def causal_share(query_length: int, key_length: int) -> float:
