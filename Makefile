@@ -173,6 +173,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cpu_overhead.py
 	$(BIN)/python bench/predict_speed.py
 	$(BIN)/python bench/estimate_error.py
+	$(BIN)/python bench/host_overlap.py
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/collection_cost.py
 

@@ -27,6 +27,9 @@ measured time:
   published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
   H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step).
 
+It also judges each GPU left out with the host floor fitted on that GPU's own rows (its system's host, what
+``predict --host`` gives with the floor measured on that machine) and the other GPUs' efficiencies.
+
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6 (the H100 steps: 1.25 and 1.6, issue 24's),
 and the rows measured faster than their roofline bound (which a bound should never be). ``--write`` stores the
@@ -42,7 +45,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -180,6 +183,25 @@ def held_out(all_samples: list[Sample], groups: Sequence[str], floor_s: float | 
         train = [s for s, g in zip(all_samples, groups, strict=True) if g != group]
         factors[mine] = error_factors([all_samples[i] for i in mine], fit(train, floor_s))
     return factors
+
+
+@dataclass(frozen=True)
+class OwnHost:
+    """Each GPU left out of the fit, judged with the host floor fitted on its own rows instead of the others':
+    what ``predict --host`` gives with the floor measured on that machine (``ceilings --measure``)."""
+
+    floors_s: dict[str, float]  # per GPU, the floor its own rows fit (its system's host)
+    factors: np.ndarray  # in the rows' order
+
+
+def own_host_held_out(rows: pd.DataFrame, found: Sequence[Sample]) -> OwnHost:
+    factors, floors = np.empty(len(found)), {}
+    for gpu, table in rows.groupby("gpu"):
+        mine = [found[i] for i in table.index]
+        others = fit([found[i] for i in rows.index.difference(table.index)])
+        floors[str(gpu)] = fit(mine).host_floor_s
+        factors[table.index] = error_factors(mine, replace(others, host_floor_s=floors[str(gpu)]))
+    return OwnHost(floors, factors)
 
 
 def hopper_rows() -> pd.DataFrame:
@@ -367,10 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     own_efficiency = describe_efficiency(own.model.efficiency)
     print(f"fit on all {len(own.rows)} Hopper rows (that floor kept): efficiency {own_efficiency}")
-    floors = ", ".join(
-        f"{gpu} {fit([found[i] for i in table.index]).host_floor_s * 1e6:.1f} us" for gpu, table in rows.groupby("gpu")
-    )
+    own_host = own_host_held_out(rows, found)
+    floors = ", ".join(f"{gpu} {floor * 1e6:.1f} us" for gpu, floor in own_host.floors_s.items())
     print(f"host floor fitted on each GPU's NVIDIA rows alone (its system's host): {floors}")
+    print(_line("each GPU left out, judged with its own host floor", own_host.factors))
     # predict's band: the widest 90th percentile of the ways that judge the bundled fit's own method and data
     widest = max((label for label in judged if judged[label].bundled), key=lambda k: percentiles(judged[k].factors)[1])
     if args.write:
