@@ -27,8 +27,8 @@ measured time:
   published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
   H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step).
 
-It also judges each GPU left out with the host floor fitted on that GPU's own rows (its system's host, what
-``predict --host`` gives with the floor measured on that machine) and the other GPUs' efficiencies.
+It also judges each GPU left out with the other GPUs' efficiencies and the host floor fitted on that GPU's own rows:
+in-sample, the host its system's steps imply, to show how much of that protocol's error is the unseen host.
 
 Prints the median and 90th-percentile error factor max(est/meas, meas/est) of each, whether each held-out
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6 (the H100 steps: 1.25 and 1.6, issue 24's),
@@ -187,8 +187,8 @@ def held_out(all_samples: list[Sample], groups: Sequence[str], floor_s: float | 
 
 @dataclass(frozen=True)
 class OwnHost:
-    """Each GPU left out of the fit, judged with the host floor fitted on its own rows instead of the others':
-    what ``predict --host`` gives with the floor measured on that machine (``ceilings --measure``)."""
+    """Each GPU left out of the fit, judged with the host floor fitted on its own rows instead of the others'
+    (in-sample: the host its system's steps imply, not a held-out figure)."""
 
     floors_s: dict[str, float]  # per GPU, the floor its own rows fit (its system's host)
     factors: np.ndarray  # in the rows' order
@@ -392,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     own_host = own_host_held_out(rows, found)
     floors = ", ".join(f"{gpu} {floor * 1e6:.1f} us" for gpu, floor in own_host.floors_s.items())
     print(f"host floor fitted on each GPU's NVIDIA rows alone (its system's host): {floors}")
-    print(_line("each GPU left out, judged with its own host floor", own_host.factors))
+    print(_line("each GPU left out, its own rows' host floor (in-sample)", own_host.factors))
     # predict's band: the widest 90th percentile of the ways that judge the bundled fit's own method and data
     widest = max((label for label in judged if judged[label].bundled), key=lambda k: percentiles(judged[k].factors)[1])
     if args.write:

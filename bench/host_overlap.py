@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import estimate_error  # the bench beside this one: its data and its tracing
 
 from hroofline.analyze.batch_norm import load_channel_rate
-from hroofline.analyze.calibrate import Sample, percentiles
+from hroofline.analyze.calibrate import Sample
 from hroofline.analyze.estimate import OP_CLASSES, OTHER_CLASS, conversion_times
 from hroofline.analyze.layout import load_layout_cost
 
@@ -78,6 +78,8 @@ def laid_out(samples: Sequence[Sample]) -> Steps:
         fitted = kinds.fitted()
         kept = fitted.copy()
         kept[rows.rows[rows.alone]] = True
+        if not kept.any():
+            raise ValueError(f"step {sample.key} has no op to estimate")
         classes = np.where(fitted, kinds.classes, NO_HOST)
         roof = np.where(fitted, sample.roof_s, 0.0)
         parts.append(
@@ -131,32 +133,41 @@ def loss(steps: Steps, way: Aggregate, floor_s: float, efficiency: np.ndarray) -
 def fit(steps: Steps, way: Aggregate) -> Fitted:
     """Least mean squared log error, one parameter at a time until none moves, on the coarse grids and then
     on fine ones around the coarse best. Classes no step has take ``other``'s efficiency."""
-    present = steps.present
-    floor, efficiency = 40e-6, np.array([0.8, 0.8, 0.6, 0.6])
-    grids = COARSE
-    for stage in range(2):
-        if stage:
-            around = (floor, efficiency)
-            grids = (
-                np.clip(np.arange(around[0] - 2.5e-6, around[0] + 2.51e-6, FINE_STEPS[0]), 0.0, None),
-                np.round(np.arange(-0.05, 0.0501, FINE_STEPS[1]), 2),
-            )
-        best = loss(steps, way, floor, efficiency)
-        moved = True
-        while moved:
-            moved = False
-            floors = grids[0]
-            found = [loss(steps, way, f, efficiency) for f in floors]
-            if min(found) < best - 1e-15:
-                best, floor, moved = min(found), float(floors[int(np.argmin(found))]), True
-            for number in np.flatnonzero(present):
-                values = grids[1] if not stage else np.clip(around[1][number] + grids[1], 0.01, 1.0)
-                trials = [loss(steps, way, floor, _with(efficiency, number, v)) for v in values]
-                if min(trials) < best - 1e-15:
-                    best, moved = min(trials), True
-                    efficiency = _with(efficiency, number, float(values[int(np.argmin(trials))]))
-    efficiency = np.where(present, efficiency, efficiency[OTHER_CLASS])
-    return Fitted(floor, efficiency)
+    floors, efficiencies = COARSE
+    floor, efficiency = _search(steps, way, (40e-6, np.array([0.8, 0.8, 0.6, 0.6])), floors, lambda _: efficiencies)
+    floors = np.clip(np.arange(floor - 2.5e-6, floor + 2.51e-6, FINE_STEPS[0]), 0.0, None)
+    offsets = np.round(np.arange(-0.05, 0.0501, FINE_STEPS[1]), 2)
+    coarse = efficiency.copy()
+    floor, efficiency = _search(
+        steps, way, (floor, efficiency), floors, lambda number: np.clip(coarse[number] + offsets, 0.01, 1.0)
+    )
+    return Fitted(floor, np.where(steps.present, efficiency, efficiency[OTHER_CLASS]))
+
+
+def _search(
+    steps: Steps,
+    way: Aggregate,
+    start: tuple[float, np.ndarray],
+    floors: np.ndarray,
+    grid: Callable[[int], np.ndarray],
+) -> tuple[float, np.ndarray]:
+    """From ``start``, the floor among ``floors`` and each present class's efficiency among ``grid(class)`` that
+    lower the loss most, one at a time, until none does."""
+    floor, efficiency = start
+    best = loss(steps, way, floor, efficiency)
+    moved = True
+    while moved:
+        moved = False
+        found = [loss(steps, way, f, efficiency) for f in floors]
+        if min(found) < best - 1e-15:
+            best, floor, moved = min(found), float(floors[int(np.argmin(found))]), True
+        for number in np.flatnonzero(steps.present):
+            values = grid(int(number))
+            trials = [loss(steps, way, floor, _with(efficiency, number, v)) for v in values]
+            if min(trials) < best - 1e-15:
+                best, moved = min(trials), True
+                efficiency = _with(efficiency, number, float(values[int(np.argmin(trials))]))
+    return floor, efficiency
 
 
 def _with(efficiency: np.ndarray, number: int, value: float) -> np.ndarray:
@@ -179,11 +190,6 @@ def held_out(samples: Sequence[Sample], groups: Sequence[str], way: Aggregate) -
     return found
 
 
-def _line(label: str, found: np.ndarray) -> str:
-    median, p90 = percentiles(found)
-    return f"  {label:<40} x{median:.4f} / x{p90:.4f}"
-
-
 def main() -> int:
     if not estimate_error.PUBLISHED.exists():
         print(f"skipped: {estimate_error.PUBLISHED} not found (../shared beside the checkout)")
@@ -196,16 +202,16 @@ def main() -> int:
     )
     published, other, hopper = (estimate_error.samples(table) for table in (rows, other_rows, h100))
     print(f"{len(published)} published steps (fitted), {len(other)} timm and {len(hopper)} H100 steps (judged only)")
-    print(f"traced in {time.perf_counter() - started:.0f} s; error factor, median / 90th percentile:")
+    print(f"traced in {time.perf_counter() - started:.0f} s; error factor max(est/meas, meas/est):")
     for name, way in WAYS.items():
         fitted = fit(laid_out(published), way)
         efficiency = ", ".join(f"{c} {e:.2f}" for c, e in zip(OP_CLASSES, fitted.efficiency, strict=True))
         print(f"{name}: host floor {fitted.floor_s * 1e6:.1f} us, {efficiency}")
         for label, columns in estimate_error.HELD_OUT.items():
             groups = rows[list(columns)].astype(str).agg(":".join, axis=1).tolist()
-            print(_line(label, held_out(published, groups, way)))
-        print(_line("timm, never fitted to", factors(laid_out(other), way, fitted)))
-        print(_line("H100 training steps, never fitted to", factors(laid_out(hopper), way, fitted)))
+            print(estimate_error._line(label, held_out(published, groups, way)))
+        print(estimate_error._line("timm, never fitted to", factors(laid_out(other), way, fitted)))
+        print(estimate_error._line("H100 training steps, never fitted to", factors(laid_out(hopper), way, fitted)))
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -35,6 +35,19 @@ def estimate_error_bench() -> ModuleType:
     return module
 
 
+@cache
+def host_overlap_bench() -> ModuleType:
+    """bench/host_overlap.py as a module (it imports bench/estimate_error.py, loaded as above)."""
+    need(SHARED / "reference" / "published-step-times.csv")
+    estimate_error_bench()
+    spec = importlib.util.spec_from_file_location("host_overlap", REPO / "bench" / "host_overlap.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @dataclass(frozen=True)
 class LinkedKernel:
     """A kernel of a recorded trace and the ops open on its launching thread at its launch (hroofline's own linking,
