@@ -25,6 +25,7 @@ Run as ``make bench`` or ``.venv/bin/python bench/host_overlap.py``.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -190,7 +191,9 @@ def held_out(samples: Sequence[Sample], groups: Sequence[str], way: Aggregate) -
     return found
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
     if not estimate_error.PUBLISHED.exists():
         print(f"skipped: {estimate_error.PUBLISHED} not found (../shared beside the checkout)")
         return 0
