@@ -73,9 +73,8 @@ def laid_out(samples: Sequence[Sample]) -> Steps:
     for number, sample in enumerate(samples):
         kinds = sample.kinds
         rows = conversion_times(sample.roof_s, kinds, layout)
-        conversions = np.zeros(len(kinds.classes))
-        np.add.at(conversions, rows.parent[~rows.alone], rows.seconds[~rows.alone])
-        conversions[rows.rows[rows.alone]] = rows.seconds[rows.alone]
+        conversions = rows.by_op(len(kinds.classes))
+        conversions[rows.rows[rows.alone]] = rows.seconds[rows.alone]  # a conversion with no op before it: its own
         fitted = kinds.fitted()
         kept = fitted.copy()
         kept[rows.rows[rows.alone]] = True

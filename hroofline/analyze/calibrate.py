@@ -118,12 +118,10 @@ def sample_terms(sample: Sample) -> SampleTerms:
     """What the fit sums of ``sample``, by class (:func:`grid_estimates` turns them into step times)."""
     kinds = sample.kinds
     rows = conversion_times(sample.roof_s, kinds, load_layout_cost())
-    parents = rows.parent[~rows.alone]
-    conversions = np.zeros(len(kinds.classes))  # of each op, the conversions after it
-    conversions[parents] = rows.seconds[~rows.alone]
+    conversions = rows.by_op(len(kinds.classes))
     per_channel = kinds.channel_times(load_channel_rate())
     joined = per_channel > 0
-    joined[parents] = True
+    joined[rows.parent[~rows.alone]] = True
     found = []
     for number in range(len(OP_CLASSES)):
         mine = kinds.classes == number

@@ -140,6 +140,12 @@ class ConversionTimes:
     def alone(self) -> np.ndarray:
         return self.parent < 0
 
+    def by_op(self, ops: int) -> np.ndarray:
+        """Of each of a step's ``ops`` rows, the time of the layout conversions after it (0 for the rest)."""
+        seconds = np.zeros(ops)
+        np.add.at(seconds, self.parent[~self.alone], self.seconds[~self.alone])
+        return seconds
+
 
 def conversion_times(roof_s: np.ndarray, kinds: OpKinds, layout: LayoutCost) -> ConversionTimes:
     rows = np.flatnonzero(~kinds.fitted())
