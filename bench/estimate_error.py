@@ -25,7 +25,9 @@ measured time:
 - Hopper's own efficiencies (predict uses them on a GPU of compute capability 9.0): fitted on every Hopper step
   above and the H200's layout steps (tests/data/gpu-2026-11-27/h200-layouts/held-out-steps.csv) with the
   published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
-  H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step).
+  H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step);
+  and, judged only, the steps of eight models no fit saw, measured on another H200 on a fifth visit
+  (tests/data/gpu-2026-11-27/h200-fifth/held-out-steps.csv), with the Hopper efficiencies predict uses.
 
 It also judges each GPU left out with the other GPUs' efficiencies and the host floor fitted on that GPU's own rows:
 in-sample, the host its system's steps imply, to show how much of that protocol's error is the unseen host.
@@ -75,6 +77,7 @@ H100_SHARED = REPO.parent / "shared" / "reference" / "h100-step-times.csv"  # ju
 H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  # judged on, never fitted to
 H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv"  # judged on, never fitted to
 H200_LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts" / "held-out-steps.csv"
+H200_FIFTH = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-fifth" / "held-out-steps.csv"  # never fitted to
 HOPPER_CC = "9.0"
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 H100_GOAL = (1.25, 1.6)  # issue 24's for the H100 steps, with them left out of the fit
@@ -139,7 +142,7 @@ def timed_steps(path: Path) -> pd.DataFrame:
 
 def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
     """Steps measured on a Hopper GPU on 2026-11-27, per kind of step: training at batch 32 and 128, at batch 1,
-    and inference at batch 1 and 64 in NCHW, and training in channels_last."""
+    and inference at batch 1 and 64 in NCHW, and training in channels_last (the kinds the file has)."""
     rows = timed_steps(path)
     found = samples(rows)
     nchw = rows["layout"] == "NCHW"
@@ -153,6 +156,8 @@ def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]
     lines = []
     for kind, chosen in kinds.items():
         mine = [found[i] for i in np.flatnonzero(chosen.to_numpy())]
+        if not mine:
+            continue
         ratios = np.array([estimated_step(sample, model) / sample.measured_s for sample in mine])
         leaning = f"median estimate/measured {np.median(ratios):.2f}"
         lines.append(_line(f"  {label}, {kind}", np.maximum(ratios, 1 / ratios)) + f", {leaning}")
@@ -385,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_line("  H200, five models no layout trace saw, NCHW and channels_last, batch 128", factors))
         if label == HOPPER_LABEL:
             print("\n".join(hopper_lines(own, model)))
+            print("\n".join(more_hopper_lines(H200_FIFTH, "another H200, eight models no fit saw", own.model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     own_efficiency = describe_efficiency(own.model.efficiency)

@@ -24,7 +24,8 @@ from hroofline.model.numbers import si
 from hroofline.roofs.catalog import resolve_gpu
 from tests.conftest import REPO, linked_kernels
 
-LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts"
+GPU_DATA = REPO / "tests" / "data" / "gpu-2026-11-27"
+LAYOUTS = GPU_DATA / "h200-layouts"
 NO_BATCH_NORM = ("convnext_tiny", "vgg16")  # layer norm; none
 TRAINING_STEPS = [p for p in sorted(LAYOUTS.glob("*-train-nchw-trace.json.xz")) if not p.name.startswith(NO_BATCH_NORM)]
 BATCH_NORMS = ("aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward")
@@ -78,6 +79,21 @@ def test_the_rates_are_what_the_h200_measured() -> None:
             for precision in ("amp", "fp32")
         )
         assert 0.85 < half / single < 0.90
+
+
+def test_another_h200_and_an_h100_measure_the_same_rates() -> None:
+    """The same 8 steps traced on another H200 (the fifth visit, h200-fifth/) give the rates within 1% forward and
+    3% backward; the H100's one NCHW trace (resnet50 amp, batch 32) gives its step's H200 rates within 1% and 4%
+    (the two Hopper GPUs have 132 SMs each; no other generation was traced)."""
+    rate = load_channel_rate()
+    again = [GPU_DATA / "h200-fifth" / p.name for p in TRAINING_STEPS]
+    forward, backward, ops = channel_rates(again)
+    assert ops == (48, 48)
+    assert forward == pytest.approx(rate.forward, rel=0.01) and backward == pytest.approx(rate.backward, rel=0.03)
+    h100 = channel_rates([GPU_DATA / "h100-resnet50-amp-b32-nchw-trace.json.xz"])
+    h200 = channel_rates([p for p in TRAINING_STEPS if p.name.startswith("resnet50-amp")])
+    assert h100[2] == h200[2] == (7, 7)
+    assert h100[0] == pytest.approx(h200[0], rel=0.01) and h100[1] == pytest.approx(h200[1], rel=0.04)
 
 
 def test_channels_last_kernels_are_not_held_to_a_block_per_channel() -> None:

@@ -168,6 +168,18 @@ def test_the_estimated_conversion_time_is_near_what_the_h200_measured() -> None:
         assert 1 / 1.5 < estimate / trace.conversion_s < 1.5, trace.name
 
 
+def test_another_h200_launched_the_same_conversions() -> None:
+    """The 11 NCHW training steps traced again on another H200 (the fifth visit, h200-fifth/): the same conversion
+    kernels, in number and kind, taking within 2% of the time the fit above was made on."""
+    again = sorted((LAYOUTS.parent / "h200-fifth").glob("*-nchw-trace.json.xz"))
+    assert len(again) == 11
+    for path in again:
+        first, second = read_trace(LAYOUTS / path.name), read_trace(path)
+        assert second.conversion_kernels == first.conversion_kernels, path.name
+        assert second.spatial_conversion_kernels == first.spatial_conversion_kernels, path.name
+        assert second.conversion_s == pytest.approx(first.conversion_s, rel=0.02), path.name
+
+
 def test_a_spatial_convolution_converts_input_weight_and_output_and_its_gradients() -> None:
     images = torch.empty(2, 8, 10, 10, device="meta")
     weight = torch.empty(16, 8, 3, 3, device="meta")
