@@ -26,8 +26,8 @@ measured time:
   above and the H200's layout steps (tests/data/gpu-2026-11-27/h200-layouts/held-out-steps.csv) with the
   published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
   H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step);
-  and, judged only, the steps of eight models no fit saw, measured on another H200 on a fifth visit
-  (tests/data/gpu-2026-11-27/h200-fifth/held-out-steps.csv), with the Hopper efficiencies predict uses.
+  and, judged only, the steps of eight models no fit saw, measured on another H200 on a fifth visit and on an
+  H100 on a sixth (tests/data/gpu-2026-11-27/h200-fifth/, h100-sixth/), with the Hopper efficiencies predict uses.
 
 It also judges each GPU left out with the other GPUs' efficiencies and the host floor fitted on that GPU's own rows:
 in-sample, the host its system's steps imply, to show how much of that protocol's error is the unseen host.
@@ -78,6 +78,7 @@ H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  
 H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv"  # judged on, never fitted to
 H200_LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts" / "held-out-steps.csv"
 H200_FIFTH = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-fifth" / "held-out-steps.csv"  # never fitted to
+H100_SIXTH = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-sixth" / "held-out-steps.csv"  # never fitted to
 HOPPER_CC = "9.0"
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 H100_GOAL = (1.25, 1.6)  # issue 24's for the H100 steps, with them left out of the fit
@@ -391,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if label == HOPPER_LABEL:
             print("\n".join(hopper_lines(own, model)))
             print("\n".join(more_hopper_lines(H200_FIFTH, "another H200, eight models no fit saw", own.model)))
+            print("\n".join(more_hopper_lines(H100_SIXTH, "an H100, the same eight models", own.model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
     own_efficiency = describe_efficiency(own.model.efficiency)
