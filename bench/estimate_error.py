@@ -26,8 +26,9 @@ measured time:
   above and the H200's layout steps (tests/data/gpu-2026-11-27/h200-layouts/held-out-steps.csv) with the
   published fit's host floor, and judged with each of the two Hopper GPUs left out of the fit; of them, the 24
   H100 training steps of ../shared on their own (their efficiencies fitted on the H200's steps, no H100 step);
-  and, judged only, the steps of eight models no fit saw, measured on another H200 on a fifth visit and on an
-  H100 on a sixth (tests/data/gpu-2026-11-27/h200-fifth/, h100-sixth/), with the Hopper efficiencies predict uses.
+  and, judged only, the steps of eight models neither fit saw, measured on another H200 on a fifth visit and on
+  an H100 on a sixth (tests/data/gpu-2026-11-27/h200-fifth/, h100-sixth/), with the Hopper efficiencies predict
+  uses.
 
 It also judges each GPU left out with the other GPUs' efficiencies and the host floor fitted on that GPU's own rows:
 in-sample, the host its system's steps imply, to show how much of that protocol's error is the unseen host.
@@ -391,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_line("  H200, five models no layout trace saw, NCHW and channels_last, batch 128", factors))
         if label == HOPPER_LABEL:
             print("\n".join(hopper_lines(own, model)))
-            print("\n".join(more_hopper_lines(H200_FIFTH, "another H200, eight models no fit saw", own.model)))
+            fifth = more_hopper_lines(H200_FIFTH, "another H200, eight models neither fit saw", own.model)
+            print("\n".join(fifth))
             print("\n".join(more_hopper_lines(H100_SIXTH, "an H100, the same eight models", own.model)))
     efficiency = describe_efficiency(model.efficiency)
     print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")

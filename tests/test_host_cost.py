@@ -154,34 +154,40 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
 
 
 def test_a_host_bound_step_is_not_the_same_on_another_machine_of_the_kind() -> None:
-    """The 10 NCHW training steps at batch 32 timed on four H200 machines (third visit's first and third calls,
-    fourth and fifth visits; the same software, CUDA events, median of 10 steps): VGG16's, whose kernels are
-    long, within 4% of each other; the others, which the host sets, spread by 1.27 to 2.53 times (DenseNet-121
-    amp: 39.6 to 100.0 ms). No host floor, fitted or measured beside them, can be nearer such steps than that."""
+    """The 10 NCHW training steps at batch 32 timed on four H200 machines (the same software, CUDA events, median
+    of 10 steps). In processes that timed nothing else first (the third visit's first and third calls), VGG16's,
+    whose kernels are long, within 1% of each other, the others, which the host sets, 1.03 to 1.39 times apart:
+    one host floor for both machines is off by at least x1.18 on one of them for such a step. The fourth and
+    fifth visits timed them in processes that had traced earlier steps with torch.profiler: VGG16's within 3%
+    of the others, the host's up to 2.53 times the faster (DenseNet-121 amp: 69.8 and 100.0 ms against 39.6 and
+    44.0), so the machine and the profiler's after-effect cannot be told apart there."""
     key = ["model", "precision", "batch"]
 
-    def steps(path: Path, layout: str = "NCHW", time: str = "measured_s") -> pd.DataFrame:
+    def steps(path: Path, layout: str = "NCHW", time: str = "measured_s") -> pd.Series:
         rows = pd.read_csv(path)
         rows = rows[(rows["phases"] == "train") & (rows["layout"] == layout) & (rows["batch"] == 32)]
         return rows.set_index(key)[time]
 
-    timings = pd.concat(
+    clean = pd.concat([steps(GPU_DATA / "h200-step-times.csv"), steps(GPU_DATA / "h200-host-bound-steps.csv")], axis=1)
+    after_profiler = pd.concat(
         [
-            steps(GPU_DATA / "h200-step-times.csv"),
-            steps(GPU_DATA / "h200-host-bound-steps.csv"),
             steps(GPU_DATA / "h200-layouts" / "step-times.csv", "nchw", "step_s"),
             steps(GPU_DATA / "h200-fifth" / "step-times.csv"),
         ],
         axis=1,
-        join="inner",
     )
+    timings = pd.concat([clean, after_profiler], axis=1, join="inner")
     assert len(timings) == 10
-    spread = timings.max(axis=1) / timings.min(axis=1)
-    vgg = spread.index.get_level_values("model") == "vgg16"
-    assert spread[vgg].max() < 1.04
-    assert (spread[~vgg].min(), spread[~vgg].max()) == pytest.approx((1.27, 2.53), abs=0.005)
-    densenet = timings.loc[("densenet121", "amp", 32)]
-    assert (densenet.min(), densenet.max()) == pytest.approx((0.0396, 0.1000), abs=5e-5)
+    clean, after_profiler = timings.iloc[:, :2], timings.iloc[:, 2:]
+    vgg = timings.index.get_level_values("model") == "vgg16"
+    spread = clean.max(axis=1) / clean.min(axis=1)
+    assert spread[vgg].max() < 1.01
+    assert (spread[~vgg].min(), spread[~vgg].max()) == pytest.approx((1.03, 1.39), abs=0.005)
+    assert spread[~vgg].max() ** 0.5 == pytest.approx(1.18, abs=0.005)
+    slower = after_profiler.max(axis=1) / clean.min(axis=1)
+    assert slower[vgg].max() < 1.03 and slower[~vgg].max() == pytest.approx(2.53, abs=0.005)
+    densenet = timings.loc[("densenet121", "amp", 32)].to_numpy()
+    assert densenet == pytest.approx([0.0396, 0.0440, 0.0698, 0.1000], abs=5e-5)
 
 
 def test_ceilings_measure_writes_the_host_table(cli, tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_predicted_memory_holds_on_every_shared_h100_row() -> None:
 
 
 def test_predicted_memory_holds_on_eight_models_measured_on_an_h200() -> None:
-    """The fifth visit's training steps at batch 32 and 128 of eight models no earlier run measured
+    """The fifth visit's training steps at batch 32 and 128 of eight models whose steps no earlier run timed
     (tests/data/gpu-2026-11-27/h200-fifth/held-out-steps.csv): the predicted peak within 15% of
     max_memory_allocated (0.89 to 1.00 of it)."""
     import pandas as pd
