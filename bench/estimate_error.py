@@ -66,7 +66,7 @@ from hroofline.analyze.calibrate import (
 from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_kinds
 from hroofline.analyze.layout import predicted_ops
 from hroofline.analyze.predict import prediction_peaks
-from hroofline.collect.meta_trace import trace_step
+from hroofline.collect.meta_trace import StepTrace, trace_step_memory
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
 from hroofline.roofs.metricset import metrics_dir
@@ -95,9 +95,10 @@ def channels_last(rows: pd.DataFrame) -> pd.Series:
 
 
 @cache
-def traced(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> pd.DataFrame:
-    """A step traced on the meta device, once per run of the bench (the Hopper fit sees rows judged before it)."""
-    return trace_step(WorkloadConfig(model, batch, precision, "sgd", "meta", channels_last=nhwc), phases)
+def traced(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> StepTrace:
+    """A step traced on the meta device, its ops and memory, once per run of the bench (the Hopper fit sees rows
+    judged before it)."""
+    return trace_step_memory(WorkloadConfig(model, batch, precision, "sgd", "meta", channels_last=nhwc), phases)
 
 
 def samples(rows: pd.DataFrame) -> list[Sample]:
@@ -105,7 +106,7 @@ def samples(rows: pd.DataFrame) -> list[Sample]:
     found = []
     for row, nhwc in zip(rows.itertuples(index=False), channels_last(rows), strict=True):
         phases = "train" if row.phases == "train" else "forward"
-        trace = traced(row.model, int(row.batch), row.precision, phases, bool(nhwc))
+        trace = traced(row.model, int(row.batch), row.precision, phases, bool(nhwc)).launches
         peaks = prediction_peaks(resolve_gpu(row.gpu), row.precision)
         ops = predicted_ops(trace, peaks).launches
         if phases == "train":
