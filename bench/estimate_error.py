@@ -75,11 +75,12 @@ REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO.parent / "shared" / "reference" / "published-step-times.csv"
 OTHER_SOURCE = REPO / "bench" / "data" / "timm-step-times.csv"  # judged on, never fitted to
 H100_SHARED = REPO.parent / "shared" / "reference" / "h100-step-times.csv"  # judged on, never fitted to
-H100_MORE = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-step-times.csv"  # judged on, never fitted to
-H200_STEPS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-step-times.csv"  # judged on, never fitted to
-H200_LAYOUTS = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-layouts" / "held-out-steps.csv"
-H200_FIFTH = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-fifth" / "held-out-steps.csv"  # never fitted to
-H100_SIXTH = REPO / "tests" / "data" / "gpu-2026-11-27" / "h100-sixth" / "held-out-steps.csv"  # never fitted to
+GPU_DATA = REPO / "tests" / "data" / "gpu-2026-11-27"  # steps measured on lent GPUs
+H100_MORE = GPU_DATA / "h100-step-times.csv"  # judged on, never fitted to
+H200_STEPS = GPU_DATA / "h200-step-times.csv"  # judged on, never fitted to
+H200_LAYOUTS = GPU_DATA / "h200-layouts" / "held-out-steps.csv"
+H200_FIFTH = GPU_DATA / "h200-fifth" / "held-out-steps.csv"  # judged on, never fitted to
+H100_SIXTH = GPU_DATA / "h100-sixth" / "held-out-steps.csv"  # judged on, never fitted to
 HOPPER_CC = "9.0"
 GOAL_MEDIAN, GOAL_P90 = 1.2, 1.6
 H100_GOAL = (1.25, 1.6)  # issue 24's for the H100 steps, with them left out of the fit
@@ -143,28 +144,39 @@ def timed_steps(path: Path) -> pd.DataFrame:
     return rows[rows["note"].isna()].reset_index(drop=True)
 
 
-def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
-    """Steps measured on a Hopper GPU on 2026-11-27, per kind of step: training at batch 32 and 128, at batch 1,
-    and inference at batch 1 and 64 in NCHW, and training in channels_last (the kinds the file has)."""
-    rows = timed_steps(path)
-    found = samples(rows)
+def step_kinds(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The kinds of step a file of Hopper steps has: training at batch 32 and 128, at batch 1, and inference at
+    batch 1 and 64 in NCHW, and training in channels_last; each a mask over the rows."""
     nchw = rows["layout"] == "NCHW"
+    training, single = rows["phases"] == "train", rows["batch"] == 1
     kinds = {
-        "training, batch 32 and 128": nchw & (rows["phases"] == "train") & (rows["batch"] > 1),
-        "training, batch 1": nchw & (rows["phases"] == "train") & (rows["batch"] == 1),
-        "inference, batch 64": nchw & (rows["phases"] != "train") & (rows["batch"] > 1),
-        "inference, batch 1": nchw & (rows["phases"] != "train") & (rows["batch"] == 1),
+        "training, batch 32 and 128": nchw & training & ~single,
+        "training, batch 1": nchw & training & single,
+        "inference, batch 64": nchw & ~training & ~single,
+        "inference, batch 1": nchw & ~training & single,
         "training in channels_last": ~nchw,
     }
-    lines = []
-    for kind, chosen in kinds.items():
-        mine = [found[i] for i in np.flatnonzero(chosen.to_numpy())]
-        if not mine:
-            continue
-        ratios = np.array([estimated_step(sample, model) / sample.measured_s for sample in mine])
-        leaning = f"median estimate/measured {np.median(ratios):.2f}"
-        lines.append(_line(f"  {label}, {kind}", np.maximum(ratios, 1 / ratios)) + f", {leaning}")
-    return lines
+    return {kind: chosen.to_numpy() for kind, chosen in kinds.items() if chosen.any()}
+
+
+def kind_figures(rows: pd.DataFrame, ratios: np.ndarray) -> dict[str, tuple[float, float, float]]:
+    """Per kind of step (``step_kinds``), from each row's estimate/measured: the median and 90th-percentile error
+    factor, and the median estimate/measured (which way the estimate leans)."""
+    return {
+        kind: (*percentiles(np.maximum(ratios[chosen], 1 / ratios[chosen])), float(np.median(ratios[chosen])))
+        for kind, chosen in step_kinds(rows).items()
+    }
+
+
+def more_hopper_lines(path: Path, label: str, model: EstimateModel) -> list[str]:
+    """Steps measured on a Hopper GPU on 2026-11-27, one line per kind of step the file has."""
+    rows = timed_steps(path)
+    ratios = np.array([estimated_step(sample, model) / sample.measured_s for sample in samples(rows)])
+    counts = {kind: int(chosen.sum()) for kind, chosen in step_kinds(rows).items()}
+    return [
+        _figures(f"  {label}, {kind}", median, p90, counts[kind]) + f", median estimate/measured {leaning:.2f}"
+        for kind, (median, p90, leaning) in kind_figures(rows, ratios).items()
+    ]
 
 
 POOLED_LABEL = "both sources, each model left out"
@@ -276,8 +288,11 @@ def inference_rows(rows: pd.DataFrame, by_table: np.ndarray, other_rows: pd.Data
 
 
 def _line(label: str, factors: np.ndarray) -> str:
-    median, p90 = percentiles(factors)
-    return f"{label:<50} median x{median:.2f}   p90 x{p90:.2f}   ({len(factors)} rows)"
+    return _figures(label, *percentiles(factors), len(factors))
+
+
+def _figures(label: str, median: float, p90: float, rows: int) -> str:
+    return f"{label:<50} median x{median:.2f}   p90 x{p90:.2f}   ({rows} rows)"
 
 
 def per_table(rows: pd.DataFrame, found: Sequence[Sample], model: EstimateModel) -> list[str]:

@@ -145,23 +145,13 @@ def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
     third = bench.timed_steps(bench.H200_STEPS)
     third = third[(third["phases"] == "train") & (third["batch"] == 1)].reset_index(drop=True)
     assert per_op_s(bench.samples(third)) == pytest.approx((23.5e-6, 32.8e-6, 40.4e-6), abs=0.05e-6)
-    training, single = (rows["phases"] == "train").to_numpy(), (rows["batch"] == 1).to_numpy()
-    kinds = {
-        "training, batch 32 and 128": training & ~single,
-        "training, batch 1": training & single,
-        "inference, batch 64": ~training & ~single,
-        "inference, batch 1": ~training & single,
-    }
 
     def figures(models: list[EstimateModel]) -> dict[str, tuple[float, float, float]]:
         """Per kind of step: median and 90th-percentile error, median estimate/measured."""
         ratios = np.array([estimated_step(s, m) / s.measured_s for s, m in zip(found, models, strict=True)])
-        return {
-            kind: (*percentiles(np.maximum(ratios[chosen], 1 / ratios[chosen])), float(np.median(ratios[chosen])))
-            for kind, chosen in kinds.items()
-        }
+        return bench.kind_figures(rows, ratios)
 
-    assert [chosen.sum() for chosen in kinds.values()] == [32, 16, 16, 16]
+    assert [chosen.sum() for chosen in bench.step_kinds(rows).values()] == [32, 16, 16, 16]
     fitted = figures([hopper.model] * len(found))
     assert fitted == {  # the README's figures
         "training, batch 32 and 128": pytest.approx((1.16, 1.46, 0.97), abs=0.005),
@@ -171,7 +161,7 @@ def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
     }
     median, p90, _ = fitted["training, batch 32 and 128"]
     assert median <= bench.H100_GOAL[0] and p90 <= bench.H100_GOAL[1]
-    phases = ["train" if train else "forward" for train in training]
+    phases = ["train" if phase == "train" else "forward" for phase in rows["phases"]]
     measured_host = [
         with_host_cost(hopper.model, host, phase, precision)
         for phase, precision in zip(phases, rows["precision"], strict=True)
@@ -192,17 +182,14 @@ def test_the_same_models_on_an_h100(hopper) -> None:
     assert len(rows) == 39 and set(rows["gpu"]) == {"h100-sxm"} and set(rows["phases"]) == {"train"}
     assert not set(rows["model"]) & set(hopper.rows["model"])
     ratios = np.array([estimated_step(s, hopper.model) / s.measured_s for s in bench.samples(rows)])
-    figures, counts = {}, {}
-    for kind, chosen in {"batch 32 and 128": rows["batch"] > 1, "batch 1": rows["batch"] == 1}.items():
-        mine = ratios[chosen.to_numpy()]
-        counts[kind] = len(mine)
-        figures[kind] = (*percentiles(np.maximum(mine, 1 / mine)), float(np.median(mine)))
-    assert counts == {"batch 32 and 128": 32, "batch 1": 7}
+    counts = {kind: chosen.sum() for kind, chosen in bench.step_kinds(rows).items()}
+    assert counts == {"training, batch 32 and 128": 32, "training, batch 1": 7}
+    figures = bench.kind_figures(rows, ratios)
     assert figures == {  # median and 90th-percentile error, median estimate/measured (the README's)
-        "batch 32 and 128": pytest.approx((1.17, 1.47, 0.92), abs=0.005),
-        "batch 1": pytest.approx((1.24, 1.42, 0.81), abs=0.005),
+        "training, batch 32 and 128": pytest.approx((1.17, 1.47, 0.92), abs=0.005),
+        "training, batch 1": pytest.approx((1.24, 1.42, 0.81), abs=0.005),
     }
-    median, p90, _ = figures["batch 32 and 128"]
+    median, p90, _ = figures["training, batch 32 and 128"]
     assert median <= bench.H100_GOAL[0] and p90 <= bench.H100_GOAL[1]
     # at batch 128 the H100 took 1.05 to 1.18 times the fifth visit's H200 time for the same step
     key = ["model", "precision", "batch", "phases"]
