@@ -335,6 +335,8 @@ def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int, ho
         "# (matmul/conv on tensor cores), matmul_fp32 (matmul/conv on FP32 units), other (memory-bound rest),\n"
         "# depthwise (depthwise convolutions).\n"
         'source = "fitted to ../shared/reference/published-step-times.csv by bench/estimate_error.py"\n\n'
+        "# host_floor_s is an element-wise op's host time; a convolution, a matrix product and a batch norm take a\n"
+        "# measured multiple of it (metrics/host_cost.toml).\n"
         f"[fit]\nhost_floor_s = {model.host_floor_s:.2e}\n\n[fit.efficiency]\n{efficiency}\n\n"
         "# The error factor max(estimate/measured, measured/estimate) on measured steps left out of the fit: of the\n"
         "# ways bench/estimate_error.py leaves steps out whose fits saw NVIDIA's rows only, the one with the widest\n"
@@ -412,7 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(fifth))
             print("\n".join(more_hopper_lines(H100_SIXTH, "an H100, the same eight models", own.model)))
     efficiency = describe_efficiency(model.efficiency)
-    print(f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per op; efficiency {efficiency}")
+    print(
+        f"fit on all NVIDIA rows: host floor {model.host_floor_s * 1e6:.1f} us per element-wise op; "
+        f"efficiency {efficiency}"
+    )
     own_efficiency = describe_efficiency(own.model.efficiency)
     print(f"fit on all {len(own.rows)} Hopper rows (that floor kept): efficiency {own_efficiency}")
     own_host = own_host_held_out(rows, found)

@@ -6,10 +6,13 @@ that runs ahead under its long kernels. This fits three ways of adding them up o
 own host floor and four class efficiencies (each op's kernel time: its time at roof over its class's efficiency,
 NCHW batch norm's time per channel and cuDNN's layout conversions as in the estimate):
 
-- per op: the sum over ops of max(host floor, kernel time), what ``predict`` does;
-- queue: the host issues op i at (i + 1) x floor and the GPU runs its kernels after the previous op's, the step
-  ending when the last kernel does (max over stretches ending at the last op of host + GPU time);
-- whole step: max(sum of the kernel times, ops x floor), one stretch.
+- per op: the sum over ops of max(the op's host time, kernel time), what ``predict`` does;
+- queue: the host issues op i when its host times up to i have passed and the GPU runs its kernels after the
+  previous op's, the step ending when the last kernel does (max over stretches ending at the last op of host +
+  GPU time);
+- whole step: max(sum of the kernel times, sum of the host times), one stretch.
+
+An op's host time is the floor (an element-wise op's) times its kind's measured host weight, as in the estimate.
 
 Each is fitted as bench/estimate_error.py fits the estimate (mean squared log error, on NVIDIA's published rows;
 efficiencies every 0.05 then 0.01, floors every 2.5 us then 0.5 us) but by a search along one parameter at a
@@ -55,6 +58,7 @@ class Steps:
 
     roof_s: np.ndarray
     classes: np.ndarray  # index in OP_CLASSES, or NO_HOST
+    host_weight: np.ndarray  # the op's host time over an element-wise op's (the floor); 0 for NO_HOST
     channel_s: np.ndarray  # NCHW training batch norm's time per channel, else 0
     conversions_s: np.ndarray  # the layout conversions the op's kernels include (measured cost, not fitted)
     step: np.ndarray  # which step each row belongs to
@@ -83,11 +87,19 @@ def laid_out(samples: Sequence[Sample]) -> Steps:
         classes = np.where(fitted, kinds.classes, NO_HOST)
         roof = np.where(fitted, sample.roof_s, 0.0)
         parts.append(
-            (roof[kept], classes[kept], kinds.channel_times(rate)[kept], conversions[kept], np.full(kept.sum(), number))
+            (
+                roof[kept],
+                classes[kept],
+                kinds.host_weight[kept],
+                kinds.channel_times(rate)[kept],
+                conversions[kept],
+                np.full(kept.sum(), number),
+            )
         )
-    roof, classes, channel, conversions, step = (np.concatenate(column) for column in zip(*parts, strict=True))
+    roof, classes, weight, channel, conversions, step = (np.concatenate(column) for column in zip(*parts, strict=True))
     starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
-    return Steps(roof, classes, channel, conversions, step, starts, np.array([s.measured_s for s in samples]))
+    measured = np.array([s.measured_s for s in samples])
+    return Steps(roof, classes, weight, channel, conversions, step, starts, measured)
 
 
 def kernel_times(steps: Steps, efficiency: np.ndarray) -> np.ndarray:
@@ -97,13 +109,13 @@ def kernel_times(steps: Steps, efficiency: np.ndarray) -> np.ndarray:
 
 def per_op(steps: Steps, floor_s: float, efficiency: np.ndarray) -> np.ndarray:
     kernels = kernel_times(steps, efficiency)
-    return np.add.reduceat(np.where(steps.classes < NO_HOST, np.maximum(floor_s, kernels), kernels), steps.starts)
+    return np.add.reduceat(np.maximum(floor_s * steps.host_weight, kernels), steps.starts)
 
 
 def queue(steps: Steps, floor_s: float, efficiency: np.ndarray) -> np.ndarray:
     """The last kernel's end: max over ops k of (when the host issues k) + (the kernel time of k and after)."""
     kernels = kernel_times(steps, efficiency)
-    hosted = np.cumsum(steps.classes < NO_HOST)
+    hosted = np.cumsum(steps.host_weight)
     issued = floor_s * (hosted - np.r_[0, hosted][steps.starts][steps.step])
     done = np.cumsum(kernels)
     before = done - kernels - np.r_[0, done][steps.starts][steps.step]
@@ -113,7 +125,7 @@ def queue(steps: Steps, floor_s: float, efficiency: np.ndarray) -> np.ndarray:
 
 def whole_step(steps: Steps, floor_s: float, efficiency: np.ndarray) -> np.ndarray:
     kernels = np.add.reduceat(kernel_times(steps, efficiency), steps.starts)
-    return np.maximum(kernels, floor_s * np.add.reduceat((steps.classes < NO_HOST).astype(float), steps.starts))
+    return np.maximum(kernels, floor_s * np.add.reduceat(steps.host_weight, steps.starts))
 
 
 Aggregate = Callable[[Steps, float, np.ndarray], np.ndarray]

@@ -33,6 +33,7 @@ from hroofline.analyze.predict import prediction_peaks
 from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
+from hroofline.work.host_weights import load_host_weights
 
 
 def predicted_ops(
@@ -48,7 +49,14 @@ def test_classes_and_formula() -> None:
     roof, kinds = predicted_ops(4, "amp")
     assert set(np.unique(kinds.classes)) == {0, 2}  # AMP: convolutions on the tensor cores, the rest memory-bound
     model = EstimateModel(30e-6, {"tensor": 0.5, "matmul_fp32": 0.8, "other": 0.25, "depthwise": 0.1})
-    expected = [max(30e-6, t / (0.5 if c == 0 else 0.25)) for t, c in zip(roof, kinds.classes, strict=True)]
+    # each op's floor: 30 us times its kind's host weight (resnet18's forward: 20 convolutions, 20 batch norms,
+    # one matrix product; the rest element-wise)
+    weights = load_host_weights()
+    kinds_of_op = {weights.convolution: 20, weights.batch_norm: 20, weights.matmul: 1}
+    assert {w: int((kinds.host_weight == w).sum()) for w in kinds_of_op} == kinds_of_op
+    assert set(kinds.host_weight) == {1.0, *kinds_of_op}
+    floors = 30e-6 * kinds.host_weight
+    expected = [max(f, t / (0.5 if c == 0 else 0.25)) for f, t, c in zip(floors, roof, kinds.classes, strict=True)]
     assert estimate_times(roof, kinds, model) == pytest.approx(expected, rel=1e-12)
     _, fp32 = predicted_ops(4, "fp32")
     assert set(np.unique(fp32.classes)) == {1, 2}  # V100 FP32: no TF32, convolutions on the FP32 units
@@ -74,7 +82,7 @@ def test_depthwise_convolutions_are_a_class_of_their_own() -> None:
 def test_layout_conversions_share_their_convolutions_host_time() -> None:
     """On an A100 in NCHW each 3x3 convolution of resnet18 under AMP is followed by its conversions: 3 kernels in
     the forward pass, their time 3 x the time per kernel + their bound / the 16-bit share. The convolution and its
-    conversions together take max(host floor, the convolution's time + theirs): the row holds what they add."""
+    conversions together take max(the convolution's host time, its time + theirs): the row holds what they add."""
     roof, kinds = predicted_ops(4, "amp", "a100")
     conversions = np.flatnonzero(kinds.classes == LAYOUT_CLASS)
     assert len(conversions) == 17 and set(kinds.kernels[conversions]) == {3} and set(kinds.conversion_bits) == {0, 16}
@@ -85,9 +93,10 @@ def test_layout_conversions_share_their_convolutions_host_time() -> None:
         times = estimate_times(roof, kinds, model)
         convolution = roof[conversions - 1] / 0.5
         own = 3 * cost.kernel_s + roof[conversions] / cost.efficiency[16]
-        together = np.maximum(floor, convolution + own)
+        host = floor * load_host_weights().convolution  # a convolution's host time
+        together = np.maximum(host, convolution + own)
         assert times[conversions - 1] + times[conversions] == pytest.approx(together, rel=1e-12)
-        assert times[conversions - 1] == pytest.approx(np.maximum(floor, convolution), rel=1e-12)
+        assert times[conversions - 1] == pytest.approx(np.maximum(host, convolution), rel=1e-12)
         if floor == 0:
             assert times[conversions] == pytest.approx(own, rel=1e-12)  # nothing hides them
         else:

@@ -96,6 +96,7 @@ def sum_per_op(step: RecordedStep) -> float:
         parent=np.full(n, -1),
         channel_elements=np.zeros(n),
         backward=np.zeros(n, dtype=bool),
+        host_weight=np.ones(n),  # the step's mean host time per op, measured, for every op
     )
     model = EstimateModel(step.host_per_op_s, dict.fromkeys(OP_CLASSES, 1.0), channel_rate=NO_CHANNEL_LIMIT)
     return float(estimate_times(step.gpu_s, kinds, model).sum())
@@ -103,9 +104,16 @@ def sum_per_op(step: RecordedStep) -> float:
 
 def in_order_queue(step: RecordedStep) -> float:
     """The host issues op i at (i + 1) x its time per op; the GPU runs its kernels after the previous op's."""
-    done = 0.0
-    for number, seconds in enumerate(step.gpu_s):
-        done = max(done, (number + 1) * step.host_per_op_s) + seconds
+    return issued_in_order(step.gpu_s, np.full(len(step.gpu_s), step.host_per_op_s))
+
+
+def issued_in_order(gpu_s: np.ndarray, host_s: np.ndarray) -> float:
+    """The host issues op i once its host times up to i have passed; the GPU runs its kernels after the previous
+    op's."""
+    done = issued = 0.0
+    for seconds, host in zip(gpu_s, host_s, strict=True):
+        issued += host
+        done = max(done, issued) + seconds
     return done
 
 
@@ -174,7 +182,7 @@ def test_the_bench_judges_the_estimates_own_sum_and_a_queue_as_simulated_here() 
     for number, start in enumerate(steps.starts):
         mine = slice(start, steps.starts[number + 1] if number + 1 < len(steps.starts) else None)
         assert (steps.classes[mine] < bench.NO_HOST).all()  # every row has host time: the simulation applies
-        simulated = in_order_queue(RecordedStep(kernels[mine], model.host_floor_s, 0.0))
+        simulated = issued_in_order(kernels[mine], model.host_floor_s * steps.host_weight[mine])
         assert queued[number] == pytest.approx(simulated, rel=1e-12)
     assert (bench.whole_step(steps, model.host_floor_s, efficiency) <= queued).all()
 
@@ -186,7 +194,10 @@ def test_the_benchs_queue_runs_a_conversion_with_no_op_before_it_without_host_ti
     roof = np.array([30e-6, 0.0, 5e-6, 40e-6])
     classes = np.array([OTHER_CLASS, bench.NO_HOST, OTHER_CLASS, OTHER_CLASS])
     conversions = np.array([0.0, 25e-6, 0.0, 0.0])
-    steps = bench.Steps(roof, classes, np.zeros(4), conversions, np.zeros(4, int), np.array([0]), np.array([1.0]))
+    weights = np.array([1.0, 0.0, 1.0, 1.0])  # element-wise ops, the conversion none
+    steps = bench.Steps(
+        roof, classes, weights, np.zeros(4), conversions, np.zeros(4, int), np.array([0]), np.array([1.0])
+    )
     # host issues at 10, (none), 20, 30 us; the GPU: 10-40, 40-65, 65-70, 70-110 us
     assert bench.queue(steps, floor, efficiency) == pytest.approx([110e-6])
     assert bench.per_op(steps, floor, efficiency) == pytest.approx([(30 + 25 + 10 + 40) * 1e-6])

@@ -102,8 +102,9 @@ def test_the_bundled_fit_saw_nvidias_rows_alone(nvidia: tuple[pd.DataFrame, list
 
 def test_nvidias_rows_say_little_of_depthwise_convolutions(nvidia: tuple[pd.DataFrame, list]) -> None:
     """The README: on NVIDIA's rows the depthwise efficiency is weakly determined. Moving it from the fitted value
-    to anywhere between 0.5 and 1.0 changes the fit's loss (mean squared log error) by under 1%, and depthwise ops
-    are at most 10% of any row's estimate (EfficientNet-B0's; ResNet-50 has none)."""
+    to anywhere between 0.4 and 0.8 changes the fit's loss (mean squared log error) by under 1% (at 1.0 by under
+    2%), and depthwise ops
+    are at most 14% of any row's estimate (EfficientNet-B0's; ResNet-50 has none)."""
     bundled, samples = load_estimate_model(), nvidia[1]
     measured = np.array([sample.measured_s for sample in samples])
 
@@ -113,12 +114,13 @@ def test_nvidias_rows_say_little_of_depthwise_convolutions(nvidia: tuple[pd.Data
         return float(np.mean(np.log(estimates / measured) ** 2))
 
     fitted = loss(bundled.efficiency["depthwise"])
-    assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.5, 0.7, 1.0))
+    assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.4, 0.5, 0.7, 0.8))
+    assert 1.01 * fitted < loss(1.0) < 1.02 * fitted
     shares = []
     for sample in samples:
         times = estimate_times(sample.roof_s, sample.kinds, bundled)
         shares.append(times[sample.kinds.classes == DEPTHWISE_CLASS].sum() / times.sum())
-    assert 0.05 < max(shares) <= 0.105
+    assert 0.05 < max(shares) <= 0.14
 
 
 def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list], timm_samples: list) -> None:
@@ -134,24 +136,24 @@ def test_inference_has_its_own_held_out_check(nvidia: tuple[pd.DataFrame, list],
     assert len(forward) == (rows["phases"] != "train").sum() + (ROWS["phases"] != "train").sum() == 184
     median, p90 = percentiles(forward)
     assert median <= 1.2 and p90 <= 1.6
-    assert (median, p90) == pytest.approx((1.17, 1.46), abs=0.005)  # the README's figures
+    assert (median, p90) == pytest.approx((1.18, 1.44), abs=0.005)  # the README's figures
 
 
 def test_each_gpu_left_out_is_off_by_its_systems_host(nvidia: tuple[pd.DataFrame, list]) -> None:
-    """The README: each GPU left out of the fit misses its steps by x1.32 / x1.72 (median / p90), and by x1.12 /
-    x1.33 with the host floor its own rows fit (in-sample), the efficiencies still the other GPUs'. The three
-    systems' hosts differ: 29.0 us per op (A100), 51.5 us (V100), 54.5 us (T4)."""
+    """The README: each GPU left out of the fit misses its steps by x1.28 / x1.62 (median / p90), and by x1.08 /
+    x1.30 with the host floor its own rows fit (in-sample), the efficiencies still the other GPUs'. The three
+    systems' hosts differ: 18.0 us per element-wise op (A100), 30.5 us (V100), 30.0 us (T4)."""
     bench = estimate_error_bench()
     rows, samples = nvidia
     own = bench.own_host_held_out(rows, samples)
     assert {gpu: round(floor * 1e6, 1) for gpu, floor in own.floors_s.items()} == {
-        "a100-80gb": 29.0,
-        "t4": 54.5,
-        "v100-sxm2": 51.5,
+        "a100-80gb": 18.0,
+        "t4": 30.0,
+        "v100-sxm2": 30.5,
     }
-    assert percentiles(own.factors) == pytest.approx((1.117, 1.331), abs=0.001)
+    assert percentiles(own.factors) == pytest.approx((1.081, 1.296), abs=0.001)
     others = bench.held_out(samples, list(rows["gpu"]))
-    assert percentiles(others) == pytest.approx((1.316, 1.715), abs=0.001)
+    assert percentiles(others) == pytest.approx((1.276, 1.615), abs=0.001)
 
 
 def test_a_queue_of_times_at_roof_predicts_worse_than_the_sum_per_op(
@@ -168,13 +170,13 @@ def test_a_queue_of_times_at_roof_predicts_worse_than_the_sum_per_op(
         fitted = bench.fit(bench.laid_out(samples), way)
         timm = percentiles(bench.factors(bench.laid_out(timm_samples), way, fitted))
         found[name] = (*timm, *percentiles(bench.held_out(samples, list(rows["model"]), way)))
-    assert found["per op (hroofline)"] == pytest.approx((1.165, 1.430, 1.195, 1.729), abs=0.001)
-    assert found["queue"] == pytest.approx((1.222, 1.654, 1.446, 1.937), abs=0.001)
+    assert found["per op (hroofline)"] == pytest.approx((1.163, 1.446, 1.217, 1.616), abs=0.001)
+    assert found["queue"] == pytest.approx((1.218, 1.662, 1.342, 1.787), abs=0.001)
     # why: fitted on EfficientNet-B0's rows alone (mostly the host's), the queue's efficiencies are loose
     efficientnet = [sample for sample, model in zip(samples, rows["model"], strict=True) if model == "efficientnet_b0"]
     resnet = [sample for sample, model in zip(samples, rows["model"], strict=True) if model == "resnet50"]
     measured = np.array([sample.measured_s for sample in resnet])
-    for name, tensor, leaning in (("per op (hroofline)", 0.65, 0.97), ("queue", 0.21, 1.28)):
+    for name, tensor, leaning in (("per op (hroofline)", 0.50, 0.98), ("queue", 0.22, 1.29)):
         way = bench.WAYS[name]
         fitted = bench.fit(bench.laid_out(efficientnet), way)
         estimates = way(bench.laid_out(resnet), fitted.floor_s, fitted.efficiency)

@@ -88,11 +88,14 @@ def fit(samples: Sequence[Sample], floor_s: float | None = None) -> EstimateMode
 @dataclass(frozen=True)
 class ClassTimes:
     """One sample's ops of one class, as the fit sums them: times at roof of the ops whose time is that alone
-    (sorted), and of the ops with more, each with its time per channel (NCHW training batch norm: one block per
-    channel, measured rate; else 0) and the layout conversions after it (measured cost, not fitted; else 0)."""
+    (sorted by time at roof over host weight), and of the ops with more, each with its time per channel (NCHW
+    training batch norm: one block per channel, measured rate; else 0) and the layout conversions after it
+    (measured cost, not fitted; else 0); each op's host weight beside it (its floor over the fitted one)."""
 
     alone: np.ndarray
+    alone_weight: np.ndarray
     joined: np.ndarray
+    joined_weight: np.ndarray
     channel_s: np.ndarray
     conversions_s: np.ndarray
 
@@ -125,9 +128,18 @@ def sample_terms(sample: Sample) -> SampleTerms:
     found = []
     for number in range(len(OP_CLASSES)):
         mine = kinds.classes == number
-        more = mine & joined
-        alone = np.sort(sample.roof_s[mine & ~joined])
-        found.append(ClassTimes(alone, sample.roof_s[more], per_channel[more], conversions[more]))
+        more, alone = mine & joined, mine & ~joined
+        order = np.argsort(sample.roof_s[alone] / kinds.host_weight[alone], kind="stable")
+        found.append(
+            ClassTimes(
+                sample.roof_s[alone][order],
+                kinds.host_weight[alone][order],
+                sample.roof_s[more],
+                kinds.host_weight[more],
+                per_channel[more],
+                conversions[more],
+            )
+        )
     return SampleTerms(found, float(rows.seconds[rows.alone].sum()))
 
 
@@ -168,16 +180,18 @@ def grid_estimates(terms: SampleTerms, floor: float, grids: list[np.ndarray]) ->
 
 
 def _class_term(ops: ClassTimes, floor: float, efficiencies: np.ndarray) -> np.ndarray:
-    """Sum over a class's ops of max(floor, t / e), for every e (the ops at or below floor x e take the floor),
-    and over its ops with more of max(floor, max(t / e, time per channel) + their layout conversions' time)."""
+    """Sum over a class's ops of max(floor x w, t / e), w an op's host weight, for every e (the ops with t / w at
+    or below floor x e take their floor), and over its ops with more of max(floor x w, max(t / e, time per
+    channel) + their layout conversions' time)."""
     kernels = np.maximum(ops.joined[:, None] / efficiencies[None, :], ops.channel_s[:, None])
-    joined = np.maximum(floor, kernels + ops.conversions_s[:, None]).sum(axis=0)
+    joined = np.maximum(floor * ops.joined_weight[:, None], kernels + ops.conversions_s[:, None]).sum(axis=0)
     times = ops.alone
     if not len(times):
         return joined
-    below = np.searchsorted(times, floor * efficiencies, side="right")
+    below = np.searchsorted(times / ops.alone_weight, floor * efficiencies, side="right")
+    floors = floor * np.concatenate([[0.0], np.cumsum(ops.alone_weight)])[below]
     above_sum = times.sum() - np.concatenate([[0.0], np.cumsum(times)])[below]
-    return floor * below + above_sum / efficiencies + joined
+    return floors + above_sum / efficiencies + joined
 
 
 def percentiles(factors: np.ndarray) -> tuple[float, float]:

@@ -4,14 +4,15 @@ The bound is each op's time at roof (:mod:`hroofline.analyze.predict`). Real ste
 spends tens of microseconds per op on the host, and kernels reach only part of their roof, a part that
 depends on the kind of work. The estimate of one op is
 
-    max(host floor, time at roof / efficiency of its class)
+    max(host floor x host weight of its kind, time at roof / efficiency of its class)
 
-with four classes: matrix products and convolutions on the tensor cores, the same on the FP32 units,
-everything else (memory-bound element-wise work, reductions, normalisation), and depthwise convolutions,
-which run on kernels of their own far below their roof. The floor and the four efficiencies are fitted to
-measured step times (:mod:`hroofline.analyze.calibrate`; a class no fitted step has an op of takes the
-efficiency of ``other``), and live with the error they showed on measurements left out of the fit in
-``metrics/estimate.toml``.
+The floor is an element-wise op's host time; a convolution, a matrix product and a batch norm cost the host a
+measured multiple of it (:mod:`hroofline.work.host_weights`). The efficiencies have four classes: matrix
+products and convolutions on the tensor cores, the same on the FP32 units, everything else (memory-bound
+element-wise work, reductions, normalisation), and depthwise convolutions, which run on kernels of their own far
+below their roof. The floor and the four efficiencies are fitted to measured step times
+(:mod:`hroofline.analyze.calibrate`; a class no fitted step has an op of takes the efficiency of ``other``), and
+live with the error they showed on measurements left out of the fit in ``metrics/estimate.toml``.
 
 cuDNN's layout conversions around an NCHW convolution on tensor cores (:mod:`hroofline.analyze.layout`) are
 kernels launched inside their convolution's op: no host floor of their own, and a cost measured on real
@@ -35,6 +36,7 @@ from hroofline.analyze.predict import MATMUL_OPS
 from hroofline.model.host import HostCost
 from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
+from hroofline.work.host_weights import HostWeights, load_host_weights
 from hroofline.work.op_names import CONVOLUTION_OPS
 
 OP_CLASSES: tuple[str, ...] = ("tensor", "matmul_fp32", "other", "depthwise")  # fitted, each at least the floor
@@ -48,7 +50,7 @@ FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
 class EstimateModel:
     """The fitted parameters of the estimate, and the error they showed on data left out of the fit."""
 
-    host_floor_s: float
+    host_floor_s: float  # an element-wise op's; other kinds of op take a measured multiple (work/host_weights.py)
     efficiency: dict[str, float]  # per op class, in (0, 1]
     median_error: float | None = None  # error factor max(est/meas, meas/est), held-out rows
     p90_error: float | None = None
@@ -97,18 +99,24 @@ class OpKinds:
     parent: np.ndarray  # of a layout-conversion row, the row of its convolution (the one before it), else -1
     channel_elements: np.ndarray  # of a batch norm in training over NCHW, the elements of one channel, else 0
     backward: np.ndarray  # the op is a backward one (its kernels' rate per channel differs)
+    host_weight: np.ndarray  # its host time over an element-wise op's (measured per kind of op; 0: a conversion)
 
     def channel_times(self, rate: ChannelRate) -> np.ndarray:
         """Per op, the time of its kernels at one block per channel (NCHW training batch norm), or 0."""
         return rate.times(self.channel_elements, self.backward)
+
+    def floors(self, host_floor_s: float) -> np.ndarray:
+        """Per op, its host time: the floor (an element-wise op's) times its kind's weight."""
+        return host_floor_s * self.host_weight
 
     def fitted(self) -> np.ndarray:
         """The ops whose class the fit sets (and the host floor holds): all but the layout conversions."""
         return self.classes != LAYOUT_CLASS
 
 
-def op_kinds(launches: pd.DataFrame) -> OpKinds:
-    """Per op, its class (:data:`OP_CLASSES`, or a layout conversion) and what a conversion row stands for."""
+def op_kinds(launches: pd.DataFrame, host_weights: HostWeights | None = None) -> OpKinds:
+    """Per op, its class (:data:`OP_CLASSES`, or a layout conversion), what a conversion row stands for, and its
+    host weight (``host_weights``, by default the measured ones)."""
     tensor_columns = [c for c in TENSOR_FLOP_QUANTITIES if c in launches]
     on_tensor_cores = launches[tensor_columns].fillna(0.0).sum(axis=1).to_numpy() > 0
     matmul = launches["kernel"].isin(MATMUL_OPS).to_numpy()
@@ -124,7 +132,9 @@ def op_kinds(launches: pd.DataFrame) -> OpKinds:
     parent = np.where((classes == LAYOUT_CLASS) & after_a_convolution, rows - 1, -1)
     elements = launches["channel_elements"] if "channel_elements" in launches else pd.Series(0.0, index=launches.index)
     backward = launches["kernel"].str.contains("backward", regex=False).fillna(False).to_numpy(dtype=bool)
-    return OpKinds(classes, bits, kernels, parent, elements.fillna(0).to_numpy(dtype=np.float64), backward)
+    # a layout conversion's kernels run inside its convolution's op: no host time of their own
+    weights = np.where(bits > 0, 0.0, (host_weights or load_host_weights()).of(launches["kernel"]))
+    return OpKinds(classes, bits, kernels, parent, elements.fillna(0).to_numpy(dtype=np.float64), backward, weights)
 
 
 @dataclass(frozen=True)
@@ -156,7 +166,7 @@ def conversion_times(roof_s: np.ndarray, kinds: OpKinds, layout: LayoutCost) -> 
 def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> np.ndarray:
     """Each op's estimated time from its time at roof and its kind.
 
-    A layout-conversion row's kernels run inside its convolution's op: the two take max(host floor, the op's
+    A layout-conversion row's kernels run inside its convolution's op: the two take max(the op's host floor, its
     kernels + the conversions), so the row holds what the conversions add to the op's estimate, nothing where
     the host's floor hides them."""
     fitted = kinds.fitted()
@@ -164,10 +174,11 @@ def estimate_times(roof_s: np.ndarray, kinds: OpKinds, model: EstimateModel) -> 
     kernel_time = np.zeros(len(roof_s))
     kernel_time[fitted] = roof_s[fitted] / efficiency[kinds.classes[fitted]]
     kernel_time = np.maximum(kernel_time, kinds.channel_times(model.channel_rate))
-    times = np.where(fitted, np.maximum(model.host_floor_s, kernel_time), 0.0)
+    floors = kinds.floors(model.host_floor_s)
+    times = np.where(fitted, np.maximum(floors, kernel_time), 0.0)
     conversions = conversion_times(roof_s, kinds, model.layout)
     op = np.where(conversions.alone, 0, conversions.parent)
-    together = np.maximum(model.host_floor_s, kernel_time[op] + conversions.seconds) - times[op]
+    together = np.maximum(floors[op], kernel_time[op] + conversions.seconds) - times[op]
     times[conversions.rows] = np.where(conversions.alone, conversions.seconds, together)
     return times
 
@@ -197,13 +208,22 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
     return ", ".join(f"{name} {efficiency[name]:.2f}" for name in OP_CLASSES)
 
 
+def describe_host_weights(weights: HostWeights) -> str:
+    """``x1.76 a convolution, x1.85 a matrix product, x3.24 a batch norm (measured)``: the host weights."""
+    return (
+        f"x{weights.convolution:.2f} a convolution, x{weights.matmul:.2f} a matrix product, "
+        f"x{weights.batch_norm:.2f} a batch norm (measured)"
+    )
+
+
 def estimate_method(model: EstimateModel) -> str:
     efficiency = describe_efficiency(model.efficiency)
     host = "fitted" if model.host_source == FITTED_HOST else "measured"
     layout = ", ".join(f"{value:.3g} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
     rate = model.channel_rate
     return (
-        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}), time at roof / efficiency of the "
+        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}) per element-wise op, "
+        f"{describe_host_weights(load_host_weights())}, time at roof / efficiency of the "
         f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.3g} us per kernel + "
         f"time at roof / {layout} (measured); NCHW batch norm in training: the longer of that and N*H*W / "
         f"{rate.forward / 1e9:.3g} G (forward) or {rate.backward / 1e9:.3g} G (backward) elements/s (one thread "
@@ -211,9 +231,14 @@ def estimate_method(model: EstimateModel) -> str:
     )
 
 
-def with_host_cost(model: EstimateModel, host: HostCost, phases: str, precision: str) -> EstimateModel:
-    """The estimate with the host floor measured on a machine (``ceilings --measure``) instead of the fitted one."""
-    return replace(model, host_floor_s=host.per_op(phases, precision), host_source=host.describe(phases, precision))
+def with_host_cost(
+    model: EstimateModel, host: HostCost, phases: str, precision: str, probe_weight: float
+) -> EstimateModel:
+    """The estimate with the host floor measured on a machine (``ceilings --measure``) instead of the fitted one:
+    the probe's seconds per op over ``probe_weight``, the mean host weight of its ops
+    (:func:`hroofline.collect.host_cost.probe_host_weight`), is an element-wise op's."""
+    floor = host.per_op(phases, precision) / probe_weight
+    return replace(model, host_floor_s=floor, host_source=host.describe(phases, precision))
 
 
 def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:

@@ -183,6 +183,7 @@ class Prediction:
         from hroofline.analyze.memory_fit import peak_phase
         from hroofline.analyze.predict import flop_split, tensor_share
         from hroofline.render.prediction import PredictionView
+        from hroofline.work.host_weights import load_host_weights
 
         launches = self.source.launches
         settings = self.source.info.settings
@@ -202,7 +203,7 @@ class Prediction:
             tensor_share=tensor_share(launches, self.peaks),
             split=flop_split(launches),
             estimate_source=self.estimate_model.source,
-            host_floor_s=self.estimate_model.host_floor_s,
+            host_floors=load_host_weights().floors(self.estimate_model.host_floor_s),
             host_source=self.estimate_model.host_source,
             peak_split=peak_phase(memory) if memory else None,
             inference=inference,
@@ -273,7 +274,12 @@ def predict_run(
     trace = traced(config)
     estimate_model = options.estimate_model or load_estimate_model().for_cc(gpu.cc)
     if options.host_cost is not None:
-        estimate_model = with_host_cost(estimate_model, options.host_cost, options.phases, config.precision)
+        from hroofline.collect.host_cost import probe_host_weight
+        from hroofline.model.host import step_kind
+
+        host = options.host_cost
+        weight = probe_host_weight(step_kind(options.phases, config.precision), host.device)
+        estimate_model = with_host_cost(estimate_model, host, options.phases, config.precision, weight)
     converted = predicted_ops(trace.launches, peaks)
     launches = with_estimate(converted.launches, estimate_model)
     fit = None

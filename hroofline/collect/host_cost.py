@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 
 import torch
 from torch import nn
@@ -26,6 +27,7 @@ from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import STEP_PHASES, TrainingStep, WorkloadConfig
 from hroofline.errors import ProfilingError
 from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost
+from hroofline.work.host_weights import load_host_weights
 
 SHALLOW_BLOCKS, DEEP_BLOCKS = 4, 24
 PROBES: dict[int, str] = {  # blocks -> model spec
@@ -101,6 +103,20 @@ def counted_ops(kind: str, device: str, blocks: int) -> int:
     config = replace(config, device="meta")
     launches = trace_step(config, phases)
     return int(launches["phase"].isin(STEP_PHASES).sum())
+
+
+@cache
+def probe_host_weight(kind: str, device: str) -> float:
+    """The mean host weight (:mod:`hroofline.work.host_weights`) of the ops the deep probe has over the shallow
+    one: a measured seconds per op over it is an element-wise op's host time, the estimate's host floor."""
+    weights = load_host_weights()
+    units, ops = {}, {}
+    for blocks in PROBES:
+        config, phases = _config(kind, device, blocks)
+        launches = trace_step(replace(config, device="meta"), phases)
+        counted = launches[launches["phase"].isin(STEP_PHASES)]
+        units[blocks], ops[blocks] = float(weights.of(counted["kernel"]).sum()), len(counted)
+    return (units[DEEP_BLOCKS] - units[SHALLOW_BLOCKS]) / (ops[DEEP_BLOCKS] - ops[SHALLOW_BLOCKS])
 
 
 def step_seconds(kind: str, device: str, steps: int) -> dict[int, float]:

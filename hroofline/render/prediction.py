@@ -36,7 +36,7 @@ class PredictionView:
     estimate_source: str = ""  # what the estimate's parameters were fitted to
     peak_split: PhaseMemory | None = None  # the phase with the step's peak memory, by category
     inference: bool = False  # a forward pass in eval mode without gradients, not a training step's forward
-    host_floor_s: float | None = None  # the estimate's host time per op
+    host_floors: Mapping[str, float] = field(default_factory=dict)  # the estimate's host time per kind of op
     host_source: str = FITTED_HOST  # or where it was measured (model.host.HostCost.describe)
     channels_last: bool = False  # the model and its images in NHWC
     conversions: ConversionShare | None = None  # cuDNN's layout conversions in an NCHW step
@@ -51,8 +51,8 @@ def prediction_text(view: PredictionView) -> str:
     lines.append(_step_line(view.step, whole))
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
-    if view.host_floor_s is not None:
-        lines.append(_host_line(view.host_floor_s, view.host_source))
+    if view.host_floors:
+        lines.append(_host_line(view.host_floors, view.host_source))
     if view.fit is not None:
         lines.append(_fit_line(view.fit))
     if view.peak_split is not None and view.peak_split.peak_by_category:
@@ -105,13 +105,15 @@ def _batch_norm_line(share: PerChannelShare, whole: str, estimate_s: float) -> s
     )
 
 
-def _host_line(floor_s: float, source: str) -> str:
+def _host_line(floors: Mapping[str, float], source: str) -> str:
+    (first, first_s), *rest = floors.items()
+    kinds = ", ".join([f"{first} takes at least {si(first_s, 's')}", *(f"{kind} {si(s, 's')}" for kind, s in rest)])
     if source == FITTED_HOST:
         return (
-            f"host: each op takes at least {si(floor_s, 's')}, fitted to the published steps' hosts "
-            "(--host FILE: your host's, from hroofline ceilings --measure)"
+            f"host: {kinds} (the element-wise op's fitted to the published steps' hosts, the others' measured "
+            "multiples of it; --host FILE: your host's, from hroofline ceilings --measure)"
         )
-    return f"host: each op takes at least {si(floor_s, 's')} ({source})"
+    return f"host: {kinds} ({source})"
 
 
 def _phase_table(summary: Summary, whole: str, op_counts: Mapping[str, int]) -> str:

@@ -28,3 +28,21 @@ MATMUL_OPS: frozenset[str] = (
 LAYOUT_CONVERSION_KERNELS: dict[int, str] = {
     bits: f"cudnn nchwToNhwc/nhwcToNchw ({bits}-bit layout conversions, predicted)" for bits in (16, 32)
 }
+# Batch norms, forward and backward, training and inference: cuDNN calls whose host time is the longest of a
+# step's ops (metrics/host_cost.toml).
+BATCH_NORM_OPS: frozenset[str] = frozenset(
+    f"aten::{name}"
+    for name in (
+        "native_batch_norm",
+        "native_batch_norm_backward",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "_native_batch_norm_legit_functional",
+        "_batch_norm_with_update",
+        "_batch_norm_with_update_functional",
+        "_batch_norm_no_update",
+        "batch_norm_backward",
+        "cudnn_batch_norm",
+        "cudnn_batch_norm_backward",
+    )
+)
