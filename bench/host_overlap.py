@@ -1,6 +1,6 @@
 """Benchmark: how a step's host time and GPU time add up in the estimate (issue 24, item 3).
 
-hroofline's estimate charges each op max(host floor, its kernel time) and sums the ops. Issue 24 proposed
+hroofline's estimate charges each op max(its host time, its kernel time) and sums the ops. Issue 24 proposed
 max(GPU time, host time) over stretches of ops instead, so that a GPU-bound step is not charged for the host
 that runs ahead under its long kernels. This fits three ways of adding them up on the same data, each with its
 own host floor and four class efficiencies (each op's kernel time: its time at roof over its class's efficiency,

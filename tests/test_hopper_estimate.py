@@ -76,8 +76,8 @@ def test_the_shared_h100_steps_left_out_of_the_fit_meet_the_goal(hopper) -> None
 def test_depthwise_convolutions_on_hopper(hopper) -> None:
     """Hopper's steps say little of the depthwise efficiency: from 0.2 to 1.0 the fit's loss (mean squared log
     error) changes by under 1%. They ask for more than the H200's traces measured of the kernels (their bound 0.045
-    to 0.169 of their time, tests/test_depthwise.py): at 0.07 the loss is 5% worse. The estimate sums each op's
-    max(host floor, time), so a slow kernel, under which the host runs ahead, is charged twice (the README). The
+    to 0.169 of their time, tests/test_depthwise.py): at 0.07 the loss is 10% worse. The estimate sums each op's
+    max(its host time, time), so a slow kernel, under which the host runs ahead, is charged twice (the README). The
     28 training steps with a depthwise convolution come to the README's x1.15 / x1.52 with each GPU left out."""
     own, samples = hopper.model, hopper.samples
     measured = np.array([sample.measured_s for sample in samples])
@@ -89,7 +89,7 @@ def test_depthwise_convolutions_on_hopper(hopper) -> None:
 
     fitted = loss(own.efficiency["depthwise"])
     assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.2, 0.3, 0.6, 1.0))
-    assert loss(0.07) > 1.05 * fitted
+    assert 1.08 * fitted < loss(0.07) < 1.12 * fitted
     rows = hopper.rows
     depthwise = np.array([(sample.kinds.classes == OP_CLASSES.index("depthwise")).any() for sample in samples])
     assert set(rows.loc[depthwise, "model"]) == {"convnext_tiny", "efficientnet_b0", "mobilenet_v2"}

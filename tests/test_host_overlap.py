@@ -1,7 +1,7 @@
 """How the host's time and the GPU's add up in a step (issue 24, item 3), checked on the H200's torch.profiler traces
 of 26 steps (tests/data/gpu-2026-11-27/h200-layouts: ten models, training and inference, both layouts).
 
-The estimate charges each op max(host floor, its kernels' time) and sums the ops (``estimate_times``). The issue
+The estimate charges each op max(its host time, its kernels' time) and sums the ops (``estimate_times``). The issue
 proposed max(GPU time, host time) over stretches of ops instead, so that a GPU-bound step is not charged for the
 host that runs ahead under its long kernels. Here each op's GPU time is what the GPU measured and its host time the
 step's host time over its ops (a mean: part of each way's error is that mean's), judged against the step's time on
@@ -87,7 +87,7 @@ def recorded_step(path: Path) -> RecordedStep:
 
 
 def sum_per_op(step: RecordedStep) -> float:
-    """What hroofline's estimate does: each op max(host floor, its kernels' time), summed (``estimate_times``)."""
+    """What hroofline's estimate does: each op max(its host time, its kernels' time), summed (``estimate_times``)."""
     n = len(step.gpu_s)
     kinds = OpKinds(
         classes=np.full(n, OTHER_CLASS),

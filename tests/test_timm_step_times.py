@@ -161,7 +161,7 @@ def test_a_queue_of_times_at_roof_predicts_worse_than_the_sum_per_op(
 ) -> None:
     """The README's reason to keep the sum per op (issue 24, item 3; bench/host_overlap.py): fitted the same way on
     NVIDIA's rows, an in-order queue of host and kernel times misses more of timm's steps and of each model left
-    out than the estimate's sum of max(host floor, kernel time) per op."""
+    out than the estimate's sum of max(host time, kernel time) per op."""
     bench = host_overlap_bench()
     rows, samples = nvidia
     found: dict[str, tuple[float, ...]] = {}

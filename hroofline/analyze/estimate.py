@@ -133,7 +133,8 @@ def op_kinds(launches: pd.DataFrame, host_weights: HostWeights | None = None) ->
     elements = launches["channel_elements"] if "channel_elements" in launches else pd.Series(0.0, index=launches.index)
     backward = launches["kernel"].str.contains("backward", regex=False).fillna(False).to_numpy(dtype=bool)
     # a layout conversion's kernels run inside its convolution's op: no host time of their own
-    weights = np.where(bits > 0, 0.0, (host_weights or load_host_weights()).of(launches["kernel"]))
+    weighed = load_host_weights() if host_weights is None else host_weights
+    weights = np.where(bits > 0, 0.0, weighed.of(launches["kernel"]))
     return OpKinds(classes, bits, kernels, parent, elements.fillna(0).to_numpy(dtype=np.float64), backward, weights)
 
 
@@ -209,10 +210,10 @@ def describe_efficiency(efficiency: dict[str, float]) -> str:
 
 
 def describe_host_weights(weights: HostWeights) -> str:
-    """``x1.76 a convolution, x1.85 a matrix product, x3.24 a batch norm (measured)``: the host weights."""
+    """``1 an element-wise op, 1.76 a convolution, 1.85 a matrix product, 3.24 a batch norm, measured on ...``."""
     return (
-        f"x{weights.convolution:.2f} a convolution, x{weights.matmul:.2f} a matrix product, "
-        f"x{weights.batch_norm:.2f} a batch norm (measured)"
+        f"1 an element-wise op, {weights.convolution:.2f} a convolution, {weights.matmul:.2f} a matrix product, "
+        f"{weights.batch_norm:.2f} a batch norm, measured on {weights.measured_on}"
     )
 
 
@@ -222,8 +223,8 @@ def estimate_method(model: EstimateModel) -> str:
     layout = ", ".join(f"{value:.3g} ({bits}-bit)" for bits, value in model.layout.efficiency.items())
     rate = model.channel_rate
     return (
-        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}) per element-wise op, "
-        f"{describe_host_weights(load_host_weights())}, time at roof / efficiency of the "
+        f"estimated: max(host floor {model.host_floor_s * 1e6:.1f} us ({host}) x the op's host weight "
+        f"({describe_host_weights(load_host_weights())}), time at roof / efficiency of the "
         f"op's class: {efficiency}); cuDNN's layout conversions: {model.layout.kernel_s * 1e6:.3g} us per kernel + "
         f"time at roof / {layout} (measured); NCHW batch norm in training: the longer of that and N*H*W / "
         f"{rate.forward / 1e9:.3g} G (forward) or {rate.backward / 1e9:.3g} G (backward) elements/s (one thread "
@@ -237,8 +238,10 @@ def with_host_cost(
     """The estimate with the host floor measured on a machine (``ceilings --measure``) instead of the fitted one:
     the probe's seconds per op over ``probe_weight``, the mean host weight of its ops
     (:func:`hroofline.collect.host_cost.probe_host_weight`), is an element-wise op's."""
-    floor = host.per_op(phases, precision) / probe_weight
-    return replace(model, host_floor_s=floor, host_source=host.describe(phases, precision))
+    per_op = host.per_op(phases, precision)
+    source = f"{host.describe(phases, precision)}: {per_op * 1e6:.1f} us per probe op / their mean weight "
+    source += f"{probe_weight:.2f}"
+    return replace(model, host_floor_s=per_op / probe_weight, host_source=source)
 
 
 def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:

@@ -53,8 +53,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "memory, no arithmetic), count FLOPs per precision and the fewest bytes of every op, and bound its "
         "time = max(FLOPs / peak of its precision, bytes / HBM bandwidth) with the GPU's datasheet peaks. "
         "The estimate beside the bound divides each op's bound by the efficiency of its class (tensor-core "
-        "matmul/conv, FP32 matmul/conv, depthwise convolutions, the rest) with a per-op host floor, fitted to "
-        "published step times (metrics/estimate.toml; its error on held-out measurements is printed with it); "
+        "matmul/conv, FP32 matmul/conv, depthwise convolutions, the rest), each op taking at least its host time "
+        "(a host floor per element-wise op, a measured multiple of it for a convolution, a matrix product or a "
+        "batch norm: metrics/host_cost.toml), fitted to published step times "
+        "(metrics/estimate.toml; its error on held-out measurements is printed with it); "
         "a batch norm in training over NCHW takes N*H*W over one thread block's measured rate where that is "
         "longer, its kernels running a block per channel (metrics/batch_norm.toml). Memory per phase comes "
         "from the tensors the traced step keeps alive; the step is checked against the GPU's memory. "
@@ -92,7 +94,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--host",
         metavar="FILE",
         help="estimate with the host time per op measured on your machine: a file written by "
-        "`hroofline ceilings --measure [--device cuda] --out FILE` (default: the host floor fitted to published steps)",
+        "`hroofline ceilings --measure [--device cuda] --out FILE`, its seconds per probe op over the probe's "
+        "mean host weight taken as the element-wise op's floor (default: the floor fitted to published steps)",
     )
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)

@@ -105,9 +105,15 @@ def _batch_norm_line(share: PerChannelShare, whole: str, estimate_s: float) -> s
     )
 
 
+def _article(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
 def _host_line(floors: Mapping[str, float], source: str) -> str:
     (first, first_s), *rest = floors.items()
-    kinds = ", ".join([f"{first} takes at least {si(first_s, 's')}", *(f"{kind} {si(s, 's')}" for kind, s in rest)])
+    kinds = ", ".join(
+        [f"{_article(first)} takes at least {si(first_s, 's')}", *(f"{_article(k)} {si(s, 's')}" for k, s in rest)]
+    )
     if source == FITTED_HOST:
         return (
             f"host: {kinds} (the element-wise op's fitted to the published steps' hosts, the others' measured "

@@ -2,9 +2,10 @@
 
 Eager PyTorch's host time per op is not one constant. A convolution or a batch norm goes through cuDNN's
 descriptors and heuristics, a matrix product through cuBLAS; an element-wise op only through the dispatcher and
-one kernel launch. Measured on an H100's host (``metrics/host_cost.toml``), a float32 batch norm in training took
-3.2 times an element-wise op's host time, a convolution 1.8 times, a linear layer 1.8 times. The estimate's
-host floor is an element-wise op's time; each op's floor is that times its kind's weight (measured, not fitted).
+one kernel launch. Measured on an H100's host (``metrics/host_cost.toml``, float32 ops), a batch norm in training
+took 3.2 times an element-wise op's host time besides its counter's add (an op of its own), a convolution 1.8
+times, a linear layer 1.8 times. The estimate's host floor is an element-wise op's time; each op's floor is that
+times its kind's weight (measured, not fitted).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class HostWeights:
     batch_norm: float
     measured_on: str
 
+    def __post_init__(self) -> None:
+        if min(self.convolution, self.matmul, self.batch_norm) <= 0:
+            raise ValueError(f"host weights must be positive: {self}")
+
     def of(self, kernels: pd.Series) -> np.ndarray:
         """Each op's weight, by its ATen name (backward ops as their forward op's)."""
         names = kernels.astype(str)
@@ -39,12 +44,12 @@ class HostWeights:
         return weights
 
     def floors(self, element_wise_s: float) -> dict[str, float]:
-        """Each kind's host time when an element-wise op's is ``element_wise_s``, named for people."""
+        """Each kind's host time when an element-wise op's is ``element_wise_s``."""
         return {
-            "an element-wise op": element_wise_s,
-            "a convolution": element_wise_s * self.convolution,
-            "a matrix product": element_wise_s * self.matmul,
-            "a batch norm": element_wise_s * self.batch_norm,
+            "element-wise op": element_wise_s,
+            "convolution": element_wise_s * self.convolution,
+            "matrix product": element_wise_s * self.matmul,
+            "batch norm": element_wise_s * self.batch_norm,
         }
 
 

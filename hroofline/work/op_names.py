@@ -28,8 +28,8 @@ MATMUL_OPS: frozenset[str] = (
 LAYOUT_CONVERSION_KERNELS: dict[int, str] = {
     bits: f"cudnn nchwToNhwc/nhwcToNchw ({bits}-bit layout conversions, predicted)" for bits in (16, 32)
 }
-# Batch norms, forward and backward, training and inference: cuDNN calls whose host time is the longest of a
-# step's ops (metrics/host_cost.toml).
+# Batch norms, forward and backward, training and inference: cuDNN calls, the longest host time of the ops
+# metrics/host_cost.toml measured.
 BATCH_NORM_OPS: frozenset[str] = frozenset(
     f"aten::{name}"
     for name in (
