@@ -117,7 +117,7 @@ def test_predict_takes_the_measured_host_floor(cli, tmp_path: Path) -> None:
     assert method.startswith("estimated: max(host floor 21.2 us (measured) x the op's host weight (1 an element-wise")
     # every op takes at least its host time, the floor times its weight, and the host-bound ones exactly it;
     # cuDNN's layout conversions (NCHW on an H200) are kernels launched inside their convolution's op
-    ops = run.launches[~run.launches["kernel"].str.contains("nchwToNhwc/nhwcToNchw")]
+    ops = _traced_ops(run.launches)
     floors = floor * load_host_weights().of(ops["kernel"])
     assert (ops["time_s"].to_numpy() >= floors * (1 - 1e-9)).all()
     assert np.isclose(ops["time_s"].to_numpy(), floors, rtol=1e-9).sum() > len(ops) / 2
@@ -125,9 +125,14 @@ def test_predict_takes_the_measured_host_floor(cli, tmp_path: Path) -> None:
     assert _op_times(store.load("fitted").launches).min() == pytest.approx(2.55e-05)
 
 
+def _traced_ops(launches: pd.DataFrame) -> pd.DataFrame:
+    """The traced ops, without the layout-conversion rows between them."""
+    return launches[~launches["kernel"].str.contains("nchwToNhwc/nhwcToNchw")]
+
+
 def _op_times(launches: pd.DataFrame) -> pd.Series:
-    """The estimated times of the traced ops, without the layout-conversion rows between them."""
-    return launches.loc[~launches["kernel"].str.contains("nchwToNhwc/nhwcToNchw"), "time_s"]
+    """The estimated times of the traced ops."""
+    return _traced_ops(launches)["time_s"]
 
 
 def test_api_predict_takes_the_same_host_file() -> None:
@@ -160,10 +165,13 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     steps = pd.read_csv(GPU_DATA / "h200-host-bound-steps.csv")
     hosts = [load_host_cost(GPU_DATA / f"h200-ceilings-measured-{n}.toml") for n in (1, 2, 3)]
 
+    by_batch = {batch: steps[steps["batch"] == batch].reset_index(drop=True) for batch in (1, 32)}
+    samples = {batch: estimate_error_bench().samples(rows) for batch, rows in by_batch.items()}
+
     def medians(batch: int, fitted: EstimateModel) -> list[float]:
-        rows = steps[steps["batch"] == batch].reset_index(drop=True)
+        rows = by_batch[batch]
         errors: list[list[float]] = [[], [], [], []]  # the fitted floor, then each measured one
-        for row, sample in zip(rows.itertuples(index=False), estimate_error_bench().samples(rows), strict=True):
+        for row, sample in zip(rows.itertuples(index=False), samples[batch], strict=True):
             phases = "train" if row.phases == "train" else "forward"
             weight = probe_host_weight(step_kind(phases, row.precision), hosts[0].device)
             models = [fitted, *(with_host_cost(fitted, host, phases, row.precision, weight) for host in hosts)]

@@ -125,8 +125,8 @@ def test_every_op_takes_its_roofline_time(predicted: Path) -> None:
         assert launches["time_bound_s"].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-12)
         assert set(launches["phase"]) == {"forward", "backward", "optimizer"}
         # The estimate: each op at least its host time (the floor x its kind's weight), else its bound over its
-        # class's efficiency, and a batch
-        # norm in training (NCHW) N*H*W over one thread block's rate where that is longer (a block per channel).
+        # class's efficiency, and a batch norm in training (NCHW) N*H*W over one thread block's rate where that is
+        # longer (a block per channel).
         matmul = launches["kernel"].isin(MATMUL_OPS)
         efficiency = matmul.map({True: fit["efficiency"]["matmul_fp32"], False: fit["efficiency"]["other"]})
         if tensor_peak:

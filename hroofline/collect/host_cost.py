@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -97,25 +98,25 @@ def _config(kind: str, device: str, blocks: int) -> tuple[WorkloadConfig, str]:
     return WorkloadConfig(PROBES[blocks], PROBE_BATCH, precision, "sgd", device, input_shape=PROBE_SHAPE), phases
 
 
+@cache
+def _counted_kernels(kind: str, device: str, blocks: int) -> pd.Series:
+    """The ATen names of the ops the estimate counts in one probe step of this kind, traced on the meta device."""
+    config, phases = _config(kind, device, blocks)
+    launches = trace_step(replace(config, device="meta"), phases)
+    return launches.loc[launches["phase"].isin(STEP_PHASES), "kernel"]
+
+
 def counted_ops(kind: str, device: str, blocks: int) -> int:
     """The ops the estimate counts in one probe step of this kind (what a prediction of it holds)."""
-    config, phases = _config(kind, device, blocks)
-    config = replace(config, device="meta")
-    launches = trace_step(config, phases)
-    return int(launches["phase"].isin(STEP_PHASES).sum())
+    return len(_counted_kernels(kind, device, blocks))
 
 
 @cache
 def probe_host_weight(kind: str, device: str) -> float:
     """The mean host weight (:mod:`hroofline.work.host_weights`) of the ops the deep probe has over the shallow
     one: a measured seconds per op over it is an element-wise op's host time, the estimate's host floor."""
-    weights = load_host_weights()
-    units, ops = {}, {}
-    for blocks in PROBES:
-        config, phases = _config(kind, device, blocks)
-        launches = trace_step(replace(config, device="meta"), phases)
-        counted = launches[launches["phase"].isin(STEP_PHASES)]
-        units[blocks], ops[blocks] = float(weights.of(counted["kernel"]).sum()), len(counted)
+    units = {blocks: float(load_host_weights().of(_counted_kernels(kind, device, blocks)).sum()) for blocks in PROBES}
+    ops = {blocks: counted_ops(kind, device, blocks) for blocks in PROBES}
     return (units[DEEP_BLOCKS] - units[SHALLOW_BLOCKS]) / (ops[DEEP_BLOCKS] - ops[SHALLOW_BLOCKS])
 
 

@@ -39,7 +39,7 @@ class HostWeights:
         names = kernels.astype(str)
         weights = np.ones(len(names))
         weights[names.isin(MATMUL_OPS).to_numpy()] = self.matmul
-        weights[names.isin(CONVOLUTION_OPS).to_numpy()] = self.convolution
+        weights[names.isin(CONVOLUTION_OPS).to_numpy()] = self.convolution  # matrix products too: set after them
         weights[names.isin(BATCH_NORM_OPS).to_numpy()] = self.batch_norm
         return weights
 
