@@ -37,7 +37,9 @@ Prints the median and 90th-percentile error factor max(est/meas, meas/est) of ea
 error meets the goal of median <= 1.2 and 90th percentile <= 1.6 (the H100 steps: 1.25 and 1.6, issue 24's),
 and the rows measured faster than their roofline bound (which a bound should never be). ``--write`` stores the
 fit and, of the held-out errors whose fits saw NVIDIA's rows only, the one with the widest 90th percentile in
-metrics/estimate.toml, where ``predict`` reads them and prints that band.
+metrics/estimate.toml, where ``predict`` reads them and prints that band; for Hopper, per kind of step (training
+steps, inference passes), the widest 90th percentile of that kind's steps over the ways Hopper's fit is judged
+(each Hopper GPU left out, the fifth and sixth visits), the band predict prints for a step of that kind.
 
 Run as ``make bench`` or ``.venv/bin/python bench/estimate_error.py [--write]``.
 """
@@ -63,7 +65,14 @@ from hroofline.analyze.calibrate import (
     fit,
     percentiles,
 )
-from hroofline.analyze.estimate import OP_CLASSES, EstimateModel, describe_efficiency, op_kinds
+from hroofline.analyze.estimate import (
+    BAND_KINDS,
+    OP_CLASSES,
+    ErrorBand,
+    EstimateModel,
+    describe_efficiency,
+    op_kinds,
+)
 from hroofline.analyze.layout import predicted_ops
 from hroofline.analyze.predict import prediction_peaks
 from hroofline.collect.meta_trace import StepTrace, trace_step_memory
@@ -232,6 +241,9 @@ def hopper_rows() -> pd.DataFrame:
     return pd.concat([shared, *measured], ignore_index=True)[[*shared.columns]]
 
 
+KIND_NAMES = dict(zip(BAND_KINDS, ("training steps", "inference passes"), strict=True))  # for people
+
+
 @dataclass(frozen=True)
 class HopperFit:
     """Efficiencies for Hopper GPUs, fitted on their steps with the published fit's host floor, and their error
@@ -260,6 +272,56 @@ def shared_h100_factors(hopper: HopperFit) -> np.ndarray:
     """The error factors of ../shared's 24 H100 training steps with each Hopper GPU left out: their efficiencies
     fitted on the H200's steps, no H100 step among them."""
     return hopper.factors[(hopper.rows["source"] == SHARED_H100_SOURCE).to_numpy()]
+
+
+@dataclass(frozen=True)
+class JudgedSteps:
+    """Hopper steps judged with efficiencies their fit did not see them in: one way of judging Hopper's fit."""
+
+    rows: pd.DataFrame
+    factors: np.ndarray  # error factors, in the rows' order
+    where: str  # how they were held out, for people
+
+
+def visit_steps(path: Path, model: EstimateModel, where: str) -> JudgedSteps:
+    """A visit's steps of models no fit saw, judged with Hopper's efficiencies (``model``)."""
+    rows = timed_steps(path)
+    return JudgedSteps(rows, error_factors(samples(rows), model), where)
+
+
+KindBands = dict[str, tuple[ErrorBand, int]]  # per kind of step, predict's band and of how many steps
+
+
+def kind_bands(ways: Sequence[JudgedSteps]) -> KindBands:
+    """Per kind of step (BAND_KINDS), the band predict prints for it and of how many steps: of the ways of judging
+    Hopper's fit, the one whose steps of that kind have the widest 90th percentile (as the published fit's band is
+    the widest way's)."""
+    found = {}
+    for kind in BAND_KINDS:
+        candidates = []
+        for way in ways:
+            mine = (way.rows["phases"] == "train").to_numpy() == (kind == "train")
+            if not mine.any():
+                continue
+            rows = way.rows[mine]
+            median, p90 = percentiles(way.factors[mine])
+            measured_on = (
+                f"{len(rows)} {KIND_NAMES[kind]} of {rows['model'].nunique()} torchvision models {way.where}, "
+                f"batch {rows['batch'].min()} to {rows['batch'].max()}"
+            )
+            candidates.append((ErrorBand(median, p90, measured_on), len(rows)))
+        if candidates:  # a kind no way has steps of keeps the band of all steps
+            found[kind] = max(candidates, key=lambda candidate: candidate[0].p90)
+    return found
+
+
+def hopper_ways(hopper: HopperFit) -> list[JudgedSteps]:
+    """The ways Hopper's fit is judged: each Hopper GPU left out of it, and the two visits' models it never saw."""
+    return [
+        JudgedSteps(hopper.rows, hopper.factors, "on an H100 and an H200, each GPU left out of the fit"),
+        visit_steps(H200_FIFTH, hopper.model, "no fit saw, on an H200"),
+        visit_steps(H100_SIXTH, hopper.model, "no fit saw, on an H100"),
+    ]
 
 
 def hopper_lines(hopper: HopperFit, published: EstimateModel) -> list[str]:
@@ -323,7 +385,14 @@ def faster_than_bound(rows: pd.DataFrame, found: Sequence[Sample]) -> list[str]:
     ]
 
 
-def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int, hopper: HopperFit) -> None:
+def write_model(
+    model: EstimateModel,
+    label: str,
+    judged: HeldOut,
+    rows: int,
+    hopper: HopperFit,
+    bands: dict[str, tuple[ErrorBand, int]],
+) -> None:
     median, p90 = percentiles(judged.factors)
     hopper_median, hopper_p90 = percentiles(hopper.factors)
     hopper_efficiency = ", ".join(f"{name} = {hopper.model.efficiency[name]:.2f}" for name in OP_CLASSES)
@@ -350,7 +419,14 @@ def write_model(model: EstimateModel, label: str, judged: HeldOut, rows: int, ho
         'bench/estimate_error.py"\n'
         f"efficiency = {{ {hopper_efficiency} }}\n\n"
         f'[generation."{HOPPER_CC}".held_out_error]\nmeasured_on = "{hopper.measured_on}"\n'
-        f"median = {hopper_median:.4f}\np90 = {hopper_p90:.4f}\n"
+        f"median = {hopper_median:.4f}\np90 = {hopper_p90:.4f}\n\n"
+        "# Per kind of step, the band predict prints for it: of the ways of judging this fit (each GPU left out,\n"
+        "# the fifth and sixth visits' models no fit saw), the widest 90th percentile of that kind's steps.\n"
+        + "\n".join(
+            f'[generation."{HOPPER_CC}".held_out_error.{kind}]\nmeasured_on = "{band.measured_on}"\n'
+            f"median = {band.median:.4f}\np90 = {band.p90:.4f}\n"
+            for kind, (band, _) in bands.items()
+        )
     )
 
 
@@ -424,10 +500,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     floors = ", ".join(f"{gpu} {floor * 1e6:.1f} us" for gpu, floor in own_host.floors_s.items())
     print(f"host floor fitted on each GPU's NVIDIA rows alone (its system's host): {floors}")
     print(_line("each GPU left out, its own rows' host floor (in-sample)", own_host.factors))
+    bands = kind_bands(hopper_ways(own))
+    for kind, (band, steps) in bands.items():
+        print(_figures(f"Hopper's band for {KIND_NAMES[kind]}: {band.measured_on}", band.median, band.p90, steps))
     # predict's band: the widest 90th percentile of the ways that judge the bundled fit's own method and data
     widest = max((label for label in judged if judged[label].bundled), key=lambda k: percentiles(judged[k].factors)[1])
     if args.write:
-        write_model(model, widest, judged[widest], len(found), own)
+        write_model(model, widest, judged[widest], len(found), own, bands)
         print(f"wrote {metrics_dir() / 'estimate.toml'} (its error band: {widest}, the widest 90th percentile)")
     for label, result in judged.items():
         median, p90 = percentiles(result.factors)

@@ -22,8 +22,10 @@ from hroofline.analyze.calibrate import (
 from hroofline.analyze.estimate import (
     LAYOUT_CLASS,
     OP_CLASSES,
+    ErrorBand,
     EstimateModel,
     OpKinds,
+    error_bands,
     estimate_times,
     load_estimate_model,
     op_kinds,
@@ -160,12 +162,40 @@ def test_the_fit_sums_what_the_estimate_sums() -> None:
                 assert summed[index] == pytest.approx(expected, rel=1e-12), (precision, gpu, batch, floor, index)
 
 
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"median": 1.2, "p90": 1.6, "inference": {}}, "held_out_error has no inference"),
+        (
+            {"forward": {"median": 1.7, "p90": 2.4}},
+            "held_out_error.forward must be a table of median, p90, measured_on",
+        ),
+        ({"train": 1.4}, "held_out_error.train must be a table"),
+        ({"median": 1.2}, "held_out_error needs both median and p90"),
+    ],
+)
+def test_a_wrong_held_out_error_table_is_refused(table: dict, message: str) -> None:
+    """metrics/estimate.toml's bands: a mistyped kind of step or an incomplete band would print the wrong band."""
+    with pytest.raises(ValueError, match=message):
+        error_bands(table)
+
+
+def test_held_out_error_tables_read_per_kind() -> None:
+    band = {"median": 1.2, "p90": 1.6, "measured_on": "these steps"}
+    error, kinds = error_bands({**band, "forward": {**band, "p90": 2.4}})
+    assert error == ErrorBand(1.2, 1.6, "these steps") and kinds == {"forward": ErrorBand(1.2, 2.4, "these steps")}
+    model = EstimateModel(0.0, {}, error=error, kind_errors=kinds)
+    assert model.error_for("forward").p90 == 2.4 and model.error_for("train") == error == model.error_for("other")
+    assert error_bands({}) == (None, {})
+
+
 def test_the_bundled_fit_says_its_held_out_error() -> None:
     model = load_estimate_model()
     assert 0 < model.host_floor_s < 100e-6
     assert all(0 < model.efficiency[name] <= 1 for name in OP_CLASSES)
-    assert model.median_error is not None and model.p90_error is not None
-    assert 1 <= model.median_error <= model.p90_error
+    assert model.error is not None and 1 <= model.error.median <= model.error.p90
+    # NVIDIA's held-out steps are mostly inference: one band, the widest of its protocols, serves both kinds
+    assert model.kind_errors == {} and model.error_for("forward") == model.error_for("train") == model.error
 
 
 def test_calibrating_on_a_measured_run(cli, deepcam_store) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from hroofline.analyze.calibrate import percentiles
-from hroofline.analyze.estimate import EstimateModel
+from hroofline.analyze.estimate import EstimateModel, load_estimate_model
 from hroofline.collect.host_cost import PROBES, counted_ops, measure_host_cost, probe_host_weight
 from hroofline.errors import InputError
 from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost, step_kind
@@ -144,6 +144,13 @@ def test_api_predict_takes_the_same_host_file() -> None:
     assert floor == pytest.approx(13.89e-6, abs=0.01e-6)
     assert _op_times(run.launches).min() == pytest.approx(floor)
     assert "forward_fp32" in run.describe()
+    # its band is inference's on Hopper, measured with the fitted floor, not this one: the text says so
+    assert (
+        run.step.host_measured and run.step.error_factor == load_estimate_model().for_cc("9.0").error_for("forward").p90
+    )
+    assert "(with the fitted host floor, 90% of held-out measured" in run.describe()
+    fitted = hroofline.predict("resnet18", "h200", batch_size=1, phases="forward")
+    assert not fitted.step.host_measured and "with the fitted host floor" not in fitted.describe()
 
 
 def test_a_bad_host_file_is_one_line_and_exit_1(cli, tmp_path: Path) -> None:
@@ -160,7 +167,7 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     third; at batch 32 (training) it is about as close with Hopper's own efficiencies and farther with all three
     under the published fit."""
     from hroofline.analyze.calibrate import estimated_step
-    from hroofline.analyze.estimate import load_estimate_model, with_host_cost
+    from hroofline.analyze.estimate import with_host_cost
 
     steps = pd.read_csv(GPU_DATA / "h200-host-bound-steps.csv")
     hosts = [load_host_cost(GPU_DATA / f"h200-ceilings-measured-{n}.toml") for n in (1, 2, 3)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field, replace
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ import pandas as pd
 from hroofline.analyze.batch_norm import NO_CHANNEL_LIMIT, ChannelRate, load_channel_rate
 from hroofline.analyze.layout import LayoutCost, conversion_bits, load_layout_cost
 from hroofline.analyze.predict import MATMUL_OPS
-from hroofline.model.host import HostCost
+from hroofline.model.host import HostCost, step_phase
 from hroofline.model.quantities import TENSOR_FLOP_QUANTITIES
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.work.host_weights import HostWeights, load_host_weights
@@ -47,15 +48,23 @@ FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
 
 
 @dataclass(frozen=True)
+class ErrorBand:
+    """The error factor max(estimate/measured, measured/estimate) of measured steps left out of the fit."""
+
+    median: float
+    p90: float  # 90% of those steps were within this factor of their estimate
+    measured_on: str  # which steps: the error holds for steps like these
+
+
+@dataclass(frozen=True)
 class EstimateModel:
     """The fitted parameters of the estimate, and the error they showed on data left out of the fit."""
 
     host_floor_s: float  # an element-wise op's; other kinds of op take a measured multiple (work/host_weights.py)
     efficiency: dict[str, float]  # per op class, in (0, 1]
-    median_error: float | None = None  # error factor max(est/meas, meas/est), held-out rows
-    p90_error: float | None = None
+    error: ErrorBand | None = None  # on all the held-out steps
+    kind_errors: dict[str, ErrorBand] = field(default_factory=dict)  # by kind of step (phases), where they differ
     source: str = ""
-    measured_on: str = ""  # what the held-out error was measured on
     host_source: str = FITTED_HOST  # where host_floor_s comes from: the fit, or a measurement (HostCost.describe)
     layout: LayoutCost = field(default_factory=load_layout_cost)  # measured, not fitted
     channel_rate: ChannelRate = field(default_factory=load_channel_rate)  # measured, not fitted
@@ -68,13 +77,13 @@ class EstimateModel:
         if own is None:
             return self
         return replace(
-            self,
-            efficiency=dict(own.efficiency),
-            median_error=own.median_error,
-            p90_error=own.p90_error,
-            source=own.source,
-            measured_on=own.measured_on,
+            self, efficiency=dict(own.efficiency), error=own.error, kind_errors=dict(own.kind_errors), source=own.source
         )
+
+    def error_for(self, phases: str) -> ErrorBand | None:
+        """The held-out error of steps of this kind (``train`` or ``forward``): their own where the fit's held-out
+        steps of that kind showed one, else that of all its held-out steps."""
+        return self.kind_errors.get(step_phase(phases), self.error)
 
 
 @dataclass(frozen=True)
@@ -83,10 +92,9 @@ class GenerationFit:
     generation left out of their fit."""
 
     efficiency: dict[str, float]
-    median_error: float | None
-    p90_error: float | None
+    error: ErrorBand | None
+    kind_errors: dict[str, ErrorBand]  # training steps' ("train") and forward passes' ("forward"), where they differ
     source: str
-    measured_on: str
 
 
 @dataclass(frozen=True)
@@ -252,27 +260,48 @@ def with_estimate(launches: pd.DataFrame, model: EstimateModel) -> pd.DataFrame:
     return out
 
 
+BAND_KINDS: tuple[str, ...] = ("train", "forward")  # step_phase's: training steps, inference passes
+BAND_KEYS = ("median", "p90", "measured_on")
+
+
+def error_bands(table: dict[str, Any]) -> tuple[ErrorBand | None, dict[str, ErrorBand]]:
+    """A ``held_out_error`` table of metrics/estimate.toml: its band over all its steps (None without one), and
+    those of its sub-tables per kind of step (:data:`BAND_KINDS`). A key or sub-table of another name, or a
+    sub-table without all of :data:`BAND_KEYS`, is refused: a mistyped kind would otherwise print the wrong band."""
+    unknown = sorted(set(table) - set(BAND_KEYS) - set(BAND_KINDS))
+    if unknown:
+        raise ValueError(f"held_out_error has no {', '.join(unknown)} (it holds {', '.join(BAND_KEYS + BAND_KINDS)})")
+    kinds = {}
+    for kind in BAND_KINDS:
+        entry = table.get(kind)
+        if entry is None:
+            continue
+        if not isinstance(entry, dict) or set(entry) != set(BAND_KEYS):
+            raise ValueError(f"held_out_error.{kind} must be a table of {', '.join(BAND_KEYS)}")
+        kinds[kind] = ErrorBand(float(entry["median"]), float(entry["p90"]), str(entry["measured_on"]))
+    if "median" not in table and "p90" not in table:
+        return None, kinds
+    if "median" not in table or "p90" not in table:
+        raise ValueError("held_out_error needs both median and p90, or neither")
+    return ErrorBand(float(table["median"]), float(table["p90"]), str(table.get("measured_on", ""))), kinds
+
+
 @cache
 def load_estimate_model() -> EstimateModel:
     data = tomllib.loads((metrics_dir() / "estimate.toml").read_text())
-    fit, error = data["fit"], data.get("held_out_error", {})
-    generations = {
-        cc: GenerationFit(
-            efficiency={c: float(table["efficiency"][c]) for c in OP_CLASSES},
-            median_error=table["held_out_error"].get("median"),
-            p90_error=table["held_out_error"].get("p90"),
-            source=str(table["source"]),
-            measured_on=str(table["held_out_error"]["measured_on"]),
-        )
-        for cc, table in data.get("generation", {}).items()
-    }
+    fit = data["fit"]
+    generations = {}
+    for cc, table in data.get("generation", {}).items():
+        error, kind_errors = error_bands(table.get("held_out_error", {}))
+        efficiency = {c: float(table["efficiency"][c]) for c in OP_CLASSES}
+        generations[cc] = GenerationFit(efficiency, error, kind_errors, str(table["source"]))
+    error, kind_errors = error_bands(data.get("held_out_error", {}))
     return EstimateModel(
         host_floor_s=float(fit["host_floor_s"]),
         efficiency={c: float(fit["efficiency"][c]) for c in OP_CLASSES},
-        median_error=error.get("median"),
-        p90_error=error.get("p90"),
+        error=error,
+        kind_errors=kind_errors,
         source=str(data.get("source", "")),
-        measured_on=str(error.get("measured_on", "")),
         generations=generations,
     )
 
@@ -287,6 +316,7 @@ class StepTime:
     error_measured_on: str  # which steps: the error holds for steps like these
     items: float  # samples (or tokens) per step
     unit: str  # "images", "tokens" or "samples"
+    host_measured: bool = False  # the estimate takes a measured host floor; the error was the fitted floor's
 
     @property
     def low_s(self) -> float | None:
@@ -301,12 +331,15 @@ class StepTime:
         return self.items / seconds if seconds else None
 
 
-def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: str) -> StepTime:
+def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: str, phases: str) -> StepTime:
+    """The step's bound and estimate, with the held-out error of steps of its kind (``phases``)."""
+    error = model.error_for(phases)
     return StepTime(
         bound_s=float(launches["time_bound_s"].sum()),
         estimate_s=float(launches["time_s"].sum()),
-        error_factor=model.p90_error,
-        error_measured_on=model.measured_on,
+        error_factor=error.p90 if error else None,
+        error_measured_on=error.measured_on if error else "",
         items=items,
         unit=unit,
+        host_measured=model.host_source != FITTED_HOST,
     )

@@ -172,7 +172,7 @@ class Prediction:
             items, unit = self.batch_size * int(settings.get("seq_len", DEFAULT_SEQ_LEN)), "tokens"
         else:
             items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
-        return step_time(self.source.launches, self.estimate_model, items, unit)
+        return step_time(self.source.launches, self.estimate_model, items, unit, str(settings.get("phases", "train")))
 
     def view(self, run: Run | None = None) -> Any:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this

@@ -17,10 +17,15 @@ STEP_KINDS: tuple[str, ...] = ("train_fp32", "train_amp", "forward_fp32", "forwa
 AUTOCAST_PRECISIONS: tuple[str, ...] = ("amp", "amp-bf16")  # the modes whose casts are traced ops
 
 
+def step_phase(phases: str) -> str:
+    """``forward`` for an inference pass, ``train`` for anything else: what a step is, as the host cost and the
+    estimate's error band tell kinds of step apart."""
+    return "forward" if phases == "forward" else "train"
+
+
 def step_kind(phases: str, precision: str) -> str:
     """The key of :data:`STEP_KINDS` a prediction's host cost is read from."""
-    phase = "forward" if phases == "forward" else "train"
-    return f"{phase}_{'amp' if precision in AUTOCAST_PRECISIONS else 'fp32'}"
+    return f"{step_phase(phases)}_{'amp' if precision in AUTOCAST_PRECISIONS else 'fp32'}"
 
 
 @dataclass(frozen=True)

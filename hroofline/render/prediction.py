@@ -151,8 +151,11 @@ def _step_line(step: StepTime, whole: str) -> str:
     estimate = f"{whole}: estimate {si(step.estimate_s, 's')}, {per_second(step.throughput(step.estimate_s), unit)}"
     if step.error_factor:
         slow, fast = per_second(step.throughput(step.high_s), unit), per_second(step.throughput(step.low_s), unit)
+        # the band was measured with the fitted host floor: with yours the error is not known
+        fitted = "with the fitted host floor, " if step.host_measured else ""
         estimate += (
-            f" (90% of held-out measured {step.error_measured_on or 'steps'} were within x{step.error_factor:.2f}: "
+            f" ({fitted}90% of held-out measured {step.error_measured_on or 'steps'} were within "
+            f"x{step.error_factor:.2f}: "
             f"{si(step.low_s, 's')} to "
             f"{si(step.high_s, 's')}, {slow} to {fast})"
         )
