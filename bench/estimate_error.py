@@ -391,7 +391,7 @@ def write_model(
     judged: HeldOut,
     rows: int,
     hopper: HopperFit,
-    bands: dict[str, tuple[ErrorBand, int]],
+    bands: KindBands,
 ) -> None:
     median, p90 = percentiles(judged.factors)
     hopper_median, hopper_p90 = percentiles(hopper.factors)

@@ -278,12 +278,16 @@ def error_bands(table: dict[str, Any]) -> tuple[ErrorBand | None, dict[str, Erro
             continue
         if not isinstance(entry, dict) or set(entry) != set(BAND_KEYS):
             raise ValueError(f"held_out_error.{kind} must be a table of {', '.join(BAND_KEYS)}")
-        kinds[kind] = ErrorBand(float(entry["median"]), float(entry["p90"]), str(entry["measured_on"]))
+        kinds[kind] = _band(entry)
     if "median" not in table and "p90" not in table:
         return None, kinds
     if "median" not in table or "p90" not in table:
         raise ValueError("held_out_error needs both median and p90, or neither")
-    return ErrorBand(float(table["median"]), float(table["p90"]), str(table.get("measured_on", ""))), kinds
+    return _band(table), kinds
+
+
+def _band(entry: dict[str, Any]) -> ErrorBand:
+    return ErrorBand(float(entry["median"]), float(entry["p90"]), str(entry.get("measured_on", "")))
 
 
 @cache
@@ -312,11 +316,20 @@ class StepTime:
 
     bound_s: float
     estimate_s: float
-    error_factor: float | None  # 90% of held-out steps were within this factor of the estimate
-    error_measured_on: str  # which steps: the error holds for steps like these
+    error: ErrorBand | None  # the held-out error of steps of its kind; None: not known
     items: float  # samples (or tokens) per step
     unit: str  # "images", "tokens" or "samples"
     host_measured: bool = False  # the estimate takes a measured host floor; the error was the fitted floor's
+
+    @property
+    def error_factor(self) -> float | None:
+        """90% of held-out steps like this one were within this factor of their estimate."""
+        return self.error.p90 if self.error else None
+
+    @property
+    def error_measured_on(self) -> str:
+        """Which steps: the error holds for steps like these."""
+        return self.error.measured_on if self.error else ""
 
     @property
     def low_s(self) -> float | None:
@@ -333,12 +346,10 @@ class StepTime:
 
 def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: str, phases: str) -> StepTime:
     """The step's bound and estimate, with the held-out error of steps of its kind (``phases``)."""
-    error = model.error_for(phases)
     return StepTime(
         bound_s=float(launches["time_bound_s"].sum()),
         estimate_s=float(launches["time_s"].sum()),
-        error_factor=error.p90 if error else None,
-        error_measured_on=error.measured_on if error else "",
+        error=model.error_for(phases),
         items=items,
         unit=unit,
         host_measured=model.host_source != FITTED_HOST,
