@@ -142,12 +142,14 @@ browser:
 	  || echo "make: could not install chromium; the browser tests will be skipped" >&2; }
 
 # Two test processes (pytest-xdist): the suite is CPU-bound in Python, and the machines it runs on have two cores.
-# A test file stays on one worker (--dist loadfile): its module fixtures are made once.
+# A test file stays on one worker (--dist loadfile): its module fixtures are made once. The files take turns in the
+# order tests/conftest.py gives (the longest first; --no-loadscope-reorder keeps it, where xdist would start the
+# files with the most tests), and each worker's PyTorch computes on one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 test: $(STAMP) browser
 	$(BIN)/ruff check hroofline tests bench
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/test_spark.py
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_spark.py
 
 # The store read by Spark (tests/test_spark.py): PySpark from PyPI and a Java runtime from Debian, installed
 # here when missing (as the browser is); a failed installation fails the target. CI runs it after `make test`.
