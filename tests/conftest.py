@@ -179,7 +179,7 @@ def tree_digest(root: Path) -> str:
 
 # The files with a minute or more of work (tracing hundreds of measured steps, running the README), costliest
 # first: started before the rest (`make test` keeps this order: --no-loadscope-reorder), they run beside the
-# short files, and the workers end together instead of one finishing the last long file alone.
+# short files, and the workers end nearer together than with one finishing the last long file alone.
 SLOWEST_FIRST = (
     "test_hopper_estimate.py",
     "test_readme.py",
@@ -193,19 +193,17 @@ SLOWEST_FIRST = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In a pytest-xdist worker, PyTorch computes on one thread (as do the programs the tests start): its default of
+    """In a pytest-xdist worker, PyTorch computes on one thread (as do the programs the tests start with this
+    environment; a test that starts one with an environment of its own leaves it the default): its default of
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
     took 39 s instead of 14."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("MKL_NUM_THREADS", "1")
         if "torch" in sys.modules:  # a plugin imported it first: the environment no longer reaches it
-            sys.modules["torch"].set_num_threads(1)
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        name = item.path.name
-        return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
-
-    items.sort(key=rank)  # stable: the rest keep their order
+    rank = {name: number for number, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
