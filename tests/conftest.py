@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -113,6 +114,27 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
         argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
         assert main([*argv, "--store", str(store)]) == 0
     return store
+
+
+def tree_listing(root: Path) -> list[tuple[str, int, int]]:
+    """Every path under root with its size and modification time: what a write (atomic: a new file renamed into
+    place) or a removal changes, without reading the files."""
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+@pytest.fixture(autouse=True)
+def _deepcam_store_stays_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The session's DeepCAM store is read by tests of many files, in the order pytest-xdist gives them to a
+    worker: a test that writes to it (instead of to a copy) fails at its own teardown, not a later reader by
+    chance of order."""
+    if "deepcam_store" not in request.fixturenames:
+        yield
+        return
+    store: Path = request.getfixturevalue("deepcam_store")
+    before = tree_listing(store)
+    yield
+    if tree_listing(store) != before:
+        pytest.fail(f"{request.node.nodeid} changed the session's DeepCAM store: copy it first (shutil.copytree)")
 
 
 @pytest.fixture
