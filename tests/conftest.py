@@ -6,14 +6,17 @@ import hashlib
 import importlib.util
 import lzma
 import os
+import pickle
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -25,15 +28,43 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
+SHARED_TRACES_KEY = "hroofline_shared_traces"  # in a pytest-xdist worker's workerinput: the workers' traces folder
+_traces_folder = pytest.StashKey[Path]()
+shared_traces: Path | None = None  # in a worker: where the workers keep the steps the bench traced, one file each
+
+
 @cache
 def estimate_error_bench() -> ModuleType:
-    """bench/estimate_error.py as a module: its ``samples`` traces and bounds measured steps as the bench does."""
+    """bench/estimate_error.py as a module: its ``samples`` traces and bounds measured steps as the bench does.
+    Under pytest-xdist its ``traced`` is shared: the Hopper steps that test_hopper_estimate traces are also
+    test_host_cost's, test_layout_conversions' and test_memory's, often on the other worker."""
     spec = importlib.util.spec_from_file_location("estimate_error", REPO / "bench" / "estimate_error.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
+    if shared_traces is not None:
+        module.traced = _traced_once_per_session(module.traced.__wrapped__, shared_traces)
     return module
+
+
+def _traced_once_per_session(traced: Callable[..., Any], folder: Path) -> Callable[..., Any]:
+    """``traced`` (the bench's, uncached), its steps kept in ``folder`` for every worker of this session: a step
+    another worker traced is read back instead of traced again (about a second each here), and one traced here is
+    written atomically for the others."""
+
+    @cache
+    def shared(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> Any:
+        path = folder / f"{model}-{int(batch)}-{precision}-{phases}-{'nhwc' if nhwc else 'nchw'}.pickle"
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        trace = traced(model, batch, precision, phases, nhwc)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_bytes(pickle.dumps(trace))
+        partial.replace(path)
+        return trace
+
+    return shared
 
 
 @cache
@@ -219,11 +250,28 @@ def pytest_configure(config: pytest.Config) -> None:
     environment; a test that starts one with an environment of its own leaves it the default): its default of
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
     took 39 s instead of 14."""
+    global shared_traces
+    if SHARED_TRACES_KEY in getattr(config, "workerinput", {}):
+        shared_traces = Path(config.workerinput[SHARED_TRACES_KEY])  # type: ignore[attr-defined]
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("MKL_NUM_THREADS", "1")
         if "torch" in sys.modules:  # a plugin imported it first: the environment no longer reaches it
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, before it starts a worker: the folder where the workers share traced steps, one per session."""
+    stash = node.config.stash
+    if _traces_folder not in stash:
+        stash[_traces_folder] = Path(tempfile.mkdtemp(prefix="hroofline-traces-"))
+    node.workerinput[SHARED_TRACES_KEY] = str(stash[_traces_folder])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _traces_folder in config.stash:
+        shutil.rmtree(config.stash[_traces_folder], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

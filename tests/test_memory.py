@@ -14,7 +14,7 @@ from hroofline.collect.memory_tracking import CUDA_BLOCK_BYTES, StepTensors, Sto
 from hroofline.collect.meta_trace import trace_step_memory
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.catalog import resolve_gpu
-from tests.conftest import SHARED, need
+from tests.conftest import SHARED, estimate_error_bench, need
 
 COURSE_REPORT = "background/004_247ed1562cabaee4.txt"
 
@@ -129,7 +129,7 @@ def test_predicted_memory_holds_on_every_shared_h100_row() -> None:
     rows = pd.read_csv(need(SHARED / "reference" / "h100-step-times.csv"))
     ratios = {}
     for row in rows.itertuples(index=False):
-        trace = trace_step_memory(WorkloadConfig(row.model, int(row.batch), row.precision), "train")
+        trace = estimate_error_bench().traced(row.model, int(row.batch), row.precision, "train", False)
         if row.measured == "step":
             predicted = max(phase.peak_bytes for phase in trace.memory)
         else:
