@@ -16,13 +16,19 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pytest
 
 from hroofline.cli.main import main
 from hroofline.importers.kineto import CpuEvent, TraceEvents, parse_trace
 from hroofline.importers.kineto_links import link_activities
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
+    from hroofline.collect.meta_trace import StepTrace
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -44,18 +50,18 @@ def estimate_error_bench() -> ModuleType:
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     if shared_traces is not None:
-        module.traced = _traced_once_per_session(module.traced.__wrapped__, shared_traces)
+        module.traced = _traced_shared_by_workers(module.traced.__wrapped__, shared_traces)
     return module
 
 
-def _traced_once_per_session(traced: Callable[..., Any], folder: Path) -> Callable[..., Any]:
+def _traced_shared_by_workers(traced: Callable[..., StepTrace], folder: Path) -> Callable[..., StepTrace]:
     """``traced`` (the bench's, uncached), its steps kept in ``folder`` for every worker of this session: a step
     another worker traced is read back instead of traced again (about a second each here), and one traced here is
-    written atomically for the others."""
+    written atomically for the others (two workers that want a step at the same moment both trace it)."""
 
     @cache
-    def shared(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> Any:
-        path = folder / f"{model}-{int(batch)}-{precision}-{phases}-{'nhwc' if nhwc else 'nchw'}.pickle"
+    def shared(model: str, batch: int, precision: str, phases: str, nhwc: bool) -> StepTrace:
+        path = folder / f"{quote(model, safe='')}-{int(batch)}-{precision}-{phases}-{'nhwc' if nhwc else 'nchw'}.pickle"
         if path.exists():
             return pickle.loads(path.read_bytes())
         trace = traced(model, batch, precision, phases, nhwc)
@@ -144,28 +150,42 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
         folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
         argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
         assert main([*argv, "--store", str(store)]) == 0
+    DEEPCAM_AS_IMPORTED[store] = tree_listing(store)
     return store
 
 
-def tree_listing(root: Path) -> list[tuple[str, int, int]]:
-    """Every path under root with its size and modification time: what a write (atomic: a new file renamed into
-    place) or a removal changes, without reading the files."""
-    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+Listing = list[tuple[str, int, int, int]]
+DEEPCAM_AS_IMPORTED: dict[Path, Listing] = {}  # the session's DeepCAM store as deepcam_store left it
+
+
+def tree_listing(root: Path) -> Listing:
+    """Every path under root with its size, inode and modification time: what a write (atomic: a new file renamed
+    into place) or a removal changes, without reading the files."""
+    found = ((str(p.relative_to(root)), p.stat()) for p in root.rglob("*"))
+    return sorted((name, stat.st_size, stat.st_ino, stat.st_mtime_ns) for name, stat in found)
 
 
 @pytest.fixture(autouse=True)
 def _deepcam_store_stays_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
     """The session's DeepCAM store is read by tests of many files, in the order pytest-xdist gives them to a
-    worker: a test that writes to it (instead of to a copy) fails at its own teardown, not a later reader by
-    chance of order."""
+    worker: a test that writes to it (instead of to a copy) fails at its own teardown, and one whose module- or
+    session-scoped fixture wrote to it at setup fails at its setup, not a later reader by chance of order."""
     if "deepcam_store" not in request.fixturenames:
         yield
         return
     store: Path = request.getfixturevalue("deepcam_store")
-    before = tree_listing(store)
+    test = request.node.nodeid
+    _fail_if_changed(store, f"a module- or session-scoped fixture of {test} or of a test before it changed")
     yield
-    if tree_listing(store) != before:
-        pytest.fail(f"{request.node.nodeid} changed the session's DeepCAM store: copy it first (shutil.copytree)")
+    _fail_if_changed(store, f"{test} changed")
+
+
+def _fail_if_changed(store: Path, who: str) -> None:
+    """Fail once per change: the store as it now is becomes the one the next tests are held to."""
+    now = tree_listing(store)
+    if now != DEEPCAM_AS_IMPORTED[store]:
+        DEEPCAM_AS_IMPORTED[store] = now
+        pytest.fail(f"{who} the session's DeepCAM store: copy it first (shutil.copytree)")
 
 
 @pytest.fixture
@@ -249,7 +269,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """In a pytest-xdist worker, PyTorch computes on one thread (as do the programs the tests start with this
     environment; a test that starts one with an environment of its own leaves it the default): its default of
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
-    took 39 s instead of 14."""
+    took 39 s instead of 14. A worker also takes the folder of traces the workers share from its workerinput."""
     global shared_traces
     if SHARED_TRACES_KEY in getattr(config, "workerinput", {}):
         shared_traces = Path(config.workerinput[SHARED_TRACES_KEY])  # type: ignore[attr-defined]
@@ -261,7 +281,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
+def pytest_configure_node(node: WorkerController) -> None:
     """pytest-xdist, before it starts a worker: the folder where the workers share traced steps, one per session."""
     stash = node.config.stash
     if _traces_folder not in stash:
@@ -270,6 +290,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the workers' traces folder."""
     if _traces_folder in config.stash:
         shutil.rmtree(config.stash[_traces_folder], ignore_errors=True)
 
