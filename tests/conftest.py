@@ -142,9 +142,14 @@ STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 
+Listing = list[tuple[str, int, int, int]]
+DEEPCAM_AS_IMPORTED: dict[Path, Listing] = {}  # the session's DeepCAM store as deepcam_store left it
+
+
 @pytest.fixture(scope="session")
 def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -> Path:
-    """Runs deepcam-O0 (FP32) and deepcam-O1 (AMP) imported from all six DeepCAM folders, on a V100."""
+    """Runs deepcam-O0 (FP32) and deepcam-O1 (AMP) imported from all six DeepCAM folders, on a V100; read only
+    (a test that writes to it fails: _deepcam_store_stays_as_imported)."""
     store = tmp_path_factory.mktemp("deepcam") / "store"
     for cfg, phase in DEEPCAM_CONFIGS:
         folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
@@ -152,10 +157,6 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
         assert main([*argv, "--store", str(store)]) == 0
     DEEPCAM_AS_IMPORTED[store] = tree_listing(store)
     return store
-
-
-Listing = list[tuple[str, int, int, int]]
-DEEPCAM_AS_IMPORTED: dict[Path, Listing] = {}  # the session's DeepCAM store as deepcam_store left it
 
 
 def tree_listing(root: Path) -> Listing:
