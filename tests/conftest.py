@@ -142,8 +142,7 @@ STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 
-Listing = list[tuple[str, int, int, int]]
-DEEPCAM_AS_IMPORTED: dict[Path, Listing] = {}  # the session's DeepCAM store as deepcam_store left it
+DEEPCAM_AS_IMPORTED: dict[Path, str] = {}  # the session's DeepCAM store's tree_digest as deepcam_store left it
 
 
 @pytest.fixture(scope="session")
@@ -155,15 +154,8 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
         folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
         argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
         assert main([*argv, "--store", str(store)]) == 0
-    DEEPCAM_AS_IMPORTED[store] = tree_listing(store)
+    DEEPCAM_AS_IMPORTED[store] = tree_digest(store)
     return store
-
-
-def tree_listing(root: Path) -> Listing:
-    """Every path under root with its size, inode and modification time: what a write (atomic: a new file renamed
-    into place) or a removal changes, without reading the files."""
-    found = ((str(p.relative_to(root)), p.stat()) for p in root.rglob("*"))
-    return sorted((name, stat.st_size, stat.st_ino, stat.st_mtime_ns) for name, stat in found)
 
 
 @pytest.fixture(autouse=True)
@@ -183,7 +175,7 @@ def _deepcam_store_stays_as_imported(request: pytest.FixtureRequest) -> Iterator
 
 def _fail_if_changed(store: Path, who: str) -> None:
     """Fail once per change: the store as it now is becomes the one the next tests are held to."""
-    now = tree_listing(store)
+    now = tree_digest(store)
     if now != DEEPCAM_AS_IMPORTED[store]:
         DEEPCAM_AS_IMPORTED[store] = now
         pytest.fail(f"{who} the session's DeepCAM store: copy it first (shutil.copytree)")
