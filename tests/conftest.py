@@ -158,6 +158,14 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
     return store
 
 
+@pytest.fixture
+def deepcam_store_copy(deepcam_store: Path, tmp_path: Path) -> Path:
+    """A copy of the session's DeepCAM store, for a test that writes to it."""
+    store = tmp_path / "deepcam-store"
+    shutil.copytree(deepcam_store, store)
+    return store
+
+
 @pytest.fixture(autouse=True)
 def _deepcam_store_stays_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
     """The session's DeepCAM store is read by tests of many files, in the order pytest-xdist gives them to a
@@ -178,7 +186,7 @@ def _fail_if_changed(store: Path, who: str) -> None:
     now = tree_digest(store)
     if now != DEEPCAM_AS_IMPORTED[store]:
         DEEPCAM_AS_IMPORTED[store] = now
-        pytest.fail(f"{who} the session's DeepCAM store: copy it first (shutil.copytree)")
+        pytest.fail(f"{who} the session's DeepCAM store: write to deepcam_store_copy")
 
 
 @pytest.fixture

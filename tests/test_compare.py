@@ -271,12 +271,9 @@ def test_phase_ranges_only_match_by_family_and_layer_ranges_by_layer(cli, ncu_di
     assert in_phases["family"].str.startswith(("layer0 · ", "layer1 · ", "layer2 · ")).all()
 
 
-def test_fp16_counted_two_ways_is_said(cli, deepcam_store: Path, tmp_path: Path) -> None:
+def test_fp16_counted_two_ways_is_said(cli, deepcam_store_copy: Path) -> None:
     """DeepCAM AMP (ncu counts a packed half2 instruction once) against a predicted AMP run (arithmetic)."""
-    import shutil
-
-    store = tmp_path / "store"
-    shutil.copytree(deepcam_store, store)
+    store = deepcam_store_copy
     assert (
         cli(
             "predict",

@@ -4,7 +4,6 @@ bench/estimate_error.py; here: the formula, and that the fitter finds parameters
 from __future__ import annotations
 
 import re
-import shutil
 
 import numpy as np
 import pytest
@@ -199,7 +198,7 @@ def test_the_bundled_fit_says_its_held_out_error() -> None:
     assert model.kind_errors == {} and model.error_for("forward") == model.error_for("train") == model.error
 
 
-def test_calibrating_on_a_measured_run(cli, deepcam_store, tmp_path) -> None:
+def test_calibrating_on_a_measured_run(cli, deepcam_store, deepcam_store_copy) -> None:
     """DeepCAM AMP on a V100 (ncu): per class, the kernels' bound at the datasheet roofs over their measured time.
     The class sums are checked against an independent reading of the run: names for the class, and the bound
     between its two terms' maximum and sum."""
@@ -248,8 +247,7 @@ def test_calibrating_on_a_measured_run(cli, deepcam_store, tmp_path) -> None:
     assert calibration.classes["other"].launches <= measured_other.sum()
     left_out = conversions.sum() + per_channel.sum()
     assert sum(share.launches for share in calibration.classes.values()) <= len(launches) - left_out
-    store = tmp_path / "store"  # the prediction goes to a copy: the session's store is read by other tests as it is
-    shutil.copytree(deepcam_store, store)
+    store = deepcam_store_copy  # the prediction goes to a copy: the session's store is read by other tests as it is
     result = cli(
         "predict",
         "--arch",
