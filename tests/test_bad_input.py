@@ -208,3 +208,34 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     assert "`hroofline top --help`" in top.err
     command = run_program("summry", "x")
     assert command.code == 2 and command.err.count("\n") == 1 and "did you mean summary?" in command.err
+
+
+def test_malformed_input_shapes_are_refused_before_torch(tmp_path: Path) -> None:
+    """An --input-shape a torchvision model cannot take (224x224: no channels), or no shape at all, is one line
+    naming the C,H,W form, exit 2, from every command that takes it, before torch is imported (it used to trace
+    for seconds first and then name no form); a transformer's --input-shape is refused as early."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom hroofline.cli.main import main\n"
+        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\nprint('exit', code)\n"
+        "print('torch imported:', 'torch' in sys.modules)"
+    )
+    cases = [
+        (["predict", "--arch", "resnet18", "--gpu", "t4"], "224x224", "got '224x224'"),
+        (["profile", "--arch", "resnet18", "--gpu", "cpu"], "224x224", "got '224x224'"),
+        (["profile", "--arch", "resnet18", "--gpu", "cpu", "--backend", "trace"], "3,224", "got '3,224'"),
+        (["predict", "--arch", "resnet18,vgg11", "--gpu", "t4"], "3,224,224,1", "got '3,224,224,1'"),
+        (["predict", "--model", "mymodel.py:build", "--gpu", "t4"], "3,,224", "got '3,,224'"),
+        (["predict", "--model", "mymodel.py:build", "--gpu", "t4"], "three", "got 'three'"),
+        (["predict", "--model", "hf:gpt2", "--gpu", "t4"], "3,4,4", "give --seq-len, not --input-shape"),
+    ]
+    for argv, shape, expected in cases:
+        command = [sys.executable, "-c", probe, *argv, "--input-shape", shape, "--store", str(tmp_path / "s")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.stdout.splitlines() == ["exit 2", "torch imported: False"], (argv, shape, done.stdout)
+        assert done.stderr.count("\n") == 1 and expected in done.stderr, (argv, shape, done.stderr)
+        if "seq-len" not in expected:
+            assert "--input-shape takes C,H,W (e.g. 3,224,224)" in done.stderr
+    assert not (tmp_path / "s").exists()

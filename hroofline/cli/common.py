@@ -158,7 +158,7 @@ def workload_config(args: argparse.Namespace, device: str) -> WorkloadConfig:
         precision=args.precision or "fp32",
         optimizer=args.optimizer or DEFAULT_OPTIMIZER,
         device=device,
-        input_shape=parse_input_shape(args.input_shape),
+        input_shape=parse_input_shape(args.input_shape, parse_model(args.arch or args.model)),
         seq_len=args.seq_len,
         channels_last=bool(args.channels_last),
     )

@@ -174,17 +174,39 @@ def check_model(spec: ModelSpec) -> None:
             raise UsageError(f"--model {spec.name}: no file {where}")
 
 
-def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
-    """'3,512,512' -> (3, 512, 512): one sample's shape, without the batch dimension."""
+def parse_input_shape(text: str | None, spec: ModelSpec | None = None) -> tuple[int, ...] | None:
+    """'3,512,512' (or '3x512x512') -> (3, 512, 512): one sample's shape, without the batch dimension; checked
+    against ``spec``'s input where its form says it (torchvision models take C,H,W images; transformers take
+    token ids), before anything is imported."""
     if text is None:
         return None
+    parts = [part.strip() for part in text.replace("x", ",").split(",")]
     try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+        shape = tuple(int(part) for part in parts)
     except ValueError:
-        raise UsageError(f"--input-shape {text!r}: give sizes as C,H,W (e.g. 3,224,224)") from None
+        shape = ()
     if not shape or any(size < 1 for size in shape):
-        raise UsageError(f"--input-shape {text!r}: give positive sizes as C,H,W (e.g. 3,224,224)")
+        raise UsageError(f"--input-shape takes C,H,W (e.g. 3,224,224), got {text!r}", _SHAPE_HINT)
+    check_input_shape(shape, spec, text)
     return shape
+
+
+_SHAPE_HINT = "one sample's positive sizes without the batch: C,H,W for images; any sizes for your own --model"
+
+
+def check_input_shape(shape: tuple[int, ...] | None, spec: ModelSpec | None, text: str | None = None) -> None:
+    """Refuses an input shape the model cannot take, by its form: a torchvision model takes C,H,W (an image's
+    channels, height and width), a transformer token ids (--seq-len)."""
+    if shape is None or spec is None:
+        return
+    given = repr(text) if text is not None else repr(",".join(map(str, shape)))
+    if spec.kind == "hf":
+        raise UsageError(f"{spec.name} takes token ids: give --seq-len, not --input-shape")
+    if spec.kind == "torchvision" and len(shape) != 3:
+        raise UsageError(
+            f"--input-shape takes C,H,W (e.g. 3,224,224), got {given}",
+            f"{spec.name} takes images of channels, height and width, without the batch",
+        )
 
 
 @dataclass

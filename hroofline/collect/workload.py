@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hroofline.collect.models import ModelSpec, build_model, check_model, parse_input_shape, parse_model
+from hroofline.collect.models import (
+    ModelSpec,
+    build_model,
+    check_input_shape,
+    check_model,
+    parse_input_shape,
+    parse_model,
+)
 from hroofline.errors import UsageError
 
 if TYPE_CHECKING:
@@ -97,6 +104,7 @@ class WorkloadConfig:
             raise UsageError("the sequence length must be 1 or more")
         if self.seq_len is not None and self.input_shape is not None:
             raise UsageError("give --input-shape (images) or --seq-len (token ids), not both")
+        check_input_shape(self.input_shape, self.model)
         if self.channels_last and (self.seq_len is not None or self.model.kind == "hf"):
             raise UsageError("--channels-last is for images (N,C,H,W), not for token ids")
         if self.channels_last and self.input_shape is not None and len(self.input_shape) != 3:
