@@ -7,9 +7,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from hroofline.errors import InputError
+from hroofline.errors import InputError, UsageError
 from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
+from hroofline.importers.source import ImportedSource
+from hroofline.roofs.ceilings import CPU
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import check_run_name
 from hroofline.store.runs import AddResult, RunDefaults, RunStore
@@ -25,6 +28,9 @@ class Imported:
     replaced: bool = False
 
 
+CpuCeilings = Callable[[list[ImportedSource]], dict[str, Any] | None]
+
+
 def import_files(
     store: RunStore,
     run: str,
@@ -33,9 +39,12 @@ def import_files(
     defaults: RunDefaults,
     replace: bool = False,
     progress: Callable[[str], None] | None = None,
+    cpu_ceilings: CpuCeilings | None = None,
 ) -> Imported:
     """Imports ``sources`` into ``run`` of ``store`` (all or none); with ``replace`` the run becomes these sources
-    alone. ``defaults`` fill what the run does not know (its GPU, precision)."""
+    alone. ``defaults`` fill what the run does not know (its GPU, precision). Sources whose ops ran on the CPU (a
+    trace recorded without the CUDA activity) make a CPU run (GPU ``cpu``): ``cpu_ceilings`` gives its roofs, as
+    a ceilings set's JSON, or None where that CPU's are unknown."""
     name = check_run_name(run)
     say = progress or (lambda text: None)
     replacing = replace and store.has_run(name)
@@ -59,9 +68,41 @@ def import_files(
     with _out_of_memory_names(", ".join(str(s.path) for s in read)):
         imported = import_sources(read, options, metric_set)
     read.clear()  # the raw metrics are not needed to write the run: their memory is freed first
+    if options.cpu_ops and not all(source.on_cpu for source in imported):
+        other = next(source for source in imported if not source.on_cpu)
+        raise UsageError(
+            f"{other.info.path}: --gpu cpu is for PyTorch profiler traces of ops that ran on the CPU",
+            "name the GPU it was measured on, or leave --gpu out",
+        )
+    if any(source.on_cpu for source in imported):
+        defaults = _cpu_run_defaults(store, name, imported, defaults, replacing, cpu_ceilings)
     if replacing:
         return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
-    return Imported(store.add_sources(name, imported, gpu=defaults.gpu, precision=defaults.precision), skipped)
+    added = store.add_sources(name, imported, defaults.gpu, defaults.precision, defaults.ceilings)
+    return Imported(added, skipped)
+
+
+def _cpu_run_defaults(
+    store: RunStore,
+    name: str,
+    imported: list[ImportedSource],
+    defaults: RunDefaults,
+    replacing: bool,
+    cpu_ceilings: CpuCeilings | None,
+) -> RunDefaults:
+    """A CPU run's GPU (``cpu``) and its ceilings: the run's own where it has them, else ``cpu_ceilings``'."""
+    gpu = next((s for s in imported if not s.on_cpu), None)
+    if gpu is not None:
+        cpu = next(s for s in imported if s.on_cpu)
+        raise InputError(
+            f"{cpu.info.path} was recorded on the CPU and {gpu.info.path} on a GPU: one run holds one device's",
+            "import them into two runs",
+        )
+    existing = store.load_meta(name) if store.has_run(name) and not replacing else None
+    if existing is not None and (existing.gpu != CPU or existing.ceilings):
+        return RunDefaults(CPU, defaults.precision, None)  # the run's own, or the store refuses the mix
+    ceilings = defaults.ceilings or (cpu_ceilings(imported) if cpu_ceilings is not None else None)
+    return RunDefaults(CPU, defaults.precision, ceilings)
 
 
 @contextmanager

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import socket
+from pathlib import Path
+from typing import Any
 
-from hroofline.api.imports import import_files
+from hroofline.api.imports import CpuCeilings, import_files
 from hroofline.cli.common import add_store_option, open_store, progress, say
+from hroofline.cli.profile_common import this_cpu_ceilings
 from hroofline.errors import UsageError
 from hroofline.importers.build import ImportOptions
+from hroofline.importers.source import ImportedSource
 from hroofline.model.phases import parse_phase_option
+from hroofline.model.run import Run
 from hroofline.roofs.catalog import resolve_gpu
+from hroofline.roofs.ceilings import CPU, load_ceilings_file, roofs_unknown
 from hroofline.store.files import check_run_name
 from hroofline.store.runs import RunDefaults
 
@@ -24,7 +31,11 @@ phase, profiler step, rank) and analytic work: the op's recorded shapes replayed
 formulas of `predict` (minimum bytes, HBM level only), split over the op's kernels by duration. Kernels of ops
 without shapes or formulas have unknown work; the import says what share of time has known work. NCCL
 kernels are communication, with their bytes from the collective's arguments. Traces of several ranks
-imported into one run give per-rank summaries (`summary --by rank`).
+imported into one run give per-rank summaries (`summary --by rank`). A trace recorded on the CPU alone
+(activities=[ProfilerActivity.CPU]) makes a CPU run (--gpu cpu, taken without it): every op is a launch, timed
+by its self time, with its work from its recorded shapes; its roofs are the ceilings of --ceilings FILE, or
+this machine's (measured, a few seconds) where the trace says it was recorded here. A run left without roofs
+(a trace that names no GPU) is said at once: top, chart, report and advise need them.
 
 Sources that are passes over the same launches (the same kernels in the same order, each measuring
 other metrics) are joined launch by launch, here as in a folder: kernel time comes from the pass that
@@ -41,6 +52,7 @@ examples:
   hroofline import logs/ --run r1 --merge name     # files disagree launch by launch
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
   hroofline import rank0.json.gz rank1.json.gz --run ddp --gpu a100  # two ranks, one run
+  hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
 """
 
 
@@ -61,7 +73,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--gpu",
         help="the GPU that was profiled, e.g. v100, a100, h100 (needed when the file does not say, "
-        "e.g. for tensor FLOPs from old CSV exports)",
+        "e.g. for tensor FLOPs from old CSV exports), or cpu: a trace of ops that ran on the CPU (taken without "
+        "it where the trace has no GPU activity)",
+    )
+    parser.add_argument(
+        "--ceilings",
+        metavar="FILE",
+        help="the run's roofs: a ceilings file (`hroofline ceilings --measure --out FILE` writes one); for a CPU "
+        "trace, of the CPU it was recorded on (default there: this machine's, measured, where the trace was "
+        "recorded here)",
     )
     parser.add_argument(
         "--force-gpu",
@@ -109,20 +129,24 @@ def parse_steps(text: str) -> frozenset[int]:
 
 def run(args: argparse.Namespace) -> int:
     name = check_run_name(args.run)
-    if args.force_gpu and not args.gpu:
+    on_cpu = bool(args.gpu) and args.gpu.strip().lower() == CPU
+    if args.force_gpu and (not args.gpu or on_cpu):
         raise UsageError("--force-gpu needs --gpu: the GPU to judge the report as")
+    ceilings = load_ceilings_file(Path(args.ceilings)).to_json() if args.ceilings else None  # before the import
     options = ImportOptions(
         phase=parse_phase_option(args.phase) if args.phase else None,
-        gpu=resolve_gpu(args.gpu) if args.gpu else None,
+        gpu=resolve_gpu(args.gpu) if args.gpu and not on_cpu else None,
         merge=args.merge,
         steps=parse_steps(args.steps) if args.steps else None,
         rank=args.rank,
+        cpu_ops=on_cpu,
         force_gpu=args.force_gpu,
     )
     gpu = options.gpu.name if options.gpu else None
-    defaults = RunDefaults(gpu, args.precision, None)
+    defaults = RunDefaults(gpu, args.precision, ceilings)
     store = open_store(args)
-    done = import_files(store, name, args.sources, options, defaults, args.replace, progress)
+    unknown: list[str] = []  # why the CPU's ceilings are not known, where they are not
+    done = import_files(store, name, args.sources, options, defaults, args.replace, progress, _cpu_ceilings(unknown))
     for prefix in done.skipped:
         say(f"{prefix}: already in run {name!r}, nothing added")
     result = done.result
@@ -146,4 +170,43 @@ def run(args: argparse.Namespace) -> int:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())
     say(f"run {name!r}: {total} launches from {len(result.run.meta.sources)} sources in {store.root}")
+    _warn_without_roofs(result.run, unknown)
     return 0
+
+
+def _cpu_ceilings(unknown: list[str]) -> CpuCeilings:
+    """The ceilings of the CPU a CPU trace was recorded on, where that is this machine (the trace's host_name):
+    this CPU's. Else none, and why in ``unknown``."""
+
+    def ceilings(sources: list[ImportedSource]) -> dict[str, Any] | None:
+        hosts = {source.info.settings.get("host") for source in sources}
+        here = socket.gethostname()
+        if hosts == {here}:
+            return this_cpu_ceilings().to_json()
+        recorded = ", ".join(sorted(repr(h) for h in hosts if h))
+        unknown.append(
+            f"the trace was recorded on host {recorded}, not on this one ({here!r})"
+            if recorded
+            else "the trace does not say which machine recorded it"
+        )
+        return None
+
+    return ceilings
+
+
+def _warn_without_roofs(run: Run, unknown: list[str]) -> None:
+    """A run that commands drawing or ranking against roofs would refuse: said now, in one line, with the way
+    to give it roofs, rather than one command later."""
+    missing = roofs_unknown(run)
+    if missing is None:
+        return
+    why = "; ".join([*unknown, missing])
+    needing = "top, chart, report and advise need roofs"
+    if run.meta.gpu == CPU:
+        fix = (
+            "measure that CPU's ceilings on it (hroofline ceilings --measure --out cpu.toml) and import again with "
+            "--ceilings cpu.toml --replace, or pass --ceilings cpu.toml to them"
+        )
+    else:
+        fix = "import again with --gpu NAME --replace (see `hroofline gpus`), or pass --ceilings NAME to them"
+    say(f"hroofline: warning: run {run.name!r} has no roofs ({why}): summary works; {needing}: {fix}")

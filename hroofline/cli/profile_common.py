@@ -15,10 +15,17 @@ from hroofline.store.location import store_path
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
-    from hroofline.collect.measure import measure
-
+    """The run's CPU ceilings: the file --ceilings names, else this CPU's."""
     if args.ceilings:
         return load_ceilings_file(Path(args.ceilings))
+    return this_cpu_ceilings()
+
+
+def this_cpu_ceilings() -> Ceilings:
+    """The ceilings of this machine's CPU, for a run made on it (profile --gpu cpu, an imported CPU trace recorded
+    here): measured now, as `hroofline ceilings --measure --quick` does."""
+    from hroofline.collect.measure import measure
+
     say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
     return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
 

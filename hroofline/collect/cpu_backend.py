@@ -107,7 +107,7 @@ def _cpu_source(recorder: OpRecorder, path: str, settings: dict[str, str], warmu
         settings=collected,
         notes=[LOWER_BOUND_NOTE, LAYER_NOTE],
     )
-    return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name())
+    return ImportedSource(info=info, launches=launches, cc=None, device_name=cpu_name(), on_cpu=True)
 
 
 def _print_script_traceback(error: BaseException, script: Path) -> None:

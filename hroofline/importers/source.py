@@ -15,3 +15,4 @@ class ImportedSource:
     launches: pd.DataFrame
     cc: str | None
     device_name: str | None
+    on_cpu: bool = False  # its launches ran on the CPU (ATen ops), its run's roofs are a CPU's

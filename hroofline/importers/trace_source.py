@@ -19,7 +19,7 @@ source's notes give the share of kernel time with known work.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,13 @@ ANALYTIC_NOTE = (
     "FLOPs and bytes are analytic: each op's recorded shapes replayed on the meta device with predict's formulas, "
     "split over the op's kernels in proportion to their durations; bytes are the fewest the op must move, "
     "counted at HBM only (L1 and L2 not measured); times are measured"
+)
+CPU_TRACE_NOTE = (
+    "no GPU activity in the trace: imported as a CPU run (--gpu cpu), every op a launch timed by its self time"
+)
+NO_SHAPES_WARNING = (
+    "the trace recorded no op inputs (record_shapes=False): FLOPs and bytes are unknown, only times were "
+    "measured; profile with record_shapes=True for the ops' work"
 )
 FORMULAS = {
     "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml on the op's recorded shapes",
@@ -92,16 +99,14 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
 def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
     if not trace.gpu and trace.counter_ranges:
         return _counter_source(trace, digest, options, metric_set)
-    if not trace.gpu and options.cpu_ops:
+    asked_for_cpu = options.cpu_ops
+    cpu_ops = _recorded_on_cpu(trace, options)
+    options = replace(options, cpu_ops=cpu_ops)
+    if cpu_ops:
         ops, own_seconds, links = link_cpu_ops(trace)
         every = [
             GpuActivity(o.name, "kernel", o.start_s, own, None, {}) for o, own in zip(ops, own_seconds, strict=True)
         ]
-    elif not trace.gpu:
-        raise InputError(
-            f"{trace.path}: a PyTorch profiler trace with no GPU kernels, copies or sets",
-            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; a CPU-only trace has no kernels",
-        )
     else:
         every, links = trace.gpu, link_activities(trace, trace.gpu)
     keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
@@ -126,9 +131,53 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
     info = _info(trace, digest, frame, options)
+    if cpu_ops and trace.host_name:
+        info.settings["host"] = trace.host_name
+    if cpu_ops and not asked_for_cpu:
+        info.notes.insert(0, CPU_TRACE_NOTE)
     if op_calls(kept_links)[1]:
         info.settings[MARKED_CALLS_SETTING] = "hroofline's count of the profiled steps' ATen op calls"
-    return ImportedSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name)
+    return ImportedSource(info=info, launches=conform_launches(frame), cc=cc, device_name=name, on_cpu=cpu_ops)
+
+
+def _recorded_on_cpu(trace: TraceEvents, options: TraceOptions) -> bool:
+    """Whether the trace is of ops that ran on the CPU (recorded with ProfilerActivity.CPU alone): then every op
+    is a launch. A trace with GPU activity is a GPU's; one without is refused where it looks like a GPU's whose
+    kernels are missing (CUDA runtime calls, or a GPU named with no --gpu cpu to say the model ran on the CPU)."""
+    if trace.gpu:
+        if options.cpu_ops:
+            raise InputError(
+                f"{trace.path}: --gpu cpu, but the trace holds {len(trace.gpu)} GPU kernels, copies or sets",
+                "leave out --gpu cpu: the trace was recorded on a GPU",
+            )
+        return False
+    if not any(not event.is_range for event in trace.cpu):
+        raise InputError(
+            f"{trace.path}: a PyTorch profiler trace with no GPU kernels and no CPU ops",
+            "record the step inside `with torch.profiler.profile(...)`",
+        )
+    if options.cpu_ops:
+        return True
+    if options.gpu is not None:
+        raise InputError(
+            f"{trace.path}: --gpu {options.gpu.name}, but the trace holds no GPU kernels: it was recorded with "
+            "the CPU activity alone",
+            "import it without --gpu (or with --gpu cpu) if the model ran on the CPU; if it ran on the GPU, "
+            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+        )
+    if trace.runtime:
+        raise InputError(
+            f"{trace.path}: CUDA runtime calls but no GPU kernels, copies or sets: the GPU's activity is missing",
+            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+        )
+    if trace.devices:
+        name = device_description(trace, None)[0] or "a GPU"
+        raise InputError(
+            f"{trace.path}: the trace names {name} but holds no GPU kernels: recorded without the CUDA activity?",
+            "if the model ran on the CPU, import it with --gpu cpu; if it ran on the GPU, profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+        )
+    return True
 
 
 def _launched_at(link: LaunchLink, activity: GpuActivity) -> float:
@@ -239,6 +288,8 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         "steps": ", ".join(map(str, steps)),
     }
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
+    if trace.record_shapes is False or frame["shapes"].isna().all():
+        warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
     if options.rank is None and trace.rank is None and not options.cpu_ops:

@@ -260,17 +260,14 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     from_report = [key for key in ROOF_KEYS if report[key].notna().any()]
     gpu = run_gpu(run.meta)
     datasheet = datasheet_ceilings(gpu) if gpu is not None and gpu.peaks else None
-    if datasheet is None and not from_report:
-        if gpu is not None:
-            what = f"the catalog has no datasheet peaks for {gpu.name}"
-        elif run.meta.cc:
-            what = f"it names no GPU, only compute capability {run.meta.cc}"
-        else:
-            what = "it does not say which GPU it ran on"
-        raise UsageError(
-            f"run {run.name!r} has no roofs: {what}, and its sources carry no ncu peak metrics",
-            "pass --ceilings with a GPU name, a bundled set or a file of measured ceilings (see `hroofline gpus`)",
+    missing = roofs_unknown(run)
+    if missing is not None:
+        hint = (
+            CPU_CEILINGS_HINT
+            if run.meta.gpu == CPU
+            else "pass --ceilings with a GPU name, a bundled set or a file of measured ceilings (see `hroofline gpus`)"
         )
+        raise UsageError(f"run {run.name!r} has no roofs: {missing}", hint)
     if datasheet is None:
         roofs = RunRoofs(label="", source="", per_launch=report.copy())
     else:
@@ -280,6 +277,34 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
         roofs.origins[key] = REPORT
     roofs.label, roofs.source = _report_label(run, roofs, datasheet, from_report)
     return _counted_fp16(run, roofs)
+
+
+CPU_CEILINGS_HINT = (
+    "measure the ceilings of the CPU it ran on, on that machine (hroofline ceilings --measure --out cpu.toml), "
+    "and pass --ceilings cpu.toml"
+)
+
+
+def roofs_unknown(run: Run) -> str | None:
+    """Why ``run`` has no roofs of its own, for commands that draw or rank against them: no measured set, no
+    catalog GPU with datasheet peaks, no peaks in its reports. None where it has some."""
+    if run.meta.ceilings:
+        return None
+    peaks = run.launches[[PEAK_PREFIX + key for key in ROOF_KEYS]]
+    if peaks.notna().to_numpy().any():
+        return None
+    if run.meta.gpu == CPU:
+        return "no ceilings of the CPU it ran on were measured or given"
+    gpu = run_gpu(run.meta)
+    if gpu is not None and gpu.peaks:
+        return None
+    if gpu is not None:
+        what = f"the catalog has no datasheet peaks for {gpu.name}"
+    elif run.meta.cc:
+        what = f"it names no GPU, only compute capability {run.meta.cc}"
+    else:
+        what = "it does not say which GPU it ran on"
+    return f"{what}, and its sources carry no ncu peak metrics"
 
 
 def _from_set(launches: pd.DataFrame, ceilings: Ceilings) -> RunRoofs:
@@ -413,5 +438,6 @@ __all__ = [
     "from_peaks",
     "load_ceilings_file",
     "named_ceilings",
+    "roofs_unknown",
     "run_roofs",
 ]

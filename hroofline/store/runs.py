@@ -25,6 +25,7 @@ import pandas as pd
 from hroofline.errors import MergeError, StoreError, UsageError
 from hroofline.model.quantities import QUANTITIES
 from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
+from hroofline.roofs.ceilings import CPU
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import (
     check_run_name,
@@ -91,9 +92,11 @@ class RunStore(StoreReader):
         sources: list[ImportedSource],
         gpu: str | None = None,
         precision: str | None = None,
+        ceilings: dict[str, Any] | None = None,
     ) -> AddResult:
-        """Append sources to a run (creating it); a source already in the run is skipped."""
-        return self._add(name, sources, RunDefaults(gpu, precision, None), start_fresh=False)
+        """Append sources to a run (creating it); a source already in the run is skipped. ``gpu``, ``precision``
+        and ``ceilings`` fill what the run does not know yet."""
+        return self._add(name, sources, RunDefaults(gpu, precision, ceilings), start_fresh=False)
 
     def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
         """Make ``name`` a run of just ``sources``, under the run's lock: readers see the old run until the
@@ -238,6 +241,13 @@ def _kept_gpu_note(meta: RunMeta, source: ImportedSource, name: str) -> list[str
 
 
 def _check_same_device(meta: RunMeta, source: ImportedSource, name: str) -> None:
+    if meta.sources and (meta.gpu == CPU) != source.on_cpu:
+        where = "the CPU" if meta.gpu == CPU else (meta.gpu_name or "a GPU")
+        source_where = "the CPU" if source.on_cpu else "a GPU"
+        raise StoreError(
+            f"run {name!r} holds data measured on {where}; {source.info.path} was measured on {source_where}",
+            "import it into another run",
+        )
     if meta.cc and source.cc and meta.cc != source.cc:
         raise StoreError(
             f"run {name!r} holds data of a compute capability {meta.cc} GPU; {source.info.path} is from {source.cc}",
