@@ -110,3 +110,55 @@ def test_compare_with_the_prediction_per_layer(cli, trace_run: tuple[Path, Path]
     phases = data["phases"]
     for phase in ("forward", "backward", "optimizer"):
         assert phases[phase]["flops_ratio"] == pytest.approx(1.0, rel=1e-12)
+
+
+TINY_SCRIPT = """\
+import sys
+import torch
+from torch import nn
+
+import hroofline
+
+model = hroofline.annotate(nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.ReLU(), nn.Flatten(),
+                                         nn.Linear(16 * 8 * 8, 10)))
+loss_fn, optimizer = nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01)
+images, labels = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+for _ in range(int(sys.argv[1])):
+    with hroofline.profiled_step():
+        with hroofline.phase("forward"):
+            loss = loss_fn(model(images), labels)
+        with hroofline.phase("backward"):
+            loss.backward()
+        with hroofline.phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_your_own_script_under_torch_profiler(cli, tmp_path: Path) -> None:
+    """`profile --script train.py --backend trace` was refused ('not with --script yet'): where counters are denied
+    a user's own script could not be traced. Now torch.profiler records the steps the script marks (after the
+    warm-up ones), with its phases and layers, on the CPU here (--gpu NAME adds the CUDA activity)."""
+    script = tmp_path / "train.py"
+    script.write_text(TINY_SCRIPT)
+    ceilings = tmp_path / "fixed.toml"
+    ceilings.write_text('name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp64 = 100e9\n')
+    argv = ["profile", "--gpu", "cpu", "--backend", "trace", "--warmup", "1", "--steps", "2"]
+    argv += ["--ceilings", ceilings, "--out-dir", tmp_path / "out", "--store", cli.store]  # before --script
+    result = cli(*argv, "--script", script, "4")
+    assert result.code == 0, result.err
+    assert "USDT" not in result.err and "gpuGetDeviceCount" not in result.err  # Kineto's own lines are no news
+    run = load("train-cpu-trace", cli.store)
+    launches = run.launches
+    assert run.meta.gpu == "cpu" and run.meta.ceilings["label"] == "fixed"
+    assert set(launches["phase"]) == {"forward", "backward", "optimizer"}
+    assert {"0", "3", "<loss>", "<optimizer>"} <= set(launches["layer"])
+    assert launches["step"].nunique() == 2  # the two profiled steps, not the warm-up one nor the last
+    # the convolution's forward: 2 N C_out H W C_in k k FLOPs, in each of the two steps
+    conv = launches[(launches["layer"] == "0") & (launches["phase"] == "forward")]
+    assert total_flops(conv).sum() == pytest.approx(2 * 2 * 4 * 16 * 8 * 8 * 3 * 9, rel=1e-12)
+    names = {e.get("name") for e in json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]}
+    assert {"forward", "backward", "optimizer", "hroofline.layer:0"} <= names
+    assert cli("top", "train-cpu-trace").code == 0
+    short = cli(*argv, "--replace", "--script", script, "2")  # 1 warm-up step and 1 of the 2 profiled
+    assert short.code == 1 and short.err.count("\n") == 2 and "ran 2 step(s)" in short.err, short.err

@@ -22,6 +22,7 @@ from hroofline.cli.profile_trace import (
     TracePlan,
     distinct_launches_pass,
     profile_out_dir,
+    profile_script_trace_run,
     profile_trace_run,
     top_kernels_pass,
 )
@@ -57,6 +58,8 @@ examples:
   hroofline profile --model mypkg.models:build --gpu cpu               your own model (FACTORY() -> nn.Module)
   hroofline profile --gpu cpu --script train.py --epochs 1             your own script, marked with
                                                                        hroofline.profiled_step/phase/annotate
+  hroofline profile --gpu h100 --backend trace --script train.py      your script under torch.profiler (no
+                                                                       counter permission needed)
 
 On a GPU, the step's phases and its modules are NVTX start/end ranges (domain 'hroofline'), which also
 cover the kernels PyTorch's autograd threads launch; ncu profiles only the phases, only in the profiled
@@ -177,10 +180,6 @@ def run_profile(args: argparse.Namespace) -> int:
             what = "--dry-run" if args.dry_run else "--script"
             raise UsageError(f"--kernels: not with {what} (its trace pass chooses the kernels, on the model)")
     if args.script is not None:
-        if args.backend == "trace":
-            raise UsageError(
-                "--backend trace: not with --script yet", "profile the script with --backend ncu or on --gpu cpu"
-            )
         return _profile_script(args, on_cpu)
     config = workload_config(args, "cpu" if on_cpu else "cuda")
     gpu = None if on_cpu else resolve_gpu(args.gpu)
@@ -277,11 +276,15 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
             f"hroofline: warning: {', '.join(ours)} after --script go to the script, not to hroofline "
             "(put hroofline's options before --script)"
         )
-    run = check_run_name(args.run or f"{script.stem}-{args.gpu.lower()}")
     gpu = None if on_cpu else resolve_gpu(args.gpu)
+    backend = args.backend or ("recorder" if on_cpu else _default_gpu_backend(args))
+    suffix = "-trace" if backend == "trace" else ""
+    run = check_run_name(args.run or f"{script.stem}-{args.gpu.lower()}{suffix}")
     _refuse_existing(args, run)
     warmup = 1 if args.warmup is None else args.warmup
-    if on_cpu:
+    if backend == "trace":
+        profile_script_trace_run(args, script, script_args, gpu, run, warmup)
+    elif on_cpu:
         from hroofline.collect.cpu_backend import profile_script_cpu
 
         ceilings = cpu_ceilings(args)

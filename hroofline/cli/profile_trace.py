@@ -32,12 +32,46 @@ def profile_trace_run(
     args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
 ) -> None:
     source = _trace_pass(args, config, gpu, run, warmup)
+    _store_trace_run(args, source, gpu, config.precision, run)
+
+
+def profile_script_trace_run(
+    args: argparse.Namespace, script: Path, script_args: list[str], gpu: GpuName | None, run: str, warmup: int
+) -> None:
+    """``profile --script --backend trace``: torch.profiler around the steps the script marks, in this process."""
+    from hroofline.collect.trace_backend import profile_script_trace
+
+    _check_gpu_visible(gpu)
+    trace_file = profile_out_dir(args, run) / "trace.json"
+    source = profile_script_trace(script, script_args, warmup, args.steps, trace_file, say, gpu is not None)
+    _say_trace_notes(source, trace_file)
+    _store_trace_run(args, source, gpu, None, run)
+
+
+def _store_trace_run(
+    args: argparse.Namespace, source: ImportedSource, gpu: GpuName | None, precision: str | None, run: str
+) -> None:
+    """The trace's run, replacing any of that name: on the CPU with its ceilings (--ceilings, else this CPU's)."""
+    defaults = (
+        RunDefaults(gpu.name, precision, None) if gpu else RunDefaults(CPU, precision, cpu_ceilings(args).to_json())
+    )
     store = open_store(args)
-    defaults = RunDefaults(gpu.name if gpu else CPU, config.precision, None)
-    if gpu is None:
-        defaults = RunDefaults(CPU, config.precision, cpu_ceilings(args).to_json())
     result = store.replace_run(run, [source], defaults)
     report_phases(result.run, store.root)
+
+
+def _check_gpu_visible(gpu: GpuName | None) -> None:
+    if gpu is not None:
+        from hroofline.collect.preflight import gpu_visible
+
+        if not gpu_visible():
+            raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
+
+
+def _say_trace_notes(source: ImportedSource, trace_file: Path) -> None:
+    for note in source.info.notes:
+        say(f"  note: {note}")
+    say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
 
 
 @dataclass(frozen=True)
@@ -62,16 +96,10 @@ def _trace_pass(
 ) -> ImportedSource:
     from hroofline.collect.trace_backend import profile_trace
 
-    if gpu is not None:
-        from hroofline.collect.preflight import gpu_visible
-
-        if not gpu_visible():
-            raise ProfilingError(f"cannot profile on {gpu.name} here: PyTorch sees no NVIDIA GPU", "profile --gpu cpu")
+    _check_gpu_visible(gpu)
     trace_file = profile_out_dir(args, run) / "trace.json"
     source = profile_trace(config, warmup, args.steps, trace_file, say, mark_calls)
-    for note in source.info.notes:
-        say(f"  note: {note}")
-    say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
+    _say_trace_notes(source, trace_file)
     return source
 
 

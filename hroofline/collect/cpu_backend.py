@@ -65,6 +65,14 @@ def profile_script_cpu(
     recorder = OpRecorder(session.tracker)
     session.recorder = recorder
     session.phase_listeners.insert(0, recorder.listen)
+    run_marked_script(script, argv, session, progress)
+    settings = {"script": str(script), "arguments": " ".join(argv)}
+    return _cpu_source(recorder, f"cpu:{script}", settings, warmup, steps)
+
+
+def run_marked_script(script: Path, argv: list[str], session: Session, progress: Callable[[str], None]) -> None:
+    """Runs the user's script in this process as ``python script.py ARGS`` would, its marks feeding
+    ``session``; refuses a script that failed or marked fewer steps than the session collects."""
     progress(f"running {script} {' '.join(argv)}".rstrip())
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *argv]
@@ -82,14 +90,12 @@ def profile_script_cpu(
         raise ProfilingError(f"{script} failed: {type(error).__name__}: {error}") from None
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if session.collected < steps:
+    if session.collected < session.wanted:
         raise ProfilingError(
-            f"{script} ran {session.steps} step(s) in hroofline.profiled_step(): {warmup} warm-up and {steps} "
-            "profiled wanted",
+            f"{script} ran {session.steps} step(s) in hroofline.profiled_step(): {session.warmup} warm-up and "
+            f"{session.wanted} profiled wanted",
             "wrap each training step in `with hroofline.profiled_step():`, or lower --warmup / --steps",
         )
-    settings = {"script": str(script), "arguments": " ".join(argv)}
-    return _cpu_source(recorder, f"cpu:{script}", settings, warmup, steps)
 
 
 def _cpu_source(recorder: OpRecorder, path: str, settings: dict[str, str], warmup: int, steps: int) -> ImportedSource:

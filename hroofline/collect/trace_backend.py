@@ -110,6 +110,100 @@ def profile_trace(
     return source
 
 
+def profile_script_trace(
+    script: Path,
+    argv: list[str],
+    warmup: int,
+    steps: int,
+    trace_file: Path,
+    progress: Callable[[str], None],
+    on_gpu: bool,
+) -> ImportedSource:
+    """Runs the user's script in this process with torch.profiler around the ``steps`` steps it marks with
+    ``hroofline.profiled_step()`` after ``warmup`` of them, its phases and layers (``hroofline.phase``,
+    ``hroofline.annotate``) as ``record_function`` ranges, as for a model; the trace is written to ``trace_file``
+    and imported."""
+    from torch.profiler import ProfilerActivity
+
+    from hroofline.collect.cpu_backend import run_marked_script
+    from hroofline.collect.session import Session
+
+    ranges = RecordFunctionRanges()
+    session = Session("trace", layers=True, warmup=warmup, steps=steps)
+    session.tracker.listeners.append(ranges.layer)
+    session.phase_listeners.insert(0, ranges.phase)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    profiled = ProfiledSteps(_step_profiler(activities, steps, trace_file), steps, ranges, on_gpu)
+    session.recorder = profiled
+    trace_file.parent.mkdir(parents=True, exist_ok=True)
+    trace_file.unlink(missing_ok=True)  # an earlier profile's trace is not this one's
+    try:
+        run_marked_script(script, argv, session, progress)
+    finally:
+        profiled.stop()
+    if not trace_file.exists():
+        raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
+    settings = {"script": str(script), "arguments": " ".join(argv), "warmup_steps": str(warmup)}
+    settings.update(profiled_steps=str(steps), profiled_seconds=f"{profiled.seconds:.3f}")
+    return import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+
+
+def _step_profiler(activities: list[Any], steps: int, trace_file: Path) -> Any:
+    """torch.profiler over ``steps`` steps, each a ``ProfilerStep#N``, the trace written after the last."""
+    from torch.profiler import profile, schedule
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*warmup.*")
+        return profile(
+            activities=activities,
+            record_shapes=True,
+            schedule=schedule(wait=0, warmup=0, active=steps, repeat=1),
+            on_trace_ready=lambda done: done.export_chrome_trace(str(trace_file)),
+        )
+
+
+class ProfiledSteps:
+    """What a script's collected steps enter (the session's recorder): the profiler starts with the first, each
+    one's end is a profiler step (after the GPU's work is done), and it stops after the last."""
+
+    def __init__(self, profiler: Any, steps: int, ranges: RecordFunctionRanges, on_gpu: bool) -> None:
+        self.profiler, self.steps, self.ranges, self.on_gpu = profiler, steps, ranges, on_gpu
+        self.done = 0
+        self.running = False
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> ProfiledSteps:
+        if not self.running and self.done < self.steps:
+            with native_stderr_quiet():
+                self.profiler.start()
+            self.running, self._started = True, time.perf_counter()
+        return self
+
+    def __exit__(self, *failure: object) -> None:
+        if not self.running:
+            return
+        if self.on_gpu:
+            import torch
+
+            torch.cuda.synchronize()
+        self.done += 1
+        with native_stderr_quiet():  # the last step's ends the recording: Kineto's stop marker
+            self.profiler.step()
+        if self.done >= self.steps or failure[0] is not None:
+            self.stop()
+
+    def stop(self) -> None:
+        """Closes the open layer range and stops the profiler (which writes the trace); once."""
+        if not self.running:
+            return
+        self.running = False
+        self.ranges.layer(None)
+        with native_stderr_quiet():
+            self.profiler.stop()
+        self.seconds = time.perf_counter() - self._started
+
+
 def measure_step_memory(step: TrainingStep, on_gpu: bool) -> tuple[list[PhaseMemory], str]:
     """Each phase's memory over one more step, after the profiled ones (so that measuring it, with its
     synchronisations or its dispatch mode, changes no profiled time): the CUDA caching allocator on a GPU,
@@ -133,10 +227,14 @@ def measure_step_memory(step: TrainingStep, on_gpu: bool) -> tuple[list[PhaseMem
     return first_per_phase(liveness.phases), "one step after the profiled ones: " + LIVENESS_METHOD
 
 
+# What Kineto logs as an ERROR on a machine without a CUDA GPU when it lists the GPUs for the trace: no news there.
+NO_GPU_COUNT = "gpuGetDeviceCount failed"
+
+
 @contextlib.contextmanager
 def native_stderr_quiet() -> Iterator[None]:
-    """Kineto prints start/stop markers (``USDT: ... profiler_start``) from C++ onto file descriptor 2; they
-    are dropped, anything else it prints there is passed on."""
+    """Kineto prints start/stop markers (``USDT: ... profiler_start``) from C++ onto file descriptor 2, and on a
+    machine without a GPU that it found none; they are dropped, anything else it prints there is passed on."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
@@ -148,7 +246,7 @@ def native_stderr_quiet() -> Iterator[None]:
             os.close(saved)
             captured.seek(0)
             lines = captured.read().decode(errors="replace").splitlines()
-    kept = [line for line in lines if line.strip() and not line.startswith("USDT:")]
+    kept = [line for line in lines if line.strip() and not line.startswith("USDT:") and NO_GPU_COUNT not in line]
     if kept:
         sys.stderr.write("\n".join(kept) + "\n")
 
