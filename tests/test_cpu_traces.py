@@ -84,7 +84,8 @@ def test_a_cpu_trace_imports_as_a_cpu_run_and_charts(cli, traces: dict[str, Path
     ops = _ops(traces["trace"])
     launches = run.launches
     assert len(launches) == len(ops)
-    assert launches["time_s"].sum() == pytest.approx(_outermost_time_s(ops), rel=1e-9)
+    # to Kineto's rounding: a child op that ends a nanosecond after its parent keeps that nanosecond
+    assert launches["time_s"].sum() == pytest.approx(_outermost_time_s(ops), rel=1e-6)
     assert set(launches["phase"]) == {"backward", "other"}  # the snippet marks no forward range
     # the first convolution, 3 -> 64 channels, 7x7, stride 2: 2 N C_out H W C_in k k FLOPs on a 16x16 output
     first = launches[(launches["shapes"] == "2x3x32x32, 64x3x7x7") & (launches["phase"] != "backward")]
@@ -205,7 +206,7 @@ def test_a_gpu_trace_that_names_no_gpu_is_said_at_import(cli, tmp_path: Path) ->
     # (the DDP trace recorded no shapes either: a line of its own says so)
     warnings = [line for line in result.err.splitlines() if line.startswith("hroofline: warning: run")]
     assert len(warnings) == 1, result.err
-    assert "has no roofs" in warnings[0] and "--gpu NAME --replace" in warnings[0] and "top, chart" in warnings[0]
+    assert "has no roofs" in warnings[0] and "--replace and --gpu NAME" in warnings[0] and "top, chart" in warnings[0]
     assert cli("summary", "nameless").code == 0
     assert cli("top", "nameless").code == 2
     named = cli("import", nameless, "--run", "nameless", "--gpu", "a100", "--replace")

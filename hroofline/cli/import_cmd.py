@@ -183,7 +183,7 @@ def _cpu_ceilings(unknown: list[str]) -> CpuCeilings:
         here = socket.gethostname()
         if hosts == {here}:
             return this_cpu_ceilings().to_json()
-        recorded = ", ".join(sorted(repr(h) for h in hosts if h))
+        recorded = ", ".join(sorted(repr(h) for h in hosts if h and h != here))
         unknown.append(
             f"the trace was recorded on host {recorded}, not on this one ({here!r})"
             if recorded
@@ -208,5 +208,8 @@ def _warn_without_roofs(run: Run, unknown: list[str]) -> None:
             "--ceilings cpu.toml --replace, or pass --ceilings cpu.toml to them"
         )
     else:
-        fix = "import again with --gpu NAME --replace (see `hroofline gpus`), or pass --ceilings NAME to them"
+        fix = (
+            "import again with --replace and --gpu NAME (see `hroofline gpus`) or --ceilings FILE, or pass "
+            "--ceilings NAME|FILE to them"
+        )
     say(f"hroofline: warning: run {run.name!r} has no roofs ({why}): summary works; {needing}: {fix}")
