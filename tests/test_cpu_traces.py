@@ -109,6 +109,16 @@ def test_gpu_cpu_is_accepted_by_import(cli, traces: dict[str, Path]) -> None:
     assert load("named", cli.store).meta.gpu == "cpu"
 
 
+def test_a_cpu_trace_from_python(traces: dict[str, Path], tmp_path: Path) -> None:
+    """The notebook's import_run takes gpu="cpu" (it said 'unknown GPU') and a ceilings file, as the command."""
+    import hroofline
+
+    store = tmp_path / "store"
+    run = hroofline.import_run(traces["trace"], "py", gpu="cpu", ceilings=traces["ceilings"], store=store)
+    assert run.meta.gpu == "cpu" and run.meta.ceilings["label"] == "fixed"
+    assert len(run.launches) == len(_ops(traces["trace"]))
+
+
 def test_a_trace_recorded_here_gets_this_cpus_ceilings(
     cli, traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -66,20 +66,25 @@ def import_run(
     phase: str | None = None,
     store: str | Path | None = None,
     replace: bool = False,
+    ceilings: str | Path | None = None,
 ) -> RunView:
     """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
-    ``replace`` made of these alone), as ``hroofline import``; returns the run."""
+    ``replace`` made of these alone), as ``hroofline import``; returns the run. A trace recorded on the CPU alone
+    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs."""
     from hroofline.api.imports import import_files
     from hroofline.importers.build import ImportOptions
     from hroofline.model.phases import parse_phase_option
     from hroofline.roofs.catalog import resolve_gpu
+    from hroofline.roofs.ceilings import CPU, load_ceilings_file
     from hroofline.store.runs import RunDefaults
 
     paths = [sources] if isinstance(sources, str | Path) else list(sources)
-    named = resolve_gpu(gpu) if gpu else None
-    options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named)
+    on_cpu = gpu is not None and gpu.strip().lower() == CPU
+    named = resolve_gpu(gpu) if gpu and not on_cpu else None
+    options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named, cpu_ops=on_cpu)
+    measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
     target = store_at(store)
-    import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, None), replace)
+    import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, measured), replace)
     return RunView.of(target.load(run))
 
 
