@@ -34,7 +34,7 @@ kernels are communication, with their bytes from the collective's arguments. Tra
 imported into one run give per-rank summaries (`summary --by rank`). A trace recorded on the CPU alone
 (activities=[ProfilerActivity.CPU]) makes a CPU run (--gpu cpu, taken without it): every op is a launch, timed
 by its self time, with its work from its recorded shapes; its roofs are the ceilings of --ceilings FILE, or
-this machine's (measured, a few seconds) where the trace says it was recorded here. A run left without roofs
+this machine's (measured, as profile --gpu cpu does) where the trace says it was recorded here. A run left without roofs
 (a trace that names no GPU) is said at once: top, chart, report and advise need them.
 
 Sources that are passes over the same launches (the same kernels in the same order, each measuring
