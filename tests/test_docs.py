@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,8 @@ from tools import docs_reference
 from tools.check_site import check_site
 
 DOCS_MODULES = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers")
+# For every page of the site to load in Chromium (about 10 s here; the machine may be busy with other tests).
+PAGES_TIMEOUT_S = 150
 
 
 def test_generated_reference_is_up_to_date(tmp_path: Path) -> None:
@@ -116,21 +119,23 @@ def test_site_checker_finds_broken_links(tmp_path: Path) -> None:
     assert any("network" in p for p in problems)
 
 
-# Loads every page of the site into an iframe, one after the other, and writes what it found into #result:
-# per page, its title, whether it has a heading, its broken images, its element ids and its links.
-HARNESS = """<!doctype html><html><head><link rel="icon" href="data:,"></head>
-<body><pre id="result">running</pre><script>
+# Loads every page of the site into an iframe, one after the other, and posts what it found to the server: per
+# page, whether it has a heading, its broken images, its element ids and its links; then the status of each link
+# to a file that is not a page. It posts each page's address before loading it, so that a hang names its page.
+HARNESS = """<!doctype html><html><head><link rel="icon" href="data:,"></head><body><script>
 const pages = %s;
+const post = (what, body) => fetch("/__harness__/" + what, {method: "POST", body: body});
 function loaded(frame, url) {
   return new Promise(resolve => { frame.onload = resolve; frame.src = url; });
 }
 async function visit(frame, url) {
+  await post("progress", url);
   await loaded(frame, url);
   const doc = frame.contentDocument;
   const images = [...doc.images];
+  images.forEach(img => { img.loading = "eager"; });  // a lazy image out of the frame's view would never load
   await Promise.all(images.map(img => img.complete ? null : new Promise(r => { img.onload = img.onerror = r; })));
   return {
-    title: doc.title,
     heading: !!doc.querySelector("article h1"),
     broken: images.filter(img => img.naturalWidth === 0).map(img => img.getAttribute("src")),
     ids: [...doc.querySelectorAll("[id]")].map(e => e.id),
@@ -139,49 +144,72 @@ async function visit(frame, url) {
 }
 (async () => {
   const frame = document.createElement("iframe");
+  frame.width = 1280; frame.height = 800;
   document.body.appendChild(frame);
   const found = {};
   for (const page of pages) found[new URL(page, location.href).href] = await visit(frame, page);
-  const extra = {};  // links to files that are not pages (images, downloads): they must load
+  const extra = {};
   for (const info of Object.values(found)) for (const link of info.links) {
     const target = link.split("#")[0];
     if (target.startsWith(location.origin) && !(target in found) && !(target in extra))
       extra[target] = (await fetch(target)).status;
   }
-  document.getElementById("result").textContent = JSON.stringify({found, extra});
-})().catch(e => { document.getElementById("result").textContent = "error: " + e; });
+  await post("result", JSON.stringify({found, extra}));
+})().catch(e => post("result", JSON.stringify({error: String(e)})));
 </script></body></html>
 """
 
 
 class _Recorder(http.server.SimpleHTTPRequestHandler):
-    """Serves the site and records the status of every request."""
+    """Serves the site, records the status of every request, and takes the harness's posts."""
 
     requests: list[tuple[str, int]]
+    posts: dict[str, str]
+    done: threading.Event
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        what = self.path.removeprefix("/__harness__/")
+        self.posts[what] = body
+        self.send_response(204)
+        self.end_headers()
+        if what == "result":
+            self.done.set()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self.requests.append((self.path, int(code)))
+        if not self.path.startswith("/__harness__/"):
+            self.requests.append((self.path, int(code)))
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: the test reads self.requests
         pass
 
 
+@dataclass
+class Served:
+    root: str
+    requests: list[tuple[str, int]]
+    posts: dict[str, str]
+    done: threading.Event
+
+
 @pytest.fixture
-def served(site: Path) -> Iterator[tuple[str, list[tuple[str, int]]]]:
-    requests: list[tuple[str, int]] = []
-    handler = type("Handler", (_Recorder,), {"requests": requests})
+def served(site: Path) -> Iterator[Served]:
+    """The site on 127.0.0.1, as a web server would serve it."""
+    served = Served("", [], {}, threading.Event())
+    handler = type("Handler", (_Recorder,), {"requests": served.requests, "posts": served.posts, "done": served.done})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(site)))
+    served.root = f"http://127.0.0.1:{server.server_address[1]}/"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", requests
+        yield served
     finally:
         server.shutdown()
         server.server_close()
 
 
-def _dump_dom(url: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    command = [
+def _browser(profile: Path, *extra: str) -> list[str]:
+    return [
         _chromium(),
         "--headless",
         "--no-sandbox",
@@ -190,29 +218,36 @@ def _dump_dom(url: str, profile: Path) -> subprocess.CompletedProcess[str]:
         f"--user-data-dir={profile}",
         "--enable-logging=stderr",
         "--v=0",
-        "--virtual-time-budget=60000",
-        "--dump-dom",
-        url,
+        *extra,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_every_page_opens_in_chromium(site: Path, served: tuple[str, list[tuple[str, int]]], tmp_path: Path) -> None:
-    root, requests = served
+def test_every_page_opens_in_chromium(site: Path, served: Served, tmp_path: Path) -> None:
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if p.name != "404.html")
-    (site / "__check__.html").write_text(HARNESS % json.dumps(pages))
-    try:
-        done = _dump_dom(root + "__check__.html", tmp_path / "profile")
-    finally:
-        (site / "__check__.html").unlink()
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.S)
-    assert result and result[1].startswith("{"), (result[1] if result else done.stdout)[-2000:]
-    report = json.loads(result[1].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    (site / "__harness__.html").write_text(HARNESS % json.dumps(pages))
+    log = tmp_path / "chromium.log"
+    with log.open("w") as stderr:
+        browser = subprocess.Popen(
+            _browser(tmp_path / "profile", served.root + "__harness__.html"), stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        try:
+            finished = served.done.wait(timeout=PAGES_TIMEOUT_S)
+        finally:
+            browser.terminate()
+            try:
+                browser.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                browser.kill()
+                browser.wait()
+            (site / "__harness__.html").unlink()
+    assert finished, f"the pages did not all load in {PAGES_TIMEOUT_S} s: last {served.posts.get('progress')}"
+    report = json.loads(served.posts["result"])
+    assert "error" not in report, report
     found, extra = report["found"], report["extra"]
     assert len(found) == len(pages)
 
-    problems = sorted({f"request {path}: {code}" for path, code in requests if code >= 400})
+    root = served.root
+    problems = sorted({f"request {path}: {code}" for path, code in served.requests if code >= 400})
     for url, info in found.items():
         page = url.removeprefix(root)
         problems += [f"{page}: no heading"] if not info["heading"] else []
@@ -225,14 +260,16 @@ def test_every_page_opens_in_chromium(site: Path, served: tuple[str, list[tuple[
                 problems.append(f"{page}: link to {link.removeprefix(root)}: no such anchor")
             elif target not in found and extra.get(target) != 200:
                 problems.append(f"{page}: link to {link.removeprefix(root)}: {extra.get(target)}")
-    problems += [f"console: {line}" for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    problems += [f"console: {line}" for line in log.read_text().splitlines() if ":CONSOLE" in line]
     assert not problems, "\n".join(problems)
 
 
 def test_search_works_from_the_file_system(site: Path, tmp_path: Path) -> None:
     """Opened as files (no server), the search finds the command reference: the offline plugin's index and the
     worker shim kept in docs/assets."""
-    done = _dump_dom((site / "index.html").as_uri() + "?q=roofline", tmp_path / "profile")
+    url = (site / "index.html").as_uri() + "?q=roofline"
+    command = _browser(tmp_path / "profile", "--virtual-time-budget=30000", "--dump-dom", url)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     hits = re.findall(r'class="md-search-result__item"', done.stdout)
     assert len(hits) > 0, done.stdout[-3000:]
