@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from hroofline.cli.main import COMMANDS
 from tests.conftest import REPO
 from tests.test_browser import _chromium
 from tools import docs_reference
@@ -55,6 +56,12 @@ def test_generated_reference_is_up_to_date(tmp_path: Path) -> None:
     left = sorted(set(cli.glob("*.md")) - {REPO / "docs" / p.relative_to(tmp_path) for p in written})
     problems += [f"docs/{p.relative_to(REPO / 'docs').as_posix()} has no command any more" for p in left]
     assert not problems, "; ".join(problems) + f": run `{docs_reference.REGENERATE}` and commit docs/reference"
+
+
+def test_nav_lists_every_command() -> None:
+    """mkdocs.yml's nav names the command pages by hand: in the order of `hroofline --help`, none missing."""
+    nav = re.findall(r"reference/cli/([\w-]+)\.md", (REPO / "mkdocs.yml").read_text())
+    assert nav == ["index", *COMMANDS], "mkdocs.yml: Reference > Commands must list reference/cli/COMMAND.md"
 
 
 def test_generated_pages_say_what_help_says() -> None:
