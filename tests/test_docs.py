@@ -75,6 +75,19 @@ def test_generated_pages_say_what_help_says() -> None:
     assert "[`compare`](compare.md)" in docs_reference.index_page()
 
 
+def test_rest_markup_becomes_markdown() -> None:
+    """The API reference's docstring rewrite (tools/griffe_rest.py): roles as code, "::" as a colon."""
+    pytest.importorskip("griffe")
+    from tools.griffe_rest import rest_to_markdown
+
+    assert rest_to_markdown("a :class:`~hroofline.api.face.RunView` or :func:`hroofline.load`") == (
+        "a `RunView` or `hroofline.load`"
+    )
+    assert rest_to_markdown("aliases: fw, ...)::\n\n    code\n") == "aliases: fw, ...):\n\n    code\n"
+    assert rest_to_markdown("it does nothing ::\n\n    code\n") == "it does nothing\n\n    code\n"
+    assert rest_to_markdown("a::b, and ``x``") == "a::b, and ``x``"
+
+
 def _require_docs_extra() -> None:
     missing = [name for name in DOCS_MODULES if importlib.util.find_spec(name) is None]
     if not missing:
