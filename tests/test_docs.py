@@ -49,13 +49,18 @@ def test_generated_reference_is_up_to_date(tmp_path: Path) -> None:
         if not committed.is_file():
             problems.append(f"docs/{relative.as_posix()} is missing")
         elif committed.read_bytes() != fresh.read_bytes():
-            source = relative.stem if relative.parent == docs_reference.CLI_DIR else "the API"
-            about = f"hroofline {source}" if source not in ("index", "the API") else source
-            problems.append(f"docs/{relative.as_posix()} is stale ({about} changed)")
+            problems.append(f"docs/{relative.as_posix()} is stale ({_source(relative)} changed)")
     cli = REPO / "docs" / docs_reference.CLI_DIR
     left = sorted(set(cli.glob("*.md")) - {REPO / "docs" / p.relative_to(tmp_path) for p in written})
     problems += [f"docs/{p.relative_to(REPO / 'docs').as_posix()} has no command any more" for p in left]
     assert not problems, "; ".join(problems) + f": run `{docs_reference.REGENERATE}` and commit docs/reference"
+
+
+def _source(page: Path) -> str:
+    """What a generated page is made from."""
+    if page == docs_reference.API_PAGE:
+        return "hroofline._API"
+    return "the list of commands" if page.stem == "index" else f"the parser of `hroofline {page.stem}`"
 
 
 def test_nav_lists_every_command() -> None:
