@@ -36,7 +36,7 @@ RESNETS := resnet18 resnet34 resnet50
 STUDY_SUFFIX := $(call batch_suffix,$(STUDY_BATCH))
 
 .PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \
-	study-resnets study-memory study-deepcam
+	study-resnets study-memory study-deepcam docs docs-extra docs-reference
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
@@ -49,6 +49,8 @@ help:
 	@echo "             (studies predict here; MEASURE_GPU=NAME also profiles them on this machine's GPU)"
 	@echo "make test    run the test suite (ruff, then pytest)"
 	@echo "make test-spark  read a store with Spark (installs PySpark and a Java runtime when missing)"
+	@echo "make docs    build the documentation site into site/ (strict, offline) and check its links"
+	@echo "make docs-reference  regenerate the CLI and API reference pages (docs/reference/) from the code"
 	@echo "make bench   run the benchmarks under bench/"
 	@echo "make clean   remove .venv and the demo store"
 
@@ -147,8 +149,11 @@ browser:
 # files with the most tests), and each worker's PyTorch computes on one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 
-test: $(STAMP) browser
-	$(BIN)/ruff check hroofline tests bench
+# tests/test_docs.py builds the site: the docs extra is installed here when missing, as the browser is (CI sets
+# HROOFLINE_REQUIRE_DOCS=1, so there a failed install fails the test instead of skipping it).
+test: DOCS_OPTIONAL = 1
+test: $(STAMP) browser docs-extra
+	$(BIN)/ruff check hroofline tests bench tools
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_spark.py
 
 # The store read by Spark (tests/test_spark.py): PySpark from PyPI and a Java runtime from Debian, installed
@@ -165,8 +170,26 @@ test-spark: spark
 	HROOFLINE_REQUIRE_SPARK=1 $(BIN)/python -m pytest -q tests/test_spark.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check hroofline tests bench
-	$(BIN)/ruff format --check hroofline tests bench
+	$(BIN)/ruff check hroofline tests bench tools
+	$(BIN)/ruff format --check hroofline tests bench tools
+
+# The documentation site (mkdocs.yml, docs/): pyproject.toml's docs extra, installed when missing (as PySpark is
+# for `make spark`; the venv's stamp stays as it is); the CLI and API reference regenerated from the parsers and the
+# API (commit what changes); a strict build into site/ (broken links and anchors fail it); then every local link,
+# image and anchor of the built site checked offline (links to other sites are listed, not fetched).
+docs: docs-extra docs-reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --clean
+	$(BIN)/python tools/check_site.py site
+	@echo "open site/index.html in a browser (it works offline, search included)"
+
+docs-reference: $(STAMP)
+	$(BIN)/python tools/docs_reference.py
+
+docs-extra: $(STAMP)
+	@missing="$$($(BIN)/python tools/docs_extra.py)"; [ -z "$$missing" ] || { \
+	  echo "installing the docs extra for the documentation site (PyPI): $$missing"; \
+	  $(BIN)/python -m pip install -q $$missing || { echo "make: could not install the docs extra ($$missing)" >&2; \
+	  $(if $(DOCS_OPTIONAL),echo "make: the site's tests will be skipped" >&2,exit 1); }; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/import_speed.py
@@ -180,4 +203,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/collection_cost.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT)
+	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT) site
