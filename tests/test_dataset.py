@@ -175,8 +175,8 @@ def test_rename_moves_the_run_column_too(cli, tmp_path: Path) -> None:
 
 
 def test_the_schema_document_lists_every_column(deepcam_store: Path) -> None:
-    """docs/store.md documents each column the files hold."""
-    document = (REPO / "docs" / "store.md").read_text()
+    """docs/guides/store.md documents each column the files hold."""
+    document = (REPO / "docs" / "guides" / "store.md").read_text()
     files = list(RunStore(deepcam_store).runs_dir.glob("run=*/launches-*.parquet"))
     for column in pq.read_schema(files[0]).names:
         assert f"`{column}`" in document, column

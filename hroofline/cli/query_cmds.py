@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "query",
         description="Run SQL over the store with DuckDB (embedded: no server, nothing to set up). Two tables: "
         "launches (one row per launch of every run: run, phase, kernel, time_s, FLOPs per precision, bytes per "
-        "level, ...; the columns are in docs/store.md) and runs (one row per run: kind, gpu, precision, phases, "
+        "level, ...; the columns are in docs/guides/store.md) and runs (one row per run: kind, gpu, precision, phases, "
         "launches, dates). The same Parquet files read as one table in DuckDB, Polars or Spark: "
         "read_parquet('STORE/runs/run=*/launches-*.parquet', hive_partitioning=true).",
         epilog="examples:\n"

@@ -1,4 +1,4 @@
-"""A run's launches as a Parquet table: the store's schema, documented in ``docs/store.md``.
+"""A run's launches as a Parquet table: the store's schema, documented in ``docs/guides/store.md``.
 
 Every launches file of every run has the same columns, so that DuckDB, Polars or Spark read a whole store
 as one table without ``union_by_name``:

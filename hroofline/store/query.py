@@ -4,7 +4,7 @@ Two tables are defined for a query:
 
 - ``launches``: every run's launches, one row each, read straight from the Parquet file each run's
   metadata names (its committed data: a file left by an interrupted write is not read); the columns are
-  in ``docs/store.md``.
+  in ``docs/guides/store.md``.
 - ``runs``: one row per run, from its metadata: how it was collected (``kind``), GPU, precision, phases,
   sources, launches, ncu versions and dates.
 """

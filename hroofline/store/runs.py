@@ -1,6 +1,6 @@
 """The run store: a folder of runs, each its metadata (JSON) and its launches (Parquet), laid out as a
 Hive-partitioned dataset, so that DuckDB, Polars or Spark read every run's launches as one table (the schema
-is in ``docs/store.md`` and :mod:`hroofline.store.format`; the layout and atomic writes in
+is in ``docs/guides/store.md`` and :mod:`hroofline.store.format`; the layout and atomic writes in
 :mod:`hroofline.store.files`).
 
 An import that is interrupted at any point leaves the run as it was (at worst an unreferenced launches file,
