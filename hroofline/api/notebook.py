@@ -8,16 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from hroofline.api.face import RunView
 from hroofline.model.run import Run
-from hroofline.store.location import store_path
+from hroofline.store.location import existing_store_path, store_path
 from hroofline.store.runs import RunStore
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def store_at(store: str | Path | None) -> RunStore:
-    """The store ``store``, else $HROOFLINE_STORE, else ./hroofline-runs."""
-    return RunStore(store_path(str(store) if store is not None else None))
+def store_at(store: str | Path | None, writing: bool = False) -> RunStore:
+    """The store ``store``, else $HROOFLINE_STORE, else ./hroofline-runs: one that must exist to be read, as the
+    CLI's read commands say, or (``writing``) one created on the first write."""
+    option = str(store) if store is not None else None
+    return RunStore(store_path(option) if writing else existing_store_path(option))
 
 
 def load(run: str, store: str | Path | None = None) -> RunView:
@@ -78,7 +80,7 @@ def import_run(
     paths = [sources] if isinstance(sources, str | Path) else list(sources)
     named = resolve_gpu(gpu) if gpu else None
     options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named)
-    target = store_at(store)
+    target = store_at(store, writing=True)
     import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, None), replace)
     return RunView.of(target.load(run))
 

@@ -56,7 +56,7 @@ def predict(
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
-    target = store_at(store)
+    target = store_at(store, writing=True)
     if run is not None:
         check_run_name(run)
         if not replace and target.has_run(run):

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     )
     gpu = options.gpu.name if options.gpu else None
     defaults = RunDefaults(gpu, args.precision, None)
-    store = open_store(args)
+    store = open_store(args, writing=True)
     done = import_files(store, name, args.sources, options, defaults, args.replace, progress)
     for prefix in done.skipped:
         say(f"{prefix}: already in run {name!r}, nothing added")

@@ -150,7 +150,7 @@ def run_predict(args: argparse.Namespace) -> int:
     from hroofline.roofs.host_file import load_host_cost
 
     planned = planned_runs(args)
-    store = open_store(args)
+    store = open_store(args, writing=True)
     estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
     host_cost = load_host_cost(Path(args.host)) if args.host else None
     for plan in planned:  # every combination checked before any is traced or stored

@@ -32,7 +32,7 @@ def profile_trace_run(
     args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
 ) -> None:
     source = _trace_pass(args, config, gpu, run, warmup)
-    store = open_store(args)
+    store = open_store(args, writing=True)
     defaults = RunDefaults(gpu.name if gpu else CPU, config.precision, None)
     if gpu is None:
         defaults = RunDefaults(CPU, config.precision, cpu_ceilings(args).to_json())
