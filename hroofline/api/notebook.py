@@ -41,17 +41,21 @@ def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
     return query_store(store_at(store), sql)
 
 
-def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
-    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`'s fields, shown as the tables of
-    ``hroofline compare``, with ``phase_table`` its phases as a DataFrame): per phase, and layer to layer when
+def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None, n: int = 8) -> Any:
+    """Two runs side by side, as ``hroofline compare`` (``n``: its -n, the gains and regressions shown): a
+    :class:`hroofline.analyze.compare.Comparison`'s fields, printed as the command prints it and shown in a
+    notebook as its tables, with ``phase_table`` its phases as a DataFrame; per phase, and layer to layer when
     both have layers, else by kernel family."""
     from hroofline.analyze.compare import compare_runs
+    from hroofline.api.options import check_count
     from hroofline.api.views import ComparisonView
 
     def as_run(value: Run | str) -> Run:
         return value if isinstance(value, Run) else load(value, store)
 
-    return ComparisonView(compare_runs(as_run(base), as_run(candidate)))
+    check_count("n", n)
+    first, second = as_run(base), as_run(candidate)
+    return ComparisonView(compare_runs(first, second), first, second, n)
 
 
 def advise(run: Run | str, store: str | Path | None = None) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from hroofline.analyze.binding import RooflinePoints, RoofNotes, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery
-from hroofline.errors import HrooflineError
+from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.model.run import Run
 from hroofline.render.roof_notes import above_roof_details, above_roof_lines
@@ -72,6 +72,25 @@ def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
     roofs = run_roofs(run, ceilings)
     notes = RoofNotes()
     return TopTable(top_kernels(run, roofs, query, notes), roofs, notes)
+
+
+def summary_frame(run: Run, by: str = "phase") -> pd.DataFrame:
+    """``hroofline summary``'s table: per phase and in total (``by="phase"``: time, FLOPs, tensor FLOPs, bytes per
+    level, launches), or per rank or profiler step and phase (``by="rank"``, ``"step"``)."""
+    from dataclasses import asdict
+
+    from hroofline.analyze.kernels import phase_summary
+    from hroofline.analyze.ranks import grouped_summary
+
+    if by == "phase":
+        return pd.DataFrame(phase_summary(run)).T.rename_axis("phase").infer_objects()
+    rows = grouped_summary(run, by)
+    if not rows:
+        raise UsageError(
+            f"run {run.name!r} has no {by} on any launch",
+            "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
+        )
+    return pd.DataFrame([asdict(r) for r in rows]).rename(columns={"key": by})
 
 
 def warnings_of(notes: RoofNotes) -> list[str]:

@@ -172,7 +172,10 @@ class Prediction:
             items, unit = self.batch_size * int(settings.get("seq_len", DEFAULT_SEQ_LEN)), "tokens"
         else:
             items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
-        return step_time(self.source.launches, self.estimate_model, items, unit, str(settings.get("phases", "train")))
+        # the error band was measured on torchvision models' steps: it says nothing of other models
+        untested = {"hf": "transformers", "torchvision": ""}.get(spec.kind, "models of your own")
+        phases = str(settings.get("phases", "train"))
+        return step_time(self.source.launches, self.estimate_model, items, unit, phases, untested)
 
     def view(self, run: Run | None = None) -> Any:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this

@@ -8,7 +8,7 @@ from pathlib import Path
 from hroofline.analyze.compare import compare_runs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.model.run import Run
-from hroofline.render.text import render_frame, to_json
+from hroofline.render.text import FORMATS, render_frame, to_json
 
 EPILOG = """\
 examples:
@@ -17,8 +17,9 @@ examples:
   hroofline compare r50-fp32-v100-predicted r50-fp32-v100 --format json  predicted against measured
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
-(hroofline advise) and whether CAND shows each acted on. Comparing a predicted run with a
-measured one gives the "estimated versus measured" table: FLOPs, HBM bytes and time ratios per phase.
+(hroofline advise) and whether CAND shows each acted on. A predicted run against a measured one (either
+way round) gives the "estimated versus measured" table instead of speedups: per phase, the measured time
+over the estimate and over the prediction's roofline bound, and measured FLOPs and HBM bytes over predicted.
 """
 
 
@@ -33,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("base", metavar="BASE")
     compare.add_argument("candidate", metavar="CAND")
-    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("--format", choices=FORMATS, default="table")
     compare.add_argument("-n", "--top", type=positive_int, default=8, metavar="N", help="gains/regressions shown (8)")
     compare.add_argument("--out", metavar="FILE", help="also draw both runs on one roofline (.html .png .svg .json)")
     compare.add_argument("--level", default="hbm", choices=("l1", "l2", "hbm"), help="memory level of the chart")
@@ -43,9 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from hroofline.analyze.advice.rules import confirm_advice
-    from hroofline.render.advice import confirmation_lines
-    from hroofline.render.compare_text import comparison_text, phase_frame
+    from hroofline.api.views import comparison_report
+    from hroofline.render.compare_text import phase_frame
     from hroofline.render.output import chart_format
 
     if args.out:
@@ -58,10 +58,7 @@ def run_compare(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         write_out(render_frame(phase_frame(comparison), "csv"))
     else:
-        write_out(comparison_text(comparison, args.top))
-        lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
-        if lines:
-            write_out("\n" + "\n".join(lines) + "\n")
+        write_out(comparison_report(comparison, base, candidate, args.top))
     if args.out:
         _draw(args, base, candidate)
     return 0

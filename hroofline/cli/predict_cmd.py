@@ -22,7 +22,7 @@ from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
 from hroofline.render.prediction import prediction_text, sweep_text
-from hroofline.render.text import render_frame
+from hroofline.render.text import FORMATS, render_frame
 from hroofline.roofs.catalog import GpuName, resolve_gpu
 from hroofline.store.files import check_run_name
 from hroofline.store.runs import RunDefaults
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hroofline.analyze.estimate import EstimateModel
     from hroofline.api.prediction import Prediction
     from hroofline.model.run import Run
+    from hroofline.store.runs import RunStore
 
 EPILOG = """\
 examples:
@@ -81,9 +82,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "over batch sizes), an --input-shape or --seq-len other than the model's own, the adam optimizer)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
-    predict.add_argument(
-        "--format", choices=("table", "csv", "json"), default="table", help="a sweep's table as text, CSV or JSON"
-    )
+    predict.add_argument("--format", choices=FORMATS, default="table", help="a sweep's table as text, CSV or JSON")
     predict.add_argument(
         "--calibrate",
         metavar="RUN",
@@ -156,7 +155,8 @@ def run_predict(args: argparse.Namespace) -> int:
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
-    existing = [p.run for p in planned if store.has_run(p.run)]  # after the arguments: a mistake is said first
+    # after the arguments: a mistake is said first; a prediction of that name may predict the same (reused, below)
+    existing = [p.run for p in planned if store.has_run(p.run) and not store.load_meta(p.run).predicted]
     if existing and not args.replace:
         raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
     traces: dict[object, object] = {}
@@ -180,7 +180,26 @@ def run_predict(args: argparse.Namespace) -> int:
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         predictions.append(prediction)
         notes.update(dict.fromkeys(prediction.source.info.notes))
+    # a configuration a run of the store predicts already (the same trace and estimate) is not stored again
+    known = {} if args.replace else _predicted_configurations(store)
+    reused = {}
+    for plan, prediction in zip(planned, predictions, strict=True):
+        info = prediction.source.info
+        same = known.get((info.sha256, info.formulas_used.get("time_s", "")))
+        if same is not None:
+            reused[plan.run] = same
+        elif not args.replace and store.has_run(plan.run):
+            raise UsageError(
+                f"run {plan.run!r} exists already, a prediction of another configuration", "pass --replace"
+            )
     for plan, prediction in zip(planned, predictions, strict=True):  # stored once every one has been traced
+        if plan.run in reused:
+            said = "" if reused[plan.run] == plan.run else f": {plan.run} not stored again"
+            say(
+                f"hroofline: note: run {reused[plan.run]!r} predicts this configuration already{said} (--replace: anew)"
+            )
+            prediction.name = reused[plan.run]
+            continue
         store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, plan.config.precision, None))
     for note in notes:
         say(f"hroofline: note: {note}")
@@ -190,6 +209,17 @@ def run_predict(args: argparse.Namespace) -> int:
         table = sweep_table([sweep_entry(p) for p in predictions])
         write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))
     return 0
+
+
+def _predicted_configurations(store: RunStore) -> dict[tuple[str, str], str]:
+    """The store's predictions: (their configuration's identity, how their time was estimated) -> the run."""
+    metas, _ = store.readable_metas()
+    known: dict[tuple[str, str], str] = {}
+    for meta in metas:
+        if meta.predicted and len(meta.sources) == 1:
+            source = meta.sources[0]
+            known.setdefault((source.sha256, source.formulas_used.get("time_s", "")), meta.name)
+    return known
 
 
 def _calibration(run: Run) -> EstimateModel:
