@@ -238,3 +238,18 @@ def test_a_transformer_s_estimate_is_not_given_the_cnns_error_band(cli, tmp_path
     (step,) = [line for line in said.out.splitlines() if line.startswith("step: estimate")]
     assert "not validated for transformers" in step and "measured on ResNet-50" in step
     assert "were within" not in step  # no band is offered as this estimate's
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("predict", "--arch", "resnet18", "--gpu", "cpu"),
+        ("predict", "--arch", "resnet18", "--gpu", "v100,CPU"),
+        ("doctor", "--gpu", "cpu", "--report", "x.ncu-rep"),
+    ],
+    ids=["predict", "predict-sweep", "doctor"],
+)
+def test_gpu_cpu_is_refused_clearly_where_it_cannot_be(cli, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    said = cli(*argv, "--store", tmp_path / "store") if argv[0] == "predict" else cli(*argv)
+    assert said.code == 2 and said.err.count("\n") == 1 and "--gpu cpu:" in said.err and "unknown GPU" not in said.err
+    assert not (tmp_path / "store").exists()

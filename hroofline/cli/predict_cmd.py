@@ -111,6 +111,11 @@ def planned_runs(args: argparse.Namespace) -> list[Planned]:
     """Every combination of the listed models, GPUs, precisions and batch sizes, checked and named."""
     models = _items(args.arch) if args.arch else [None]
     specs = _items(args.model) if args.model else [None]
+    if "cpu" in (item.lower() for item in _items(args.gpu)):
+        raise UsageError(
+            "--gpu cpu: predict estimates a step on a catalog GPU (hroofline gpus)",
+            "measure the CPU instead: hroofline profile --arch NAME --gpu cpu",
+        )
     gpus = [resolve_gpu(name) for name in _items(args.gpu)]
     precisions = _items(args.precision) if args.precision else [None]
     batches = args.batch_size or [None]
