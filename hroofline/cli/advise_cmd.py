@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 examples:
-  hroofline advise resnet34-fp32-h100          the findings, the most to win first
-  hroofline advise gpt2 --format json          the same as data (hroofline.advise(run) in Python)
-  hroofline advise gpt2 --format csv           one row per finding, for a spreadsheet
+  hroofline advise deepcam-fp32                    the findings, the most to win first
+  hroofline advise deepcam-amp-o1 --format json    the same as data (hroofline.advise(run) in Python)
+  hroofline advise deepcam-amp-o1 --format csv     one row per finding, for a spreadsheet
 
 Each finding names the rule that fired, its evidence (kernels, layers, their time and share of the step,
 their % of roof), the change in PyTorch terms with a line of code, and what it can win: an upper bound

@@ -55,10 +55,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "one memory level, one chart per GPU with that GPU's roofs, and a table of intensity, FLOP/s and "
         "attainable FLOP/s (every kernel at its roof) on stdout.",
         epilog="examples:\n"
-        "  hroofline chart deepcam-amp --phase forward --out fw.html     interactive, works offline\n"
-        "  hroofline chart deepcam-amp --phase forward --out fw.png      image, no browser needed\n"
-        "  hroofline chart deepcam-amp --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
-        "  hroofline chart r18-v100 r34-v100 r50-v100 r18-a100 r34-a100 r50-a100 --out resnets.html\n"
+        "  hroofline chart deepcam-amp-o1 --phase forward --out fw.html     interactive, works offline\n"
+        "  hroofline chart deepcam-amp-o1 --phase forward --out fw.png      image, no browser needed\n"
+        "  hroofline chart deepcam-amp-o1 --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
+        "  hroofline chart deepcam-fp32 deepcam-amp-o1 r50-amp-a100 --out runs.html   one dot per run\n"
         "  hroofline chart deepcam-fp32 deepcam-amp-o1 --by phase --out phases.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,7 +99,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "bandwidth), where compute time is the longest execution pipe's sum of FLOPs per precision / that "
         "precision's peak; a kernel's time at roof is the sum over its launches. Roofs are at the SM clock "
         "each launch ran at where the source measured it; the first line says which roofs and which clock.",
-        epilog="columns: " + ", ".join(TOP_COLUMNS) + "\n\nexample:\n  hroofline top deepcam-amp --phase forward -n 5",
+        epilog="columns: "
+        + ", ".join(TOP_COLUMNS)
+        + "\n\nexample:\n  hroofline top deepcam-amp-o1 --phase forward -n 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     top.add_argument("run", metavar="RUN")
@@ -131,7 +133,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="An HTML report of one or more runs, in DIR/index.html: per run, the phase summary, a "
         "hierarchical roofline chart per phase and the top-kernels table. The page holds everything it needs "
         "and opens offline.",
-        epilog="example:\n  hroofline report deepcam-fp32 deepcam-amp --out report/",
+        epilog="example:\n  hroofline report deepcam-fp32 deepcam-amp-o1 --out report/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("runs", metavar="RUN", nargs="+")

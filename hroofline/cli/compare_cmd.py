@@ -14,7 +14,7 @@ EPILOG = """\
 examples:
   hroofline compare deepcam-fp32 deepcam-amp-o1                       what AMP changed
   hroofline compare deepcam-fp32 deepcam-amp-o1 --out fp32-vs-amp.html   both on one roofline, with arrows
-  hroofline compare r50-fp32-v100-predicted r50-fp32-v100 --format json  predicted against measured
+  hroofline compare r50-fp32-a100 r50-fp32-a100-measured --format json   predicted against measured
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
 (hroofline advise) and whether CAND shows each acted on. A predicted run against a measured one (either

@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 EPILOG = """\
 examples:
   hroofline predict --arch resnet18 --gpu v100 --batch-size 256 --phases forward --run r18-fw
+  hroofline predict --arch resnet50 --gpu a100 --run r50-fp32-a100
   hroofline predict --arch resnet50 --gpu a100 --precision amp --run r50-amp-a100
   hroofline compare r50-fp32-a100 r50-amp-a100
-  hroofline predict --arch resnet18,resnet34,resnet50 --gpu v100,a100 --batch-size 64,256
+  hroofline predict --arch resnet18,resnet50 --gpu v100,a100 --batch-size 64,256
   hroofline chart resnet18-fp32-v100-sxm2-b256-predicted resnet18-fp32-a100-40gb-b256-predicted --by run
 
 The run's kernels are ATen ops (aten::convolution, ...); time_s is the estimate and time_bound_s the
@@ -160,8 +161,8 @@ def run_predict(args: argparse.Namespace) -> int:
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
-    # after the arguments: a mistake is said first; a prediction of that name may predict the same (reused, below)
-    existing = [p.run for p in planned if store.has_run(p.run) and not store.load_meta(p.run).predicted]
+    # after the arguments: a mistake is said first; a prediction a sweep names may hold the same (reused, below)
+    existing = [p.run for p in planned if store.has_run(p.run) and (args.run or not store.load_meta(p.run).predicted)]
     if existing and not args.replace:
         raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
     traces: dict[object, object] = {}
@@ -185,8 +186,9 @@ def run_predict(args: argparse.Namespace) -> int:
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         predictions.append(prediction)
         notes.update(dict.fromkeys(prediction.source.info.notes))
-    # a configuration a run of the store predicts already (the same trace and estimate) is not stored again
-    known = {} if args.replace else _predicted_configurations(store)
+    # a configuration a run of the store predicts already (the same trace and estimate) is not stored again under
+    # the name a sweep gives it; --run NAME asks for a run of that name, and gets it
+    known = {} if args.replace or args.run else _predicted_configurations(store)
     reused = {}
     for plan, prediction in zip(planned, predictions, strict=True):
         info = prediction.source.info

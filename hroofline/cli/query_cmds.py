@@ -70,8 +70,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
         "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10\n"
-        "  hroofline kernels resnet18-cpu --group-by layer --phase backward --layer 'layer4*'\n"
-        "  hroofline kernels resnet18-cpu --layer layer4.1.conv2          every launch of one layer",
+        "  hroofline kernels r50-amp-a100 --group-by layer --phase backward --layer 'layer4*'\n"
+        "  hroofline kernels r50-amp-a100 --layer layer4.1.conv2          every launch of one layer",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kernels.add_argument("run", metavar="RUN")
