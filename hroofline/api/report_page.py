@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hroofline.analyze.binding import RoofNotes, has_times, ranked, roofline_points, top_kernels
+from hroofline.analyze.binding import RoofNotes, has_times, ranked, roof_table, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
@@ -112,7 +112,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
             layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
     notes = RoofNotes()  # the warnings as `hroofline top RUN` says them: once per kind over every phase
-    top_kernels(run, roofs, KernelQuery(group_by="name", top=1), notes)
+    roof_table(run, roofs, KernelQuery(group_by="name"), notes)
     return RunSection(
         name=run.name,
         facts=facts,
