@@ -10,6 +10,7 @@ import io
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ import pytest
 
 import hroofline
 from hroofline.api.face import RunView
+from hroofline.api.views import ComparisonView
 from hroofline.cli.main import build_parser
 from hroofline.errors import HrooflineError, StoreError, UsageError
 
@@ -96,11 +98,14 @@ def test_a_prediction_against_a_measured_run_is_no_speedup(cli, predicted_store:
     assert "estimated versus measured" in cli("compare", "--help").out
 
 
-def test_print_of_a_comparison_is_what_the_cli_prints(cli, deepcam_store: Path) -> None:
+def test_print_of_a_comparison_is_what_the_cli_prints(cli, deepcam_store: Path, tmp_path: Path) -> None:
     said = cli("compare", "deepcam-O0", "deepcam-O1", "-n", "3", "--store", deepcam_store).out
     compared = hroofline.compare("deepcam-O0", "deepcam-O1", store=deepcam_store, n=3)
     assert str(compared) == said and repr(compared) == said and said.count("\n") > 10
     assert "<table" in compared._repr_html_()  # Jupyter still gets the tables
+    out = tmp_path / "cli.json"
+    assert cli("compare", "deepcam-O0", "deepcam-O1", "--out", out, "--level", "l2", "--store", deepcam_store).code == 0
+    assert compared.chart(level="l2").to_dict() == json.loads(out.read_text())  # compare --out's chart
 
 
 def test_a_saved_chart_opens_offline(deepcam_store: Path, tmp_path: Path) -> None:
@@ -113,10 +118,18 @@ def test_a_saved_chart_opens_offline(deepcam_store: Path, tmp_path: Path) -> Non
         chart.save(tmp_path / "x.pdf")
 
 
-# What the API's methods of a run leave to the caller: how the CLI prints (the API returns data), which store
-# (hroofline.load's store=), which run (the method's run), and --explain (lines on stderr about the warnings).
+# What the API leaves to the caller: how the CLI prints (the API returns data; a chart's .save(path) is --out),
+# which store (hroofline.load's store=), which run (the method's own), --explain (lines on stderr).
 NOT_PARAMETERS = {"format", "store", "run", "runs", "explain", "out"}
-API_OF_COMMAND = {"summary": "summary", "top": "top", "kernels": "kernels", "chart": "chart", "advise": "advise"}
+API_OF_COMMAND: dict[str, tuple[Callable[..., object], ...]] = {
+    "summary": (RunView.summary,),
+    "top": (RunView.top,),
+    "kernels": (RunView.kernels,),
+    "chart": (RunView.chart,),
+    "advise": (RunView.advise,),
+    "report": (hroofline.report,),
+    "compare": (hroofline.compare, ComparisonView.chart),  # the comparison, and its chart (--out, --level, ...)
+}
 
 
 def _options(command: str) -> list[argparse.Action]:
@@ -127,13 +140,17 @@ def _options(command: str) -> list[argparse.Action]:
 
 @pytest.mark.parametrize("command", sorted(API_OF_COMMAND))
 def test_the_api_takes_what_the_cli_takes(command: str) -> None:
-    parameters = inspect.signature(getattr(RunView, API_OF_COMMAND[command])).parameters
+    parameters = {
+        name: parameter
+        for function in API_OF_COMMAND[command]
+        for name, parameter in inspect.signature(function).parameters.items()
+    }
     for action in _options(command):
         if action.dest in NOT_PARAMETERS:
             continue
         names = {name.lstrip("-").replace("-", "_") for name in action.option_strings} | {action.dest}
         found = names & set(parameters)
-        assert found, f"`hroofline {command}` takes {action.option_strings}, RunView.{command} has no such parameter"
+        assert found, f"`hroofline {command}` takes {action.option_strings}, its API has no such parameter"
         parameter = parameters[found.pop()]
         if action.default is not None and action.default is not False and parameter.default is not None:
             assert parameter.default == action.default, f"{command} {action.option_strings}: defaults differ"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hroofline.api.face import RunView
+from hroofline.api.options import DEFAULT_TOP
 from hroofline.model.run import Run
 from hroofline.store.location import existing_store_path, store_path
 from hroofline.store.runs import RunStore
@@ -95,13 +96,18 @@ def report(
     compare: list[tuple[Run | str, Run | str]] | None = None,
     title: str = "hroofline report",
     store: str | Path | None = None,
+    top: int = DEFAULT_TOP,
+    ceilings: str | None = None,
 ) -> Path:
     """One self-contained HTML page (``out/index.html``) of ``runs`` and the comparisons ``compare``, as
-    ``hroofline report``; returns the page's path."""
+    ``hroofline report`` (``top``: its -n/--top, kernels per table; ``ceilings``: its --ceilings); returns the
+    page's path."""
+    from hroofline.api.options import check_count
     from hroofline.api.report_page import report as compose
 
     def as_run(value: Run | str) -> Run:
         return value if isinstance(value, Run) else load(value, store)
 
+    check_count("top", top)
     pairs = [(as_run(base), as_run(candidate)) for base, candidate in compare or []]
-    return compose([as_run(run) for run in runs], pairs, title).write(Path(out))
+    return compose([as_run(run) for run in runs], pairs, title, top, ceilings).write(Path(out))

@@ -104,6 +104,29 @@ def explained(notes: RoofNotes) -> list[str]:
 
 
 @dataclass
+class ComparisonChart:
+    """Two runs' kernel families on one roofline, an arrow from base to candidate."""
+
+    chart: Any
+    families: int
+    title: str
+
+
+def comparison_chart(base: Run, candidate: Run, level: str = "hbm", ceilings: str | None = None) -> ComparisonChart:
+    """``hroofline compare --out``'s chart: the 25 largest kernel families of both runs at ``level``."""
+    from hroofline.analyze.compare import comparison_roofs, matched_points
+    from hroofline.render.compare_chart import compare_chart
+
+    matched = matched_points(base, candidate, level, count=25)
+    if matched.empty:
+        raise HrooflineError(f"no kernel family of both runs has FLOPs and {level} bytes to draw")
+    roofs = comparison_roofs(base, candidate, ceilings)
+    title = f"{base.name} -> {candidate.name}"
+    chart = compare_chart(matched, roofs, level, (base.name, candidate.name), title)
+    return ComparisonChart(chart, len(matched), title)
+
+
+@dataclass
 class RunsChart:
     """Several runs, one dot each (or per phase), on their GPUs' rooflines."""
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hroofline.model.quantities import LEVELS
 from hroofline.render.notebook import TABLE_STYLE, chart_html, frame_html
 
 if TYPE_CHECKING:
@@ -101,6 +102,15 @@ class ComparisonView:
         from hroofline.render.report import comparison_html
 
         return TABLE_STYLE + comparison_html(comparison_tables(self.comparison, self.count))
+
+    def chart(self, level: str = "hbm", ceilings: str | None = None) -> ChartView:
+        """Both runs on one roofline at memory ``level`` (l1, l2, hbm), an arrow per kernel family from base to
+        candidate, against ``ceilings`` (default: the base run's GPU), as ``hroofline compare --out``."""
+        from hroofline.api.options import check_choice
+        from hroofline.api.outputs import comparison_chart
+
+        drawn = comparison_chart(self.base_run, self.candidate_run, check_choice("level", level, LEVELS), ceilings)
+        return ChartView(drawn.chart, drawn.title)
 
     def __str__(self) -> str:
         return comparison_report(self.comparison, self.base_run, self.candidate_run, self.count)

@@ -65,16 +65,9 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _draw(args: argparse.Namespace, base: Run, candidate: Run) -> None:
-    from hroofline.analyze.compare import comparison_roofs, matched_points
-    from hroofline.errors import HrooflineError
-    from hroofline.render.compare_chart import compare_chart
+    from hroofline.api.outputs import comparison_chart
     from hroofline.render.output import write_chart
 
-    matched = matched_points(base, candidate, args.level, count=25)
-    if matched.empty:
-        raise HrooflineError(f"no kernel family of both runs has FLOPs and {args.level} bytes to draw")
-    roofs = comparison_roofs(base, candidate, args.ceilings)
-    title = f"{base.name} -> {candidate.name}"
-    chart = compare_chart(matched, roofs, args.level, (base.name, candidate.name), title)
-    write_chart(chart.to_dict(), Path(args.out), title)
-    say(f"wrote {args.out} ({len(matched)} kernel families)")
+    drawn = comparison_chart(base, candidate, args.level, args.ceilings)
+    write_chart(drawn.chart.to_dict(), Path(args.out), drawn.title)
+    say(f"wrote {args.out} ({drawn.families} kernel families)")
