@@ -71,7 +71,7 @@ class RunView(Run):
 
         check_choice("by", by, TOP_GROUPINGS)
         check_choice("sort", sort, TOP_SORTS)
-        return Table(top(self, kernel_query(by, phase, layer, nvtx, check_count("n", n), sort), ceilings).table)
+        return Table(top(self, kernel_query(by, phase, layer, nvtx, n, sort), ceilings).table)
 
     def chart(
         self,
