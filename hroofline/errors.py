@@ -21,6 +21,11 @@ class HrooflineError(Exception):
         text = self.message if not self.hint else f"{self.message} ({self.hint})"
         return " ".join(text.split())
 
+    def __str__(self) -> str:
+        """The line the CLI prints after ``hroofline: error:``, hint included: what Python shows of an error the
+        API raises (a misspelt run's "did you mean ...?") is what the CLI says of it."""
+        return self.one_line()
+
 
 class InputError(HrooflineError):
     """A source file or folder that cannot be imported."""

@@ -83,7 +83,7 @@ def test_query_errors_are_one_line(cli, tmp_path: Path, deepcam_store: Path) -> 
     bad = cli("query", "SELECT nope FROM launches", store_dir=deepcam_store)
     assert bad.code == 1 and bad.err.count("\n") == 1 and "nope" in bad.err and "launches" in bad.err
     empty = cli("query", "SELECT 1", store_dir=tmp_path / "none")
-    assert empty.code == 1 and "no runs" in empty.err and not (tmp_path / "none").exists()
+    assert empty.code == 1 and "no store at" in empty.err and not (tmp_path / "none").exists()
 
 
 def _legacy_run(root: Path, name: str, raw_metric: bool) -> pd.DataFrame:

@@ -94,7 +94,7 @@ def test_a_notebook_shows_charts_offline_and_tables_in_si(notebook: dict) -> Non
     assert {"load", "predict", "compare", "report", "import_run"} <= set(dir(hroofline))
     assert "annotations" not in dir(hroofline)
     compared = hroofline.compare(run, run)
-    assert repr(compared).startswith("<comparison deepcam-o1 -> deepcam-o1") and "total" in compared.phases
+    assert repr(compared).startswith("deepcam-o1 (base) -> deepcam-o1 (candidate)") and "total" in compared.phases
     assert compared.phase_table.loc["total", "speedup"] == pytest.approx(1.0)  # the phases as a table
     assert "e+" not in compared.phase_table._repr_html_() and " ms<" in compared.phase_table._repr_html_()
     assert "<table" in compared._repr_html_()

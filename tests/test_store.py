@@ -129,7 +129,8 @@ def test_store_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 
 def test_runs_listing(cli, ncu_dir: Path) -> None:
-    assert "no runs" in cli("runs").out
+    missing = cli("runs")  # no store yet: said, not listed as empty
+    assert missing.code == 1 and "no store at" in missing.err and not cli.store.exists()
     cli("import", ncu_dir / "rtx3060ti_llmc_adamw_fullset.ncu-rep", "--run", "adamw")
     rows = json.loads(cli("runs", "--format", "json").out)
     assert rows == [

@@ -49,6 +49,12 @@ class Comparison:
     only_in_base: list[str]  # phases the candidate lacks: left out of every figure
     only_in_candidate: list[str]
     notes: list[str] = field(default_factory=list)
+    predicted: str | None = None  # "base" or "candidate": the side that is a prediction, where one of the two is
+
+    @property
+    def estimate_versus_measured(self) -> bool:
+        """A prediction against a measured run: its figures are how far the measurement is from the estimate."""
+        return self.predicted is not None
 
     def to_json(self) -> dict[str, object]:
         from hroofline.model.numbers import frame_records
@@ -56,6 +62,7 @@ class Comparison:
         return {
             "base": self.base,
             "candidate": self.candidate,
+            "predicted": self.predicted,
             "matched_on": self.matched_on,
             "phases": self.phases,
             "phases_only_in_base": self.only_in_base,
@@ -71,8 +78,19 @@ def _ratio(numerator: float | int | None, denominator: float | int | None) -> fl
     return float(numerator) / float(denominator)
 
 
+def predicted_side(base: Run, candidate: Run) -> str | None:
+    """ "base" or "candidate" where exactly one of the two runs is a prediction, else None."""
+    if base.meta.predicted == candidate.meta.predicted:
+        return None
+    return "base" if base.meta.predicted else "candidate"
+
+
 def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | None]]:
+    """Per phase: both runs' figures, candidate/base ratios and the speedup; where one run is a prediction, also
+    the measured run's time, FLOPs and HBM bytes over the prediction's (``measured_over_estimated_*``) and its
+    time over the prediction's roofline bound (``measured_over_bound``)."""
     base_phases, cand_phases = phase_summary(base), phase_summary(candidate)
+    side = predicted_side(base, candidate)
     result: dict[str, dict[str, float | None]] = {}
     for phase in [p for p in base_phases if p in cand_phases]:
         b, c = base_phases[phase], cand_phases[phase]
@@ -86,6 +104,12 @@ def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | Non
         row["hbm_bytes_ratio"] = _ratio(c.get("bytes_hbm"), b.get("bytes_hbm"))
         row["base_tensor_share"] = _ratio(b.get("flops_tensor"), b.get("flops"))
         row["candidate_tensor_share"] = _ratio(c.get("flops_tensor"), c.get("flops"))
+        if side is not None:
+            estimated, measured = (b, c) if side == "base" else (c, b)
+            row["measured_over_estimated_time"] = _ratio(measured.get("time_s"), estimated.get("time_s"))
+            row["measured_over_estimated_flops"] = _ratio(measured.get("flops"), estimated.get("flops"))
+            row["measured_over_estimated_bytes_hbm"] = _ratio(measured.get("bytes_hbm"), estimated.get("bytes_hbm"))
+            row["measured_over_bound"] = _ratio(measured.get("time_s"), estimated.get("time_bound_s"))
         result[phase] = row
     return result
 
@@ -221,6 +245,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         only_in_base=only_in_base,
         only_in_candidate=only_in_candidate,
         notes=_convention_notes(base, candidate),
+        predicted=predicted_side(base, candidate),
     )
 
 

@@ -320,6 +320,7 @@ class StepTime:
     items: float  # samples (or tokens) per step
     unit: str  # "images", "tokens" or "samples"
     host_measured: bool = False  # the estimate takes a measured host floor; the error was the fitted floor's
+    not_validated_for: str = ""  # the kind of model the error band was not measured on ("transformers"); "": it was
 
     @property
     def error_factor(self) -> float | None:
@@ -344,8 +345,11 @@ class StepTime:
         return self.items / seconds if seconds else None
 
 
-def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: str, phases: str) -> StepTime:
-    """The step's bound and estimate, with the held-out error of steps of its kind (``phases``)."""
+def step_time(
+    launches: pd.DataFrame, model: EstimateModel, items: float, unit: str, phases: str, not_validated_for: str = ""
+) -> StepTime:
+    """The step's bound and estimate, with the held-out error of steps of its kind (``phases``); the band was
+    measured on torchvision models' steps, and ``not_validated_for`` names the kind of model it says nothing of."""
     return StepTime(
         bound_s=float(launches["time_bound_s"].sum()),
         estimate_s=float(launches["time_s"].sum()),
@@ -353,4 +357,5 @@ def step_time(launches: pd.DataFrame, model: EstimateModel, items: float, unit: 
         items=items,
         unit=unit,
         host_measured=model.host_source != FITTED_HOST,
+        not_validated_for=not_validated_for,
     )

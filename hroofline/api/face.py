@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hroofline.model.phases import parse_phase_option
+from hroofline.api.options import DEFAULT_KERNELS_GROUPING, DEFAULT_TOP, check_count, check_whole_run
 from hroofline.model.run import Run
 
 if TYPE_CHECKING:
@@ -24,54 +24,93 @@ class RunView(Run):
     def of(cls, run: Run) -> RunView:
         return run if isinstance(run, RunView) else cls(run.meta, run.launches)
 
-    def summary(self) -> pd.DataFrame:
-        """Per phase and in total: time (s), FLOPs, tensor FLOPs, bytes per level, launches."""
-        import pandas as pd
-
-        from hroofline.analyze.kernels import phase_summary
+    def summary(self, by: str = "phase") -> pd.DataFrame:
+        """As ``hroofline summary``: per phase and in total, time (s), FLOPs, tensor FLOPs, bytes per level,
+        launches; ``by="rank"`` or ``"step"``: per rank or profiler step and phase (traces)."""
+        from hroofline.api.options import SUMMARY_GROUPINGS, check_choice
+        from hroofline.api.outputs import summary_frame
         from hroofline.api.views import Table
 
-        frame = pd.DataFrame(phase_summary(self)).T.rename_axis("phase")
-        return Table(frame.infer_objects())
+        return Table(summary_frame(self, check_choice("by", by, SUMMARY_GROUPINGS)))
 
     def kernels(
-        self, group_by: str = "name", phase: str | None = None, layer: str | None = None, sort: str = "time_s"
+        self,
+        group_by: str = DEFAULT_KERNELS_GROUPING,
+        phase: str | None = None,
+        layer: str | None = None,
+        nvtx: str | None = None,
+        n: int | None = None,
+        sort: str = "time_s",
     ) -> pd.DataFrame:
-        """The kernel table: per ``launch``, kernel ``name`` or ``layer`` (within each phase), optionally of one
-        phase and of the layers matching ``layer`` (a module path and below it, or a glob)."""
-        from hroofline.analyze.kernels import KernelQuery, kernel_table
+        """As ``hroofline kernels``: the kernel table per ``launch`` (default), kernel ``name`` or ``layer`` (within
+        each phase), optionally of one phase, of the layers matching ``layer`` (a module path and below it, or a
+        glob) and the launches whose NVTX stack matches ``nvtx``; sorted by ``sort``, its first ``n`` rows."""
+        from hroofline.analyze.kernels import kernel_table
+        from hroofline.api.options import KERNEL_GROUPINGS, check_choice, kernel_query
         from hroofline.api.views import Table
 
-        chosen = parse_phase_option(phase) if phase else None
-        return Table(kernel_table(self, KernelQuery(group_by=group_by, phase=chosen, sort=sort, layer=layer)))
+        check_choice("group_by", group_by, KERNEL_GROUPINGS)
+        return Table(kernel_table(self, kernel_query(group_by, phase, layer, nvtx, n, sort)))
 
     def top(
-        self, n: int = 10, by: str = "name", phase: str | None = None, sort: str = "time_s", ceilings: str | None = None
+        self,
+        n: int = DEFAULT_TOP,
+        by: str = "name",
+        phase: str | None = None,
+        layer: str | None = None,
+        nvtx: str | None = None,
+        sort: str = "time_s",
+        ceilings: str | None = None,
     ) -> pd.DataFrame:
-        """Kernel names (or layers: ``by="layer"``) ranked by ``sort``, with binding roof, % of roof, time at
-        roof and recoverable time, against the run's roofs (or ``ceilings``)."""
-        from hroofline.analyze.kernels import KernelQuery
+        """As ``hroofline top``: kernel names (or layers: ``by="layer"``) ranked by ``sort``, with binding roof, %
+        of roof, time at roof and recoverable time, against the run's roofs (or ``ceilings``); of one phase, of
+        the layers matching ``layer`` and the launches whose NVTX stack matches ``nvtx``."""
+        from hroofline.api.options import TOP_GROUPINGS, TOP_SORTS, check_choice, kernel_query
         from hroofline.api.outputs import top
         from hroofline.api.views import Table
 
-        chosen = parse_phase_option(phase) if phase else None
-        return Table(top(self, KernelQuery(group_by=by, phase=chosen, top=n, sort=sort), ceilings).table)
+        check_choice("by", by, TOP_GROUPINGS)
+        check_choice("sort", sort, TOP_SORTS)
+        return Table(top(self, kernel_query(by, phase, layer, nvtx, n, sort), ceilings).table)
 
-    def chart(self, by: str = "name", phase: str | None = None, ceilings: str | None = None) -> Any:
-        """The hierarchical roofline: the Altair chart, shown inline in Jupyter with no network (its JavaScript
-        travels with it, in the notebook and its HTML export); ``.save("x.html")`` writes it."""
-        from hroofline.analyze.kernels import KernelQuery
-        from hroofline.api.outputs import roofline
+    def chart(
+        self,
+        by: str = "name",
+        phase: str | None = None,
+        level: str | None = None,
+        ceilings: str | None = None,
+        layer: str | None = None,
+        nvtx: str | None = None,
+        per_launch: bool = False,
+        title: str | None = None,
+    ) -> Any:
+        """As ``hroofline chart``: the hierarchical roofline, one dot per kernel name and phase (``by``: per
+        layer, per launch; ``"run"`` or ``"phase"``: the whole run, or each phase, as one dot), at the memory
+        levels ``level`` ("l2,hbm"; default those with a roof). Shown inline in Jupyter with no network (its
+        JavaScript travels with it, in the notebook and its HTML export); ``.save("x.html")`` writes the page the
+        command writes, which opens offline."""
+        from hroofline.api.options import CHART_GROUPINGS, STEP_GROUPINGS, chart_levels, check_choice, kernel_query
+        from hroofline.api.outputs import roofline, runs_chart
         from hroofline.api.views import ChartView
 
-        chosen = parse_phase_option(phase) if phase else None
-        drawn = roofline(self, KernelQuery(group_by=by, phase=chosen), ceilings)
-        return ChartView(drawn.chart, drawn.title)
+        check_choice("by", by, CHART_GROUPINGS)
+        levels = chart_levels(level) if level else None
+        if by in STEP_GROUPINGS:
+            check_whole_run(by, phase, layer, nvtx, per_launch, levels)
+            drawn = runs_chart([self], by, levels[0] if levels else None, ceilings, title or "")
+            return ChartView(drawn.chart, drawn.title)
+        query = kernel_query("launch" if per_launch else by, phase, layer, nvtx)
+        shown = roofline(self, query, ceilings, levels, title or "")
+        return ChartView(shown.chart, shown.title)
 
-    def report(self, out: str | Path, title: str | None = None, top: int = 10, ceilings: str | None = None) -> Path:
-        """This run's report page (``out/index.html``, one file that opens offline), as ``hroofline report``."""
+    def report(
+        self, out: str | Path, title: str | None = None, top: int = DEFAULT_TOP, ceilings: str | None = None
+    ) -> Path:
+        """This run's report page (``out/index.html``, one file that opens offline), as ``hroofline report``
+        (``top``: its -n/--top, the kernels per table)."""
         from hroofline.api.report_page import report
 
+        check_count("top", top)
         return report([self], [], title or f"hroofline report: {self.name}", top, ceilings).write(Path(out))
 
     def advise(self) -> pd.DataFrame:

@@ -7,17 +7,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hroofline.api.face import RunView
+from hroofline.api.options import DEFAULT_TOP
 from hroofline.model.run import Run
-from hroofline.store.location import store_path
+from hroofline.store.location import existing_store_path, store_path
 from hroofline.store.runs import RunStore
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def store_at(store: str | Path | None) -> RunStore:
-    """The store ``store``, else $HROOFLINE_STORE, else ./hroofline-runs."""
-    return RunStore(store_path(str(store) if store is not None else None))
+def store_at(store: str | Path | None, writing: bool = False) -> RunStore:
+    """The store ``store``, else $HROOFLINE_STORE, else ./hroofline-runs: one that must exist to be read, as the
+    CLI's read commands say, or (``writing``) one created on the first write."""
+    option = str(store) if store is not None else None
+    return RunStore(store_path(option) if writing else existing_store_path(option))
 
 
 def load(run: str, store: str | Path | None = None) -> RunView:
@@ -39,17 +42,21 @@ def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
     return query_store(store_at(store), sql)
 
 
-def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None) -> Any:
-    """Two runs side by side (a :class:`hroofline.analyze.compare.Comparison`'s fields, shown as the tables of
-    ``hroofline compare``, with ``phase_table`` its phases as a DataFrame): per phase, and layer to layer when
+def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None, n: int = 8) -> Any:
+    """Two runs side by side, as ``hroofline compare`` (``n``: its -n, the gains and regressions shown): a
+    :class:`hroofline.analyze.compare.Comparison`'s fields, printed as the command prints it and shown in a
+    notebook as its tables, with ``phase_table`` its phases as a DataFrame; per phase, and layer to layer when
     both have layers, else by kernel family."""
     from hroofline.analyze.compare import compare_runs
+    from hroofline.api.options import check_count
     from hroofline.api.views import ComparisonView
 
     def as_run(value: Run | str) -> Run:
         return value if isinstance(value, Run) else load(value, store)
 
-    return ComparisonView(compare_runs(as_run(base), as_run(candidate)))
+    check_count("n", n)
+    first, second = as_run(base), as_run(candidate)
+    return ComparisonView(compare_runs(first, second), first, second, n)
 
 
 def advise(run: Run | str, store: str | Path | None = None) -> pd.DataFrame:
@@ -83,7 +90,7 @@ def import_run(
     named = resolve_gpu(gpu) if gpu and not on_cpu else None
     options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named, cpu_ops=on_cpu)
     measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
-    target = store_at(store)
+    target = store_at(store, writing=True)
     import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, measured), replace)
     return RunView.of(target.load(run))
 
@@ -94,13 +101,18 @@ def report(
     compare: list[tuple[Run | str, Run | str]] | None = None,
     title: str = "hroofline report",
     store: str | Path | None = None,
+    top: int = DEFAULT_TOP,
+    ceilings: str | None = None,
 ) -> Path:
     """One self-contained HTML page (``out/index.html``) of ``runs`` and the comparisons ``compare``, as
-    ``hroofline report``; returns the page's path."""
+    ``hroofline report`` (``top``: its -n/--top, kernels per table; ``ceilings``: its --ceilings); returns the
+    page's path."""
+    from hroofline.api.options import check_count
     from hroofline.api.report_page import report as compose
 
     def as_run(value: Run | str) -> Run:
         return value if isinstance(value, Run) else load(value, store)
 
+    check_count("top", top)
     pairs = [(as_run(base), as_run(candidate)) for base, candidate in compare or []]
-    return compose([as_run(run) for run in runs], pairs, title).write(Path(out))
+    return compose([as_run(run) for run in runs], pairs, title, top, ceilings).write(Path(out))

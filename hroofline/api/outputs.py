@@ -11,7 +11,7 @@ import pandas as pd
 
 from hroofline.analyze.binding import RooflinePoints, RoofNotes, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery
-from hroofline.errors import HrooflineError
+from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.model.run import Run
 from hroofline.render.roof_notes import above_roof_details, above_roof_lines
@@ -74,6 +74,25 @@ def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
     return TopTable(top_kernels(run, roofs, query, notes), roofs, notes)
 
 
+def summary_frame(run: Run, by: str = "phase") -> pd.DataFrame:
+    """``hroofline summary``'s table: per phase and in total (``by="phase"``: time, FLOPs, tensor FLOPs, bytes per
+    level, launches), or per rank or profiler step and phase (``by="rank"``, ``"step"``)."""
+    from dataclasses import asdict
+
+    from hroofline.analyze.kernels import phase_summary
+    from hroofline.analyze.ranks import grouped_summary
+
+    if by == "phase":
+        return pd.DataFrame(phase_summary(run)).T.rename_axis("phase").infer_objects()
+    rows = grouped_summary(run, by)
+    if not rows:
+        raise UsageError(
+            f"run {run.name!r} has no {by} on any launch",
+            "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
+        )
+    return pd.DataFrame([asdict(r) for r in rows]).rename(columns={"key": by})
+
+
 def warnings_of(notes: RoofNotes) -> list[str]:
     """The roof analysis's warnings: kernels above a roof once per kind, roofs missing."""
     return above_roof_lines(notes) + notes.missing_roofs
@@ -82,6 +101,29 @@ def warnings_of(notes: RoofNotes) -> list[str]:
 def explained(notes: RoofNotes) -> list[str]:
     """Every kernel group behind a warning, one line each."""
     return above_roof_details(notes)
+
+
+@dataclass
+class ComparisonChart:
+    """Two runs' kernel families on one roofline, an arrow from base to candidate."""
+
+    chart: Any
+    families: int
+    title: str
+
+
+def comparison_chart(base: Run, candidate: Run, level: str = "hbm", ceilings: str | None = None) -> ComparisonChart:
+    """``hroofline compare --out``'s chart: the 25 largest kernel families of both runs at ``level``."""
+    from hroofline.analyze.compare import comparison_roofs, matched_points
+    from hroofline.render.compare_chart import compare_chart
+
+    matched = matched_points(base, candidate, level, count=25)
+    if matched.empty:
+        raise HrooflineError(f"no kernel family of both runs has FLOPs and {level} bytes to draw")
+    roofs = comparison_roofs(base, candidate, ceilings)
+    title = f"{base.name} -> {candidate.name}"
+    chart = compare_chart(matched, roofs, level, (base.name, candidate.name), title)
+    return ComparisonChart(chart, len(matched), title)
 
 
 @dataclass

@@ -56,7 +56,7 @@ def predict(
     from hroofline.collect.models import register_instance
     from hroofline.errors import UsageError
 
-    target = store_at(store)
+    target = store_at(store, writing=True)
     if run is not None:
         check_run_name(run)
         if not replace and target.has_run(run):
@@ -172,7 +172,10 @@ class Prediction:
             items, unit = self.batch_size * int(settings.get("seq_len", DEFAULT_SEQ_LEN)), "tokens"
         else:
             items, unit = float(self.batch_size), "images" if spec.kind == "torchvision" else "samples"
-        return step_time(self.source.launches, self.estimate_model, items, unit, str(settings.get("phases", "train")))
+        # the error band was measured on torchvision models' steps: it says nothing of other models
+        untested = {"hf": "transformers", "torchvision": ""}.get(spec.kind, "models of your own")
+        phases = str(settings.get("phases", "train"))
+        return step_time(self.source.launches, self.estimate_model, items, unit, phases, untested)
 
     def view(self, run: Run | None = None) -> Any:
         """What ``hroofline predict`` prints, computed (a render.prediction.PredictionView); ``run`` is this

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hroofline.analyze.binding import has_times, ranked, roofline_points, top_kernels
+from hroofline.analyze.binding import RoofNotes, has_times, ranked, roof_table, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
@@ -40,7 +40,12 @@ class Report:
         )
 
     def warnings(self) -> list[str]:
+        """What the runs warn about, once per kind and run, as ``hroofline top`` says it."""
         return [f"{section.name}: {warning}" for section in self.sections for warning in section.warnings]
+
+    def details(self) -> list[str]:
+        """Every kernel behind a warning, one line each (``--explain``)."""
+        return [f"{section.name}: {line}" for section in self.sections for line in section.details]
 
     def write(self, folder: Path) -> Path:
         """``folder/index.html``, written atomically; the folder is made where it is missing."""
@@ -84,7 +89,6 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         ("ncu", ", ".join(meta.ncu_versions) or "-"),
         ("roofs", roofs.label + "".join(f"; {note}" for note in roofs.notes)),
     ]
-    warnings: list[str] = []
     phases = []
     summary = phase_summary(run)
     for phase in summary:
@@ -93,8 +97,6 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), roofs.levels())
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
         top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
-        lines = warnings_of(points.notes) + explained(points.notes)
-        warnings.extend(w for w in lines if w not in warnings)
         spec = None
         note = None
         if not points.points.empty:
@@ -109,12 +111,15 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         if timed and has_layers(run):
             layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
+    notes = RoofNotes()  # the warnings as `hroofline top RUN` says them: once per kind over every phase
+    roof_table(run, roofs, KernelQuery(group_by="name"), notes)
     return RunSection(
         name=run.name,
         facts=facts,
         summary=summary,
         phases=phases,
-        warnings=warnings,
+        warnings=warnings_of(notes),
+        details=explained(notes),
         sources=list(meta.sources),
         advice=findings(run),
         roof_sources=readable_source(roofs.source).split("; "),

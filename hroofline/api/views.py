@@ -4,11 +4,16 @@ the display is :mod:`hroofline.render.notebook`'s."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hroofline.model.quantities import LEVELS
 from hroofline.render.notebook import TABLE_STYLE, chart_html, frame_html
+
+if TYPE_CHECKING:
+    from hroofline.model.run import Run
 
 
 class Table(pd.DataFrame):
@@ -24,8 +29,9 @@ class Table(pd.DataFrame):
 
 
 class ChartView:
-    """An Altair chart that a notebook (and its HTML export) shows with no network: the chart's own methods
-    (``.save``, ``.to_dict``, ``.properties``) are the chart's."""
+    """An Altair chart that a notebook (and its HTML export) shows with no network; ``.save(path)`` writes it as
+    ``hroofline chart --out`` does (.html with its JavaScript inlined: it opens offline; .png, .svg, .json); the
+    chart's other methods (``.to_dict``, ``.properties``) are the chart's."""
 
     def __init__(self, chart: Any, title: str) -> None:
         self.chart = chart
@@ -35,6 +41,15 @@ class ChartView:
         if name == "chart":  # not set yet (a copy being made): no recursion through __getattr__
             raise AttributeError(name)
         return getattr(self.chart, name)
+
+    def save(self, path: str | Path) -> Path:
+        """Writes the chart to ``path`` as ``hroofline chart --out`` does, its format by extension: .html (one page
+        with Vega inlined, no network needed; Altair's own ``save`` loads Vega from a CDN), .png, .svg, .json."""
+        from hroofline.render.output import write_chart
+
+        target = Path(path)
+        write_chart(self.chart.to_dict(), target, self.title)
+        return target
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/html": self._repr_html_(), "text/plain": repr(self)}
@@ -46,12 +61,27 @@ class ChartView:
         return f"<hroofline chart {self.title!r}: .save('x.html') writes it, .chart is the Altair chart>"
 
 
+def comparison_report(comparison: Any, base: Run, candidate: Run, count: int) -> str:
+    """What ``hroofline compare`` prints: the comparison's tables, then the advice for ``base`` and whether
+    ``candidate`` shows each acted on."""
+    from hroofline.analyze.advice.rules import confirm_advice
+    from hroofline.render.advice import confirmation_lines
+    from hroofline.render.compare_text import comparison_text
+
+    text = comparison_text(comparison, count)
+    lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
+    return text + ("\n" + "\n".join(lines) + "\n" if lines else "")
+
+
 class ComparisonView:
     """A comparison (:class:`hroofline.analyze.compare.Comparison`, whose fields it gives) shown as the tables of
-    ``hroofline compare``; ``phase_table`` is its ``phases`` as a DataFrame."""
+    ``hroofline compare``: ``print()`` (and a Python prompt) gives the text the command prints, a notebook its
+    tables; ``phase_table`` is its ``phases`` as a DataFrame."""
 
-    def __init__(self, comparison: Any, count: int = 5) -> None:
+    def __init__(self, comparison: Any, base: Run, candidate: Run, count: int = 8) -> None:
         self.comparison = comparison
+        self.base_run = base
+        self.candidate_run = candidate
         self.count = count
 
     def __getattr__(self, name: str) -> Any:
@@ -73,9 +103,17 @@ class ComparisonView:
 
         return TABLE_STYLE + comparison_html(comparison_tables(self.comparison, self.count))
 
+    def chart(self, level: str = "hbm", ceilings: str | None = None) -> ChartView:
+        """Both runs on one roofline at memory ``level`` (l1, l2, hbm), an arrow per kernel family from base to
+        candidate, against ``ceilings`` (default: the base run's GPU), as ``hroofline compare --out``."""
+        from hroofline.api.options import check_choice
+        from hroofline.api.outputs import comparison_chart
+
+        drawn = comparison_chart(self.base_run, self.candidate_run, check_choice("level", level, LEVELS), ceilings)
+        return ChartView(drawn.chart, drawn.title)
+
+    def __str__(self) -> str:
+        return comparison_report(self.comparison, self.base_run, self.candidate_run, self.count)
+
     def __repr__(self) -> str:
-        phases = ", ".join(self.comparison.phases)
-        return (
-            f"<comparison {self.comparison.base} -> {self.comparison.candidate}: {phases}; .phase_table, .phases, "
-            ".families>"
-        )
+        return str(self)

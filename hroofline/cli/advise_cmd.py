@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import TYPE_CHECKING
 
 from hroofline.cli.common import add_store_option, open_store, write_out
+from hroofline.render.text import FORMATS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EPILOG = """\
 examples:
-  hroofline advise resnet34-fp32-h100          the findings, the most to win first
-  hroofline advise gpt2 --format json          the same as data (hroofline.advise(run) in Python)
+  hroofline advise deepcam-fp32                    the findings, the most to win first
+  hroofline advise deepcam-amp-o1 --format json    the same as data (hroofline.advise(run) in Python)
+  hroofline advise deepcam-amp-o1 --format csv     one row per finding, for a spreadsheet
 
 Each finding names the rule that fired, its evidence (kernels, layers, their time and share of the step,
 their % of roof), the change in PyTorch terms with a line of code, and what it can win: an upper bound
@@ -29,20 +36,45 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     advise.add_argument("run", metavar="RUN")
-    advise.add_argument("--format", choices=("text", "json"), default="text")
+    advise.add_argument(
+        "--format",
+        type=_format,
+        choices=FORMATS,
+        default="table",
+        help="table: the findings in sentences, for people (`text`, its former name, is taken too); csv: one row "
+        "per finding; json: the findings as data",
+    )
     add_store_option(advise)
     advise.set_defaults(run_command=run_advise)
+
+
+def _format(text: str) -> str:
+    """--format, with ``text`` (advise's table before every read command took table|csv|json) taken as table."""
+    return "table" if text == "text" else text
 
 
 def run_advise(args: argparse.Namespace) -> int:
     from hroofline.analyze.advice.base import advice_context
     from hroofline.api.advice import advise, findings
     from hroofline.render.advice import advice_text
-    from hroofline.render.text import to_json
+    from hroofline.render.text import render_frame, to_json
 
     run = open_store(args).load(args.run)
     if args.format == "json":
         write_out(to_json({"run": run.name, "findings": advise(run).to_dict(orient="records")}))
         return 0
+    if args.format == "csv":
+        write_out(render_frame(flat_findings(advise(run)), "csv"))
+        return 0
     write_out(advice_text(run.name, findings(run), advice_context(run).on_gpu))
     return 0
+
+
+def flat_findings(table: pd.DataFrame) -> pd.DataFrame:
+    """The findings with one value per cell: kernels and layers joined by '; ', the shares and details as JSON."""
+    flat = table.copy()
+    for column in ("kernels", "layers"):
+        flat[column] = flat[column].map("; ".join)
+    for column in ("phase_share", "detail"):
+        flat[column] = flat[column].map(lambda value: json.dumps(value, sort_keys=True, default=str))
+    return flat

@@ -6,7 +6,7 @@ import argparse
 
 from hroofline.cli.common import write_out
 from hroofline.model.numbers import plain
-from hroofline.render.text import text_table, to_json
+from hroofline.render.text import FORMATS, text_table, to_json
 from hroofline.roofs.catalog import load_gpu_names
 from hroofline.roofs.metricset import load_metric_set
 
@@ -38,33 +38,32 @@ def register(commands: argparse._SubParsersAction) -> None:
         "quoted at 1.83 GHz); each equals its per-SM rate (metrics/rates.toml) x SMs x that clock. Each GPU's "
         "sources follow the table; GPUs listed apart get their roofs from their own ncu reports only.",
     )
-    gpus.add_argument("--format", choices=("table", "json"), default="table")
+    gpus.add_argument(
+        "--format", choices=FORMATS, default="table", help="table: for people; csv: one row per GPU; json: as nested"
+    )
     gpus.set_defaults(run_command=list_gpus)
 
 
 def list_gpus(args: argparse.Namespace) -> int:
     metric_set = load_metric_set()
     catalog = load_gpu_names().values()
-    if args.format == "json":
-        write_out(
-            to_json(
-                [
-                    {
-                        "gpu": g.name,
-                        "aliases": list(g.aliases),
-                        "cc": g.cc,
-                        "arch": metric_set.arch_of(g.cc),
-                        "sms": g.sms,
-                        "peaks": g.peaks,
-                        "clocks": g.clocks,
-                        "source": g.peak_source,
-                        "clock_source": g.clock_source,
-                        "roofs_from_reports_only": g.roofs_from_reports_only,
-                    }
-                    for g in catalog
-                ]
-            )
-        )
+    if args.format != "table":
+        records = [
+            {
+                "gpu": g.name,
+                "aliases": list(g.aliases),
+                "cc": g.cc,
+                "arch": metric_set.arch_of(g.cc),
+                "sms": g.sms,
+                "peaks": g.peaks,
+                "clocks": g.clocks,
+                "source": g.peak_source,
+                "clock_source": g.clock_source,
+                "roofs_from_reports_only": g.roofs_from_reports_only,
+            }
+            for g in catalog
+        ]
+        write_out(to_json(records) if args.format == "json" else _csv(records))
         return 0
     header = ["gpu", "cc", "arch", "SMs", "GHz"]
     header += [c + (" GB/s" if c in BANDWIDTH_COLUMNS else " TF/s") for c in PEAK_COLUMNS]
@@ -91,3 +90,21 @@ def _scaled(value: float | None, unit: float) -> str:
         return "-"
     text = plain(value / unit, 4)
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _csv(records: list[dict]) -> str:
+    """One row per GPU, the peaks and clocks as columns of their own (peak_fp32, clock_default, ...)."""
+    import pandas as pd
+
+    from hroofline.render.text import render_frame
+
+    rows = [
+        {
+            **{k: v for k, v in record.items() if k not in ("peaks", "clocks", "aliases")},
+            "aliases": " ".join(record["aliases"]),
+            **{f"peak_{k}": v for k, v in record["peaks"].items()},
+            **{f"clock_{k}": v for k, v in record["clocks"].items()},
+        }
+        for record in records
+    ]
+    return render_frame(pd.DataFrame(rows), "csv")

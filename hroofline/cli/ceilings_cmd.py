@@ -23,7 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "ceilings file for --ceilings, and for predict --host. Without: the roofs of a catalog GPU, bundled set "
         "or file (--show), or of a run.",
         epilog="examples:\n  hroofline ceilings --measure --out my-machine.toml\n"
-        "  hroofline ceilings --show v100-yang-ert\n  hroofline ceilings --run resnet18-fp32-cpu",
+        "  hroofline ceilings --show v100-yang-ert\n  hroofline ceilings --run deepcam-fp32",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = ceilings.add_mutually_exclusive_group(required=True)

@@ -5,16 +5,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hroofline.analyze.binding import TOP_COLUMNS, TOP_SORTS
-from hroofline.analyze.kernels import RANKING_READS, KernelQuery
+from hroofline.analyze.binding import TOP_COLUMNS
+from hroofline.analyze.kernels import RANKING_READS
 from hroofline.analyze.provenance import counter_provenance
-from hroofline.analyze.step_points import GROUPINGS as STEP_GROUPINGS
+from hroofline.api.options import (
+    CHART_GROUPINGS,
+    DEFAULT_TOP,
+    FORMATS,
+    STEP_GROUPINGS,
+    TOP_GROUPINGS,
+    TOP_SORTS,
+    chart_levels,
+    check_whole_run,
+    kernel_query,
+)
 from hroofline.api.outputs import explained, roofline, runs_chart, top
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import UsageError
 from hroofline.model.names import with_table_names
 from hroofline.model.phases import parse_phase_option
-from hroofline.model.quantities import LEVEL_LABELS, LEVELS
+from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
@@ -25,7 +35,6 @@ CEILINGS_HELP = (
     "of your own measured ceilings (default: the report's own roofs, where its sources carry ncu peak "
     "metrics, else the datasheet of the run's GPU, scaled to the SM clock each kernel ran at)"
 )
-LEVEL_ALIASES = {"l1": "l1", "l2": "l2", "hbm": "hbm", "dram": "hbm"}
 DOT_NOUNS = {"name": "kernels", "layer": "layers", "launch": "launches"}
 
 
@@ -46,10 +55,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "one memory level, one chart per GPU with that GPU's roofs, and a table of intensity, FLOP/s and "
         "attainable FLOP/s (every kernel at its roof) on stdout.",
         epilog="examples:\n"
-        "  hroofline chart deepcam-amp --phase forward --out fw.html     interactive, works offline\n"
-        "  hroofline chart deepcam-amp --phase forward --out fw.png      image, no browser needed\n"
-        "  hroofline chart deepcam-amp --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
-        "  hroofline chart r18-v100 r34-v100 r50-v100 r18-a100 r34-a100 r50-a100 --out resnets.html\n"
+        "  hroofline chart deepcam-amp-o1 --phase forward --out fw.html     interactive, works offline\n"
+        "  hroofline chart deepcam-amp-o1 --phase forward --out fw.png      image, no browser needed\n"
+        "  hroofline chart deepcam-amp-o1 --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
+        "  hroofline chart deepcam-fp32 deepcam-amp-o1 r50-amp-a100 --out runs.html   one dot per run\n"
         "  hroofline chart deepcam-fp32 deepcam-amp-o1 --by phase --out phases.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -62,7 +71,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     chart.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     chart.add_argument(
         "--by",
-        choices=("name", "layer", "launch", *STEP_GROUPINGS),
+        choices=CHART_GROUPINGS,
         help="one dot per kernel name and phase (default for one run), per layer and phase, per launch; "
         "or one per run (default for several) or per run and phase",
     )
@@ -77,9 +86,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     chart.add_argument("--title", help="chart title (default: run and phase)")
     chart.add_argument("--explain", action="store_true", help=EXPLAIN_HELP)
-    chart.add_argument(
-        "--format", choices=("table", "csv", "json"), default="table", help="several runs: their table's format"
-    )
+    chart.add_argument("--format", choices=FORMATS, default="table", help="several runs: their table's format")
     add_store_option(chart)
     chart.set_defaults(run_command=draw_chart)
 
@@ -92,21 +99,30 @@ def register(commands: argparse._SubParsersAction) -> None:
         "bandwidth), where compute time is the longest execution pipe's sum of FLOPs per precision / that "
         "precision's peak; a kernel's time at roof is the sum over its launches. Roofs are at the SM clock "
         "each launch ran at where the source measured it; the first line says which roofs and which clock.",
-        epilog="columns: " + ", ".join(TOP_COLUMNS) + "\n\nexample:\n  hroofline top deepcam-amp --phase forward -n 5",
+        epilog="columns: "
+        + ", ".join(TOP_COLUMNS)
+        + "\n\nexample:\n  hroofline top deepcam-amp-o1 --phase forward -n 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     top.add_argument("run", metavar="RUN")
     top.add_argument("--phase", help="only this phase (default: every phase, ranked together)")
-    top.add_argument("--by", choices=("name", "layer"), default="name", help="rank kernel names (default) or layers")
+    top.add_argument("--by", choices=TOP_GROUPINGS, default="name", help="rank kernel names (default) or layers")
     add_selection_options(top)
-    top.add_argument("-n", "--top", type=positive_int, default=10, metavar="N", help="how many kernels (default 10)")
+    top.add_argument(
+        "-n",
+        "--top",
+        type=positive_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"how many kernels (default {DEFAULT_TOP})",
+    )
     top.add_argument(
         "--sort",
         choices=TOP_SORTS,
         default="time_s",
         help="rank by kernel time (default), recoverable time, time at roof, FLOPs or FLOP/s",
     )
-    top.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    top.add_argument("--format", choices=FORMATS, default="table")
     top.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     top.add_argument("--explain", action="store_true", help=EXPLAIN_HELP)
     add_store_option(top)
@@ -117,14 +133,19 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="An HTML report of one or more runs, in DIR/index.html: per run, the phase summary, a "
         "hierarchical roofline chart per phase and the top-kernels table. The page holds everything it needs "
         "and opens offline.",
-        epilog="example:\n  hroofline report deepcam-fp32 deepcam-amp --out report/",
+        epilog="example:\n  hroofline report deepcam-fp32 deepcam-amp-o1 --out report/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("runs", metavar="RUN", nargs="+")
     report.add_argument("--out", metavar="DIR", required=True, help="folder to write index.html into (created)")
     report.add_argument("--ceilings", metavar="GPU|SET|FILE", help=ceilings_help)
     report.add_argument(
-        "-n", "--top", type=positive_int, default=10, metavar="N", help="kernels per table (default 10)"
+        "-n",
+        "--top",
+        type=positive_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"kernels per table (default {DEFAULT_TOP})",
     )
     report.add_argument("--title", default="hroofline report", help="page title")
     report.add_argument(
@@ -135,17 +156,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar=("BASE", "CAND"),
         help="add a comparison of two runs (table and chart); may be given several times",
     )
+    report.add_argument("--explain", action="store_true", help=EXPLAIN_HELP)
     add_store_option(report)
     report.set_defaults(run_command=write_report)
-
-
-def parse_levels(text: str) -> tuple[str, ...]:
-    wanted = {part.strip().lower() for part in text.split(",") if part.strip()}
-    unknown = sorted(wanted - set(LEVEL_ALIASES))
-    if unknown or not wanted:
-        raise UsageError(f"--level {text!r}: unknown level {', '.join(unknown) or '(none)'}", "use l1, l2 and hbm")
-    chosen = {LEVEL_ALIASES[w] for w in wanted}
-    return tuple(level for level in LEVELS if level in chosen)
 
 
 def _warn(warnings: list[str], details: list[str]) -> None:
@@ -164,13 +177,13 @@ def draw_chart(args: argparse.Namespace) -> int:
             f"--by {by} draws the kernels of one run", "several runs are drawn with --by run or --by phase"
         )
     name = args.runs[0]
-    chosen_levels = parse_levels(args.level) if args.level else None
+    chosen_levels = chart_levels(args.level) if args.level else None
     phase = parse_phase_option(args.phase) if args.phase else None
     out = Path(args.out) if args.out else Path(f"{name}{'-' + phase if phase else ''}.html")
     chart_format(out)  # refuse an unknown extension before any work
     run = open_store(args).load(name)
     group_by = "launch" if args.per_launch else by
-    query = KernelQuery(group_by=group_by, phase=phase, layer=args.layer, nvtx=args.nvtx)
+    query = kernel_query(group_by, phase, args.layer, args.nvtx)
     drawn = roofline(run, query, args.ceilings, chosen_levels, args.title or "")
     write_chart(drawn.chart.to_dict(), out, drawn.title)
     _warn(drawn.warnings, explained(drawn.points.notes) if args.explain else [])
@@ -184,11 +197,8 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
     """Several runs, one dot each (or per phase), one chart per GPU; the table on stdout."""
     from hroofline.render.runs_chart import points_text
 
-    levels = parse_levels(args.level) if args.level else None
-    if levels is not None and len(levels) > 1:
-        raise UsageError("--level: runs are compared at one memory level", "give one of l1, l2, hbm")
-    if args.phase or args.layer or args.nvtx or args.per_launch:
-        raise UsageError(f"--by {by} draws whole runs", "leave out --phase, --layer, --nvtx and --per-launch")
+    levels = chart_levels(args.level) if args.level else None
+    check_whole_run(by, args.phase, args.layer, args.nvtx, args.per_launch, levels)
     out = Path(args.out) if args.out else Path("runs.html")
     chart_format(out)
     store = open_store(args)
@@ -207,8 +217,7 @@ def draw_runs_chart(args: argparse.Namespace, by: str) -> int:
 
 def show_top(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run, RANKING_READS)
-    phase = parse_phase_option(args.phase) if args.phase else None
-    query = KernelQuery(group_by=args.by, phase=phase, top=args.top, sort=args.sort, layer=args.layer, nvtx=args.nvtx)
+    query = kernel_query(args.by, args.phase, args.layer, args.nvtx, args.top, args.sort)
     ranked = top(run, query, args.ceilings)
     table, roofs = ranked.table, ranked.roofs
     if args.format == "table":
@@ -241,7 +250,6 @@ def write_report(args: argparse.Namespace) -> int:
     for note in page.notes:
         say(f"hroofline: note: {note}")
     target = page.write(Path(args.out))
-    for warning in page.warnings():
-        say(f"hroofline: warning: {warning}")
+    _warn(page.warnings(), page.details() if args.explain else [])
     say(f"wrote {target} ({len(page.sections)} run(s), {page.charts} chart(s))")
     return 0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hroofline.errors import UsageError
 from hroofline.render.terminal import printable
-from hroofline.store.location import DEFAULT_STORE, STORE_ENV, store_path
+from hroofline.store.location import DEFAULT_STORE, STORE_ENV, existing_store_path, store_path
 
 # The store needs pandas and the workload its model catalog: both are imported when a command runs, so
 # that parsing the arguments (and a usage error) costs no more than the parser.
@@ -66,17 +66,19 @@ def positive_int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of whole numbers (32,64,128)") from None
 
 
-def open_store(args: argparse.Namespace) -> RunStore:
+def open_store(args: argparse.Namespace, writing: bool = False) -> RunStore:
+    """The store of --store: one that must exist to be read, or (``writing``) one that is created on the first
+    write."""
     from hroofline.store.runs import RunStore
 
-    return RunStore(store_path(args.store))
+    return RunStore(store_path(args.store) if writing else existing_store_path(args.store))
 
 
 def open_reader(args: argparse.Namespace) -> StoreReader:
-    """The store for reading runs' metadata alone (no pandas)."""
+    """The store for reading runs' metadata alone (no pandas); it must exist."""
     from hroofline.store.reading import StoreReader
 
-    return StoreReader(store_path(args.store))
+    return StoreReader(existing_store_path(args.store))
 
 
 def write_out(text: str) -> None:

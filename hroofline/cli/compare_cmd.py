@@ -8,17 +8,18 @@ from pathlib import Path
 from hroofline.analyze.compare import compare_runs
 from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
 from hroofline.model.run import Run
-from hroofline.render.text import render_frame, to_json
+from hroofline.render.text import FORMATS, render_frame, to_json
 
 EPILOG = """\
 examples:
   hroofline compare deepcam-fp32 deepcam-amp-o1                       what AMP changed
   hroofline compare deepcam-fp32 deepcam-amp-o1 --out fp32-vs-amp.html   both on one roofline, with arrows
-  hroofline compare r50-fp32-v100-predicted r50-fp32-v100 --format json  predicted against measured
+  hroofline compare r50-fp32-a100 r50-fp32-a100-measured --format json   predicted against measured
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
-(hroofline advise) and whether CAND shows each acted on. Comparing a predicted run with a
-measured one gives the "estimated versus measured" table: FLOPs, HBM bytes and time ratios per phase.
+(hroofline advise) and whether CAND shows each acted on. A predicted run against a measured one (either
+way round) gives the "estimated versus measured" table instead of speedups: per phase, the measured time
+over the estimate and over the prediction's roofline bound, and measured FLOPs and HBM bytes over predicted.
 """
 
 
@@ -33,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("base", metavar="BASE")
     compare.add_argument("candidate", metavar="CAND")
-    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("--format", choices=FORMATS, default="table")
     compare.add_argument("-n", "--top", type=positive_int, default=8, metavar="N", help="gains/regressions shown (8)")
     compare.add_argument("--out", metavar="FILE", help="also draw both runs on one roofline (.html .png .svg .json)")
     compare.add_argument("--level", default="hbm", choices=("l1", "l2", "hbm"), help="memory level of the chart")
@@ -43,9 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from hroofline.analyze.advice.rules import confirm_advice
-    from hroofline.render.advice import confirmation_lines
-    from hroofline.render.compare_text import comparison_text, phase_frame
+    from hroofline.api.views import comparison_report
+    from hroofline.render.compare_text import phase_frame
     from hroofline.render.output import chart_format
 
     if args.out:
@@ -58,26 +58,16 @@ def run_compare(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         write_out(render_frame(phase_frame(comparison), "csv"))
     else:
-        write_out(comparison_text(comparison, args.top))
-        lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
-        if lines:
-            write_out("\n" + "\n".join(lines) + "\n")
+        write_out(comparison_report(comparison, base, candidate, args.top))
     if args.out:
         _draw(args, base, candidate)
     return 0
 
 
 def _draw(args: argparse.Namespace, base: Run, candidate: Run) -> None:
-    from hroofline.analyze.compare import comparison_roofs, matched_points
-    from hroofline.errors import HrooflineError
-    from hroofline.render.compare_chart import compare_chart
+    from hroofline.api.outputs import comparison_chart
     from hroofline.render.output import write_chart
 
-    matched = matched_points(base, candidate, args.level, count=25)
-    if matched.empty:
-        raise HrooflineError(f"no kernel family of both runs has FLOPs and {args.level} bytes to draw")
-    roofs = comparison_roofs(base, candidate, args.ceilings)
-    title = f"{base.name} -> {candidate.name}"
-    chart = compare_chart(matched, roofs, args.level, (base.name, candidate.name), title)
-    write_chart(chart.to_dict(), Path(args.out), title)
-    say(f"wrote {args.out} ({len(matched)} kernel families)")
+    drawn = comparison_chart(base, candidate, args.level, args.ceilings)
+    write_chart(drawn.chart.to_dict(), Path(args.out), drawn.title)
+    say(f"wrote {args.out} ({drawn.families} kernel families)")

@@ -66,6 +66,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gpu and args.gpu.lower() == "cpu":
+        raise UsageError("--gpu cpu: doctor checks a GPU's counters and roofs", "give the GPU, or leave --gpu out")
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     if args.report and args.keep:
         raise UsageError("--keep: only when doctor profiles (without --report)")

@@ -46,12 +46,12 @@ source is imported or, on any error, none is and the store is unchanged.
 
 EPILOG = """\
 examples:
-  hroofline import fw.ncu-rep --run deepcam-fp32 --gpu v100 --phase forward
+  hroofline import fw.ncu-rep --run cnn-fp32 --phase forward     # a report names its GPU
   hroofline import pt-O0-Adam-bw/ --run deepcam-fp32 --gpu v100 --phase bw
   hroofline import time_dram.ncu-rep dpflops.ncu-rep --run gene   # two passes: joined, 8 launches
   hroofline import logs/ --run r1 --merge name     # files disagree launch by launch
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
-  hroofline import rank0.json.gz rank1.json.gz --run ddp --gpu a100  # two ranks, one run
+  hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
 """
 
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     )
     gpu = options.gpu.name if options.gpu else None
     defaults = RunDefaults(gpu, args.precision, ceilings)
-    store = open_store(args)
+    store = open_store(args, writing=True)
     unknown: list[str] = []  # why the CPU's ceilings are not known, where they are not
     done = import_files(store, name, args.sources, options, defaults, args.replace, progress, _cpu_ceilings(unknown))
     for prefix in done.skipped:

@@ -73,14 +73,14 @@ EPILOG = """\
 typical use:
   hroofline profile --arch resnet18 --gpu cpu --batch-size 2     (or --gpu v100 with ncu on a GPU machine)
   hroofline predict --arch resnet50 --gpu a100 --precision amp   (no GPU needed)
-  hroofline import prof/fw.ncu-rep --run resnet34-fp32 --gpu v100 --phase forward
-  hroofline import prof/bw.ncu-rep --run resnet34-fp32 --phase backward
-  hroofline summary resnet34-fp32
-  hroofline kernels resnet34-fp32 --group-by name --top 10
-  hroofline top resnet34-fp32 --phase forward -n 5
-  hroofline chart resnet34-fp32 --phase forward --out forward.html
-  hroofline report resnet34-fp32 --out report/
-  hroofline compare resnet34-fp32 resnet34-amp
+  hroofline import pt-O0-Adam-fw/ --run deepcam-fp32 --gpu v100 --phase forward   (ncu's reports, CSV or logs)
+  hroofline import pt-O0-Adam-bw/ --run deepcam-fp32 --phase backward
+  hroofline summary deepcam-fp32
+  hroofline kernels deepcam-fp32 --group-by name -n 10
+  hroofline top deepcam-fp32 --phase forward -n 5
+  hroofline chart deepcam-fp32 --phase forward --out forward.html
+  hroofline report deepcam-fp32 --out report/
+  hroofline compare deepcam-fp32 deepcam-amp-o1
 
 the store: runs live in --store DIR, else $HROOFLINE_STORE, else ./hroofline-runs
 units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)

@@ -22,7 +22,7 @@ from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
 from hroofline.render.prediction import prediction_text, sweep_text
-from hroofline.render.text import render_frame
+from hroofline.render.text import FORMATS, render_frame
 from hroofline.roofs.catalog import GpuName, resolve_gpu
 from hroofline.store.files import check_run_name
 from hroofline.store.runs import RunDefaults
@@ -31,13 +31,15 @@ if TYPE_CHECKING:
     from hroofline.analyze.estimate import EstimateModel
     from hroofline.api.prediction import Prediction
     from hroofline.model.run import Run
+    from hroofline.store.runs import RunStore
 
 EPILOG = """\
 examples:
   hroofline predict --arch resnet18 --gpu v100 --batch-size 256 --phases forward --run r18-fw
+  hroofline predict --arch resnet50 --gpu a100 --run r50-fp32-a100
   hroofline predict --arch resnet50 --gpu a100 --precision amp --run r50-amp-a100
   hroofline compare r50-fp32-a100 r50-amp-a100
-  hroofline predict --arch resnet18,resnet34,resnet50 --gpu v100,a100 --batch-size 64,256
+  hroofline predict --arch resnet18,resnet50 --gpu v100,a100 --batch-size 64,256
   hroofline chart resnet18-fp32-v100-sxm2-b256-predicted resnet18-fp32-a100-40gb-b256-predicted --by run
 
 The run's kernels are ATen ops (aten::convolution, ...); time_s is the estimate and time_bound_s the
@@ -81,9 +83,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "over batch sizes), an --input-shape or --seq-len other than the model's own, the adam optimizer)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
-    predict.add_argument(
-        "--format", choices=("table", "csv", "json"), default="table", help="a sweep's table as text, CSV or JSON"
-    )
+    predict.add_argument("--format", choices=FORMATS, default="table", help="a sweep's table as text, CSV or JSON")
     predict.add_argument(
         "--calibrate",
         metavar="RUN",
@@ -112,6 +112,11 @@ def planned_runs(args: argparse.Namespace) -> list[Planned]:
     """Every combination of the listed models, GPUs, precisions and batch sizes, checked and named."""
     models = _items(args.arch) if args.arch else [None]
     specs = _items(args.model) if args.model else [None]
+    if "cpu" in (item.lower() for item in _items(args.gpu)):
+        raise UsageError(
+            "--gpu cpu: predict estimates a step on a catalog GPU (hroofline gpus)",
+            "measure the CPU instead: hroofline profile --arch NAME --gpu cpu",
+        )
     gpus = [resolve_gpu(name) for name in _items(args.gpu)]
     precisions = _items(args.precision) if args.precision else [None]
     batches = args.batch_size or [None]
@@ -150,13 +155,14 @@ def run_predict(args: argparse.Namespace) -> int:
     from hroofline.roofs.host_file import load_host_cost
 
     planned = planned_runs(args)
-    store = open_store(args)
+    store = open_store(args, writing=True)
     estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
     host_cost = load_host_cost(Path(args.host)) if args.host else None
     for plan in planned:  # every combination checked before any is traced or stored
         prediction_peaks(plan.gpu, plan.config.precision)
         check_model(plan.config.model)
-    existing = [p.run for p in planned if store.has_run(p.run)]  # after the arguments: a mistake is said first
+    # after the arguments: a mistake is said first; a prediction a sweep names may hold the same (reused, below)
+    existing = [p.run for p in planned if store.has_run(p.run) and (args.run or not store.load_meta(p.run).predicted)]
     if existing and not args.replace:
         raise UsageError(f"run {existing[0]!r} exists already", "pass --replace, or --run NAME")
     traces: dict[object, object] = {}
@@ -180,7 +186,27 @@ def run_predict(args: argparse.Namespace) -> int:
         prediction = predict_run(config.arch, options, config.input_shape, config.seq_len, plan.run, say, traces)
         predictions.append(prediction)
         notes.update(dict.fromkeys(prediction.source.info.notes))
+    # a configuration a run of the store predicts already (the same trace and estimate) is not stored again under
+    # the name a sweep gives it; --run NAME asks for a run of that name, and gets it
+    known = {} if args.replace or args.run else _predicted_configurations(store)
+    reused = {}
+    for plan, prediction in zip(planned, predictions, strict=True):
+        info = prediction.source.info
+        same = known.get((info.sha256, info.formulas_used.get("time_s", "")))
+        if same is not None:
+            reused[plan.run] = same
+        elif not args.replace and store.has_run(plan.run):
+            raise UsageError(
+                f"run {plan.run!r} exists already, a prediction of another configuration", "pass --replace"
+            )
     for plan, prediction in zip(planned, predictions, strict=True):  # stored once every one has been traced
+        if plan.run in reused:
+            said = "" if reused[plan.run] == plan.run else f": {plan.run} not stored again"
+            say(
+                f"hroofline: note: run {reused[plan.run]!r} predicts this configuration already{said} (--replace: anew)"
+            )
+            prediction.name = reused[plan.run]
+            continue
         store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, plan.config.precision, None))
     for note in notes:
         say(f"hroofline: note: {note}")
@@ -190,6 +216,17 @@ def run_predict(args: argparse.Namespace) -> int:
         table = sweep_table([sweep_entry(p) for p in predictions])
         write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))
     return 0
+
+
+def _predicted_configurations(store: RunStore) -> dict[tuple[str, str], str]:
+    """The store's predictions: (their configuration's identity, how their time was estimated) -> the run."""
+    metas, _ = store.readable_metas()
+    known: dict[tuple[str, str], str] = {}
+    for meta in metas:
+        if meta.predicted and len(meta.sources) == 1:
+            source = meta.sources[0]
+            known.setdefault((source.sha256, source.formulas_used.get("time_s", "")), meta.name)
+    return known
 
 
 def _calibration(run: Run) -> EstimateModel:

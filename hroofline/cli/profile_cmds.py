@@ -246,7 +246,7 @@ def _default_gpu_backend(args: argparse.Namespace) -> str:
 
 
 def _refuse_existing(args: argparse.Namespace, run: str) -> None:
-    if not args.dry_run and not args.replace and open_store(args).has_run(run):
+    if not args.dry_run and not args.replace and open_store(args, writing=True).has_run(run):
         raise UsageError(f"run {run!r} exists already", "pass --replace to profile it anew, or --run NAME")
 
 
@@ -303,7 +303,7 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
 def _store_cpu(
     args: argparse.Namespace, run: str, source: ImportedSource, precision: str | None, ceilings: Ceilings
 ) -> None:
-    store = open_store(args)
+    store = open_store(args, writing=True)
     result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
     report_phases(result.run, store.root)
 
@@ -369,7 +369,7 @@ def _profile_gpu(
         say(f"  note: {note}")
     for warning in source.info.warnings:
         say(f"hroofline: warning: {warning}")
-    store = open_store(args)
+    store = open_store(args, writing=True)
     precision = None if args.script is not None else canonical_precision(args.precision or "fp32")
     result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
     report_phases(result.run, store.root)

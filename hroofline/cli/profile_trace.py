@@ -55,7 +55,7 @@ def _store_trace_run(
     defaults = (
         RunDefaults(gpu.name, precision, None) if gpu else RunDefaults(CPU, precision, cpu_ceilings(args).to_json())
     )
-    store = open_store(args)
+    store = open_store(args, writing=True)
     result = store.replace_run(run, [source], defaults)
     report_phases(result.run, store.root)
 

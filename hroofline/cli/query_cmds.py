@@ -13,20 +13,24 @@ from hroofline.analyze.kernels import (
     RANKING_READS,
     SUMMARY_COLUMNS,
     SUMMARY_READS,
-    KernelQuery,
     empty_detail_columns,
     kernel_table,
     phase_summary,
     shown_columns,
 )
 from hroofline.analyze.provenance import counter_provenance
-from hroofline.analyze.ranks import GROUPINGS as RANK_GROUPINGS
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
+from hroofline.api.options import (
+    DEFAULT_KERNELS_GROUPING,
+    FORMATS,
+    KERNEL_GROUPINGS,
+    SUMMARY_GROUPINGS,
+    kernel_query,
+)
+from hroofline.api.outputs import summary_frame
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
-from hroofline.errors import UsageError
 from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
-from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame, summary_table, to_json
@@ -52,7 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     query.add_argument("sql", metavar="SQL", help="one SQL statement over the tables launches and runs")
     query.add_argument(
         "--format",
-        choices=("table", "csv", "json"),
+        choices=FORMATS,
         default="table",
         help="table: for people, numbers in SI units by column name (time_s, flops..., bytes...); csv and "
         "json: full precision",
@@ -66,25 +70,25 @@ def register(commands: argparse._SubParsersAction) -> None:
         "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
         "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10\n"
-        "  hroofline kernels resnet18-cpu --group-by layer --phase backward --layer 'layer4*'\n"
-        "  hroofline kernels resnet18-cpu --layer layer4.1.conv2          every launch of one layer",
+        "  hroofline kernels r50-amp-a100 --group-by layer --phase backward --layer 'layer4*'\n"
+        "  hroofline kernels r50-amp-a100 --layer layer4.1.conv2          every launch of one layer",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kernels.add_argument("run", metavar="RUN")
     kernels.add_argument(
         "--group-by",
-        choices=("launch", "name", "layer"),
-        default="launch",
+        choices=KERNEL_GROUPINGS,
+        default=DEFAULT_KERNELS_GROUPING,
         help="one row per launch (default, with its layer, NVTX stack, grid, block and input shapes), per kernel "
         "name within a phase, or per layer (module path) within a phase",
     )
     add_selection_options(kernels)
     kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
-    kernels.add_argument("--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
+    kernels.add_argument("-n", "--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
     kernels.add_argument(
         "--sort", default="time_s", metavar="COLUMN", help="column to sort by, largest first (default: time_s)"
     )
-    kernels.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    kernels.add_argument("--format", choices=FORMATS, default="table")
     add_store_option(kernels)
     kernels.set_defaults(run_command=show_kernels)
 
@@ -111,12 +115,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     summary.add_argument("run", metavar="RUN")
     summary.add_argument(
         "--by",
-        choices=("phase", *RANK_GROUPINGS),
+        choices=SUMMARY_GROUPINGS,
         default="phase",
         help="phase (default); rank: per rank and phase, with the slowest rank's extra time per phase over the "
         "median rank (traces of several ranks); step: per profiler step and phase (traces)",
     )
-    summary.add_argument("--format", choices=("table", "json"), default="table")
+    summary.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table: for people (SI units); csv: the table in full precision, every column; json: also the counters' "
+        "provenance and, --by rank, the slowest rank and the communication kernels",
+    )
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
 
@@ -152,15 +162,7 @@ def rename_run(args: argparse.Namespace) -> int:
 
 def show_kernels(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run, RANKING_READS)
-    query = KernelQuery(
-        group_by=args.group_by,
-        phase=parse_phase_option(args.phase) if args.phase else None,
-        top=args.top,
-        sort=args.sort,
-        layer=args.layer,
-        nvtx=args.nvtx,
-    )
-    table = kernel_table(run, query)
+    table = kernel_table(run, kernel_query(args.group_by, args.phase, args.layer, args.nvtx, args.top, args.sort))
     if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all
         with_table_names(table)
         table = shown_columns(table)
@@ -172,6 +174,9 @@ def show_summary(args: argparse.Namespace) -> int:
     if args.by != "phase":
         return _show_grouped_summary(open_store(args).load(args.run, RANKING_READS), args.by, args.format)
     run = open_store(args).load(args.run, SUMMARY_READS)
+    if args.format == "csv":
+        write_out(render_frame(summary_frame(run).reset_index(), "csv"))
+        return 0
     phases = phase_summary(run)
     provenance = counter_provenance(run.launches)
     if args.format == "json":
@@ -189,12 +194,10 @@ def show_summary(args: argparse.Namespace) -> int:
 
 
 def _show_grouped_summary(run: Run, by: str, output: str) -> int:
-    rows = grouped_summary(run, by)
-    if not rows:
-        raise UsageError(
-            f"run {run.name!r} has no {by} on any launch",
-            "ranks and profiler steps come from PyTorch profiler traces (`hroofline import trace.json`)",
-        )
+    table = summary_frame(run, by)
+    if output == "csv":
+        write_out(render_frame(table, "csv"))
+        return 0
     spread = rank_spread(run) if by == "rank" else []
     gpu = run_gpu(run.meta)
     link = gpu.link_bandwidth if gpu else None
@@ -203,13 +206,12 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
         data = {
             "run": run.name,
             "by": by,
-            "rows": [asdict(r) for r in rows],
+            "rows": [asdict(r) for r in grouped_summary(run, by)],
             "spread": [asdict(s) for s in spread],
             "communication": [asdict(c) for c in communication],
         }
         write_out(to_json(data))
         return 0
-    table = pd.DataFrame([asdict(r) for r in rows]).rename(columns={"key": by})
     write_out(render_frame(table, "table"))
     if spread:
         write_out("\nslowest rank per phase (GPU time; extra = slowest - median of the ranks):\n")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from hroofline.cli.common import add_store_option, open_reader, say, write_out
-from hroofline.render.text import records_table, to_json
-from hroofline.store.listing import run_listing
+from hroofline.render.text import FORMATS, records_table, to_json
+from hroofline.store.listing import RUN_LISTING_COLUMNS, run_listing
 
 RUNS_TABLE_COLUMNS = ("run", "kind", "gpu", "precision", "phases", "sources", "launches", "ncu", "updated")
 
@@ -17,7 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="List the runs in the store: how each was collected (kind), GPU, precision, phases, sources, "
         "launches, ncu versions and dates. JSON has every column, as the runs table of `hroofline query`.",
     )
-    runs.add_argument("--format", choices=("table", "json"), default="table")
+    runs.add_argument(
+        "--format", choices=FORMATS, default="table", help="table: for people; csv and json: every column"
+    )
     add_store_option(runs)
     runs.set_defaults(run_command=list_runs)
 
@@ -29,6 +31,12 @@ def list_runs(args: argparse.Namespace) -> int:
         say(f"hroofline: warning: run {run.name!r} cannot be read: {run.reason} ({run.hint})")
     if args.format == "json":
         write_out(to_json(listing))
+    elif args.format == "csv":
+        import pandas as pd
+
+        from hroofline.render.text import render_frame
+
+        write_out(render_frame(pd.DataFrame(listing, columns=list(RUN_LISTING_COLUMNS)), "csv"))
     elif listing:
         write_out(records_table(listing, RUNS_TABLE_COLUMNS))
     elif not broken:

@@ -30,11 +30,19 @@ PHASE_CSV_COLUMNS: tuple[str, ...] = (
 )
 
 
+ESTIMATE_CSV_COLUMNS: tuple[str, ...] = (
+    "measured_over_estimated_time",
+    "measured_over_bound",
+    "measured_over_estimated_flops",
+    "measured_over_estimated_bytes_hbm",
+)
+
+
 def phase_frame(comparison: Comparison) -> pd.DataFrame:
-    rows = [
-        {"phase": phase, **{k: values.get(k) for k in PHASE_CSV_COLUMNS}} for phase, values in comparison.phases.items()
-    ]
-    return pd.DataFrame(rows, columns=["phase", *PHASE_CSV_COLUMNS])
+    """One row per phase; a prediction against a measured run also has the measured/estimated ratios."""
+    columns = PHASE_CSV_COLUMNS + (ESTIMATE_CSV_COLUMNS if comparison.estimate_versus_measured else ())
+    rows = [{"phase": phase, **{k: values.get(k) for k in columns}} for phase, values in comparison.phases.items()]
+    return pd.DataFrame(rows, columns=["phase", *columns])
 
 
 @dataclass(frozen=True)
@@ -69,9 +77,37 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _estimate_table(comparison: Comparison) -> TitledTable:
+    """A prediction against a measured run: per phase, the measured run's time, FLOPs and HBM bytes over the
+    prediction's, and its time over the prediction's roofline bound."""
+    base_estimated = comparison.predicted == "base"
+    rows = []
+    for phase, v in comparison.phases.items():
+        estimated = v["base_time_s"] if base_estimated else v["candidate_time_s"]
+        measured = v["candidate_time_s"] if base_estimated else v["base_time_s"]
+        time = v["measured_over_estimated_time"]
+        rows.append(
+            [
+                Cell(phase),
+                Cell(si(estimated, "s"), estimated),
+                Cell(si(measured, "s"), measured),
+                Cell(_ratio(time), time),
+                Cell(_ratio(v["measured_over_bound"]), v["measured_over_bound"]),
+                Cell(_ratio(v["measured_over_estimated_flops"]), v["measured_over_estimated_flops"]),
+                Cell(_ratio(v["measured_over_estimated_bytes_hbm"]), v["measured_over_estimated_bytes_hbm"]),
+            ]
+        )
+    header = ["phase", "estimated", "measured", "measured/estimated", "measured/bound", "FLOPs m/e", "HBM bytes m/e"]
+    return TitledTable("estimated versus measured", header, rows, 1)
+
+
 def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     by_layer = comparison.matched_on == "layer"
     heading = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
+    if comparison.predicted:
+        measured = comparison.candidate if comparison.predicted == "base" else comparison.base
+        estimated = comparison.base if comparison.predicted == "base" else comparison.candidate
+        heading = f"{estimated} (estimated) versus {measured} (measured)"
     heading += "; matched layer to layer" if by_layer else f"; kernels matched by {comparison.matched_on}"
     key = "layer" if by_layer else "kernel family"
     phases = []
@@ -90,6 +126,8 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
         )
     header = ["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]
     tables = [TitledTable("phases", header, phases, 1)]
+    if comparison.estimate_versus_measured:  # no "speedup": how far the measurement is from the estimate
+        tables = [_estimate_table(comparison)]
     left_out = [
         f"phases only in {side}, left out: {', '.join(names)}"
         for names, side in (

@@ -153,6 +153,15 @@ def _step_line(step: StepTime, whole: str) -> str:
         slow, fast = per_second(step.throughput(step.high_s), unit), per_second(step.throughput(step.low_s), unit)
         # the band was measured with the fitted host floor: with yours the error is not known
         fitted = "with the fitted host floor, " if step.host_measured else ""
+        if step.not_validated_for:  # the band is other models': said as theirs, not as this estimate's
+            estimate += (
+                f" (not validated for {step.not_validated_for}: the estimate's error was measured on "
+                f"{step.error_measured_on or 'other steps'}, 90% within x{step.error_factor:.2f}; "
+                f"no error band is known for this model)"
+            )
+            return (
+                f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {per_second(step.throughput(step.bound_s), unit)}"
+            )
         estimate += (
             f" ({fitted}90% of held-out measured {step.error_measured_on or 'steps'} were within "
             f"x{step.error_factor:.2f}: "

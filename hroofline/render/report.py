@@ -65,6 +65,7 @@ class RunSection:
     summary: dict[str, dict[str, float | int | None]]
     phases: list[PhaseSection]
     warnings: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # every kernel group behind a warning
     sources: list[SourceInfo] = field(default_factory=list)  # where every number came from
     advice: list[Finding] = field(default_factory=list)  # what to change (hroofline advise)
     roof_sources: list[str] = field(default_factory=list)  # how each roof is made, behind a toggle
@@ -168,6 +169,11 @@ def _run_html(index: int, run: RunSection) -> str:
         parts.append(advice_html(run.advice))
     for warning in run.warnings:
         parts.append(f'<p class="warning">⚠ {escape(warning)}</p>')
+    if run.details:
+        items = "".join(f"<li>{escape(line)}</li>" for line in run.details)
+        parts.append(
+            f'<details class="warning"><summary>The kernels behind the warnings</summary><ul>{items}</ul></details>'
+        )
     for number, section in enumerate(run.phases, start=1):
         parts.append(f"<h3>{escape(run.name)} · {escape(section.phase)}</h3>")
         chart_id = f"chart-{index}-{number}"

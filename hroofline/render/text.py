@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts
     import pandas as pd
 
 _MAX_NAME = TABLE_NAME_WIDTH
+FORMATS: tuple[str, ...] = ("table", "csv", "json")  # every read command's --format: for people, or data
 # Shares of a whole, shown as percentages.
 SHARE_COLUMNS = frozenset({"work_known", "tensor_share"})
 

@@ -25,3 +25,12 @@ def store_path(option: str | None) -> Path:
         if there is not None and not there.is_dir():
             raise StoreError(f"store {path} cannot be made: {there} is a file", "give a folder with --store")
     return path
+
+
+def existing_store_path(option: str | None) -> Path:
+    """The store a read command reads (as :func:`store_path`), which must exist: a misspelt --store is said, not
+    taken for an empty store (and nothing is created)."""
+    path = store_path(option)
+    if not path.exists():
+        raise StoreError(f"no store at {path}", "create one with `hroofline import` or `profile`")
+    return path
