@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import time
 from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
@@ -15,12 +16,20 @@ from hroofline.store.location import store_path
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
-    from hroofline.collect.measure import measure
-
+    """The run's CPU ceilings: the file --ceilings names, else this CPU's, measured once per machine and cached
+    (--measure-ceilings measures them anew)."""
     if args.ceilings:
         return load_ceilings_file(Path(args.ceilings))
-    say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
-    return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
+    from hroofline.collect.ceilings_cache import cpu_ceilings_cached
+
+    start = time.perf_counter()
+    found = cpu_ceilings_cached(say, bool(getattr(args, "measure_ceilings", False)))
+    kept = f"cached in {found.path}" if found.path is not None else "not cached"
+    if found.measured_now:
+        say(f"measured this CPU's ceilings: {si(time.perf_counter() - start, 's')} ({kept})")
+    else:
+        say(f"roofs: this CPU's, measured {found.measured_on}, {kept} (--measure-ceilings measures them again)")
+    return found.ceilings
 
 
 def report_phases(run: Run, root: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hroofline.cli.common import open_store, say
+from hroofline.cli.common import open_store, say, stage
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
 from hroofline.collect.distinct_launches import join_distinct, plan_distinct_launches, write_measure_calls
 from hroofline.collect.ncu_top import join_counters, kernel_filter_arguments, parse_kernels_option, top_kernel_names
@@ -31,12 +31,14 @@ def profile_out_dir(args: argparse.Namespace, run: str) -> Path:
 def profile_trace_run(
     args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
 ) -> None:
-    source = _trace_pass(args, config, gpu, run, warmup)
+    with stage(f"traced {config.arch}'s {warmup} warm-up and {args.steps} profiled step(s)"):
+        source = _trace_pass(args, config, gpu, run, warmup)
     store = open_store(args)
     defaults = RunDefaults(gpu.name if gpu else CPU, config.precision, None)
     if gpu is None:
         defaults = RunDefaults(CPU, config.precision, cpu_ceilings(args).to_json())
-    result = store.replace_run(run, [source], defaults)
+    with stage("stored the run"):
+        result = store.replace_run(run, [source], defaults)
     report_phases(result.run, store.root)
 
 

@@ -1,7 +1,10 @@
 """Measured ceilings of this machine: matmul FLOP/s per precision, read bandwidth per working-set size.
 
 Compute: square matrix products of size n, 2 n^3 FLOPs each, best time of several; on a CPU also two
-convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts.
+convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts. On a CPU each
+is repeated for a time budget (``CPU_COMPUTE_SECONDS``), not a count: a roof is the best rate the machine
+reaches, and on a shared machine three tries can all fall in a busy moment, leaving a roof that the profiled
+step's own convolutions beat.
 Bandwidth: ``sum`` over a stride-0 view of a buffer, so one call reads the same working set over and
 over (``repeats x size`` bytes from a ``size``-byte buffer); working sets sized to half of each cache
 level, then one far larger than the last cache, so each level shows. Best time of several.
@@ -34,6 +37,10 @@ from hroofline.roofs.host_file import host_table
 BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
 DRAM_WORKING_SET = 512 * 2**20
 TARGET_SECONDS = 0.15  # per measurement, spread over repeats
+# A CPU compute rate is the best of as many tries as fit in this many seconds (quick, full): at resnet18's
+# convolution rate on two cores (about 280 GFLOP/s) a 1024 x 1024 FP32 product takes 8 ms, so 0.3 s is about
+# 40 tries.
+CPU_COMPUTE_SECONDS = (0.3, 1.0)
 
 
 @dataclass(frozen=True)
@@ -165,19 +172,24 @@ def _timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
     return cuda_time if device.type == "cuda" else cpu_time
 
 
-def _best(device: torch.device, action: Callable[[], object], repeats: int) -> float:
+def _best(device: torch.device, action: Callable[[], object], repeats: int, budget_s: float = 0.0) -> float:
+    """The shortest of ``repeats`` timings, or of as many more as fit in ``budget_s`` seconds."""
     timer = _timer(device)
     timer(action)  # warm-up: allocation, kernel selection, caches
-    return min(timer(action) for _ in range(repeats))
+    best, spent, tries = float("inf"), 0.0, 0
+    while tries < repeats or spent < budget_s:
+        seconds = timer(action)
+        best, spent, tries = min(best, seconds), spent + seconds, tries + 1
+    return best
 
 
-def matmul_rate(device: torch.device, precision: str, size: int, repeats: int) -> float:
+def matmul_rate(device: torch.device, precision: str, size: int, repeats: int, budget_s: float = 0.0) -> float:
     dtype = DTYPES[precision]
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     left = torch.randn(size, size, device=device).to(dtype)
     right = torch.randn(size, size, device=device).to(dtype)
-    seconds = _best(device, lambda: torch.mm(left, right), repeats)
+    seconds = _best(device, lambda: torch.mm(left, right), repeats, budget_s)
     return 2.0 * size**3 / seconds
 
 
@@ -186,13 +198,16 @@ def matmul_rate(device: torch.device, precision: str, size: int, repeats: int) -
 CPU_CONVOLUTIONS: tuple[tuple[int, int, int], ...] = ((512, 32, 1), (128, 56, 3))  # channels, height=width, kernel
 
 
-def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int) -> float:
+def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int, budget_s: float = 0.0) -> float:
     channels, size, kernel = shape
     dtype = DTYPES[precision]
     images = torch.randn(1, channels, size, size).to(dtype)
     weights = torch.randn(channels, channels, kernel, kernel).to(dtype)
     seconds = _best(
-        torch.device("cpu"), lambda: torch.nn.functional.conv2d(images, weights, padding=kernel // 2), repeats
+        torch.device("cpu"),
+        lambda: torch.nn.functional.conv2d(images, weights, padding=kernel // 2),
+        repeats,
+        budget_s,
     )
     return 2.0 * channels * channels * size * size * kernel * kernel / seconds
 
@@ -223,21 +238,24 @@ def working_sets(device: torch.device) -> list[tuple[int, str]]:
 
 
 def measure(
-    device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None
+    device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None, host: bool = True
 ) -> Measurement:
+    """The machine's roofs; with ``host``, also the host's time per op (predict --host's floor: a minute and
+    more of probe networks' steps on a CPU, which the roofs of a profile do not need)."""
     device = torch.device(device_name)
     say = progress or (lambda text: None)
     repeats = 3 if quick else 7
+    budget = 0.0 if device.type == "cuda" else CPU_COMPUTE_SECONDS[0 if quick else 1]
     precisions = list(MATMUL_KEYS["cuda" if device.type == "cuda" else "cpu"])
     matmul: dict[str, float] = {}
     for precision in precisions:
         # GPUs: large enough that launch overhead vanishes at tensor-core rates; CPUs: 16-bit may be slow
         size = 8192 if device.type == "cuda" else 512 if precision in ("fp16", "bf16") else 1024
         say(f"matmul {precision} ({size} x {size})")
-        matmul[precision] = matmul_rate(device, precision, size, repeats)
+        matmul[precision] = matmul_rate(device, precision, size, repeats, budget)
         if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):
             say(f"convolutions {precision} (oneDNN)")
-            rates = [convolution_rate(precision, shape, repeats) for shape in CPU_CONVOLUTIONS]
+            rates = [convolution_rate(precision, shape, repeats, budget) for shape in CPU_CONVOLUTIONS]
             matmul[precision] = max(matmul[precision], *rates)
     bandwidth: list[BandwidthPoint] = []
     notes: list[str] = []
@@ -254,6 +272,8 @@ def measure(
             bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
+    if not host:
+        return Measurement(device.type, name, matmul, bandwidth, tuple(notes))
     try:
         host: HostCost | None = measure_host_cost(device.type, measured_on, 10 if quick else 30, progress)
     except ProfilingError as error:  # the roofs stand without it: written, with the reason it is missing

@@ -1,0 +1,142 @@
+"""This CPU's ceilings, measured once per machine and cached (issue 48): the second profile reads them, another
+machine key or a damaged file measures anew, and each stage of a profile says its time."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hroofline.collect import ceilings_cache
+from hroofline.collect.ceilings_cache import cache_file, cpu_ceilings_cached, machine_key
+
+STAND_IN = 'name = "stand-in CPU, measured"\nsource = "a test"\n\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\n'
+
+
+@pytest.fixture
+def measurements(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """The cache in tmp_path, and a stand-in for the measurement that counts its calls (one entry per call)."""
+    monkeypatch.setenv("HROOFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[int] = []
+
+    def measure(progress: Callable[[str], None]) -> str:
+        calls.append(1)
+        return STAND_IN
+
+    monkeypatch.setattr(ceilings_cache, "_quick_measurement", measure)
+    return calls
+
+
+def test_the_second_time_the_ceilings_are_read_not_measured(measurements: list[int]) -> None:
+    said: list[str] = []
+    first = cpu_ceilings_cached(said.append)
+    path = cache_file(machine_key())
+    assert first.measured_now and first.path == path and path.is_file()
+    assert first.ceilings.peaks["fp32"] == 400e9 and measurements == [1]
+    written = path.stat().st_mtime_ns
+    second = cpu_ceilings_cached(said.append)
+    assert measurements == [1] and not second.measured_now and path.stat().st_mtime_ns == written
+    assert second.ceilings.peaks == first.ceilings.peaks and second.measured_on == first.measured_on
+    assert not [name for name in os.listdir(path.parent) if name != path.name]  # no temporary left behind
+    again = cpu_ceilings_cached(said.append, remeasure=True)  # --measure-ceilings
+    assert again.measured_now and measurements == [1, 1]
+
+
+def test_another_machine_key_measures_anew(measurements: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu_ceilings_cached(lambda text: None)
+    key = {**machine_key(), "torch": "9.9.9"}  # another PyTorch: another machine, as far as its roofs go
+    monkeypatch.setattr(ceilings_cache, "machine_key", lambda: key)
+    found = cpu_ceilings_cached(lambda text: None)
+    assert found.measured_now and measurements == [1, 1] and found.path == cache_file(key)
+    assert len(list(found.path.parent.iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("name = [\n", "is not valid TOML"),
+        ('name = "x"\n[ceilings]\nfp32 = "fast"\n', "must be a positive number"),
+        (STAND_IN, "is not this machine's"),  # ceilings without the key they were measured under
+    ],
+)
+def test_a_damaged_cache_file_is_measured_anew_in_one_line(measurements: list[int], damage: str, said: str) -> None:
+    path = cache_file(machine_key())
+    path.parent.mkdir(parents=True)
+    path.write_text(damage)
+    lines: list[str] = []
+    found = cpu_ceilings_cached(lines.append)
+    assert found.measured_now and measurements == [1] and found.ceilings.peaks["fp32"] == 400e9
+    assert len([line for line in lines if said in line]) == 1, lines
+    assert cpu_ceilings_cached(lines.append).measured_now is False  # the file was replaced with a good one
+
+
+def test_a_cache_folder_that_cannot_be_written_still_gives_ceilings(
+    measurements: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("HROOFLINE_CACHE_DIR", str(blocker / "cache"))  # under a file: cannot be made
+    lines: list[str] = []
+    found = cpu_ceilings_cached(lines.append)
+    assert found.path is None and found.ceilings.peaks["fp32"] == 400e9
+    assert any("could not keep the ceilings" in line for line in lines)
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("HROOFLINE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert ceilings_cache.cache_dir() == tmp_path / "hroofline"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert ceilings_cache.cache_dir() == Path.home() / ".cache" / "hroofline"
+
+
+SECONDS = r"[0-9.]+ (s|ms|µs)"
+
+
+def test_profile_measures_once_then_says_whose_roofs_it_uses_and_times_each_stage(
+    cli, measurements: list[int], tmp_path: Path
+) -> None:
+    argv = ["profile", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "1", "--warmup", "0", "--run", "r"]
+    first = cli(*argv)
+    assert first.code == 0, first.err
+    assert measurements == [1]
+    assert re.search(rf"^measured this CPU's ceilings: {SECONDS} \(cached in .*cpu-ceilings-", first.err, re.M)
+    assert re.search(rf"^ran resnet18's 0 warm-up and 1 profiled step\(s\): {SECONDS}$", first.err, re.M)
+    assert re.search(rf"^stored the run: {SECONDS}$", first.err, re.M)
+    second = cli(*argv, "--replace")
+    assert second.code == 0, second.err
+    assert measurements == [1]  # read back, not measured
+    path = cache_file(machine_key())
+    assert "roofs: this CPU's, measured 20" in second.err and f"cached in {path}" in second.err
+    assert "measuring" not in second.err
+    third = cli(*argv, "--replace", "--measure-ceilings")
+    assert third.code == 0 and measurements == [1, 1], third.err
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--gpu", "v100"], "--measure-ceilings: measures this CPU's ceilings, not with --gpu v100"),
+        (["--gpu", "cpu", "--ceilings", "x.toml"], "not with --ceilings FILE"),
+    ],
+)
+def test_measure_ceilings_is_for_the_cpus_own(cli, extra: list[str], said: str) -> None:
+    shown = cli("profile", "--arch", "resnet18", "--measure-ceilings", *extra)
+    assert shown.code == 2 and said in shown.err and len(shown.err.strip().splitlines()) == 1
+
+
+def test_a_cpu_compute_roof_is_the_best_of_a_time_budget_not_of_three_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a shared machine the first tries can all fall in a busy moment: three slow timings, then fast ones.
+    The roof is the fastest seen in the budget (it was the best of the three: a roof the step's own
+    convolutions beat, the warning the demo printed twice)."""
+    import torch
+
+    from hroofline.collect import measure
+
+    timings = iter([0.05] + [0.05] * 3 + [0.01] * 1000)  # warm-up, three busy tries, then quiet ones
+    monkeypatch.setattr(measure, "_timer", lambda device: lambda action: next(timings))
+    assert measure._best(torch.device("cpu"), lambda: None, 3, budget_s=0.3) == pytest.approx(0.01)
+    assert next(timings) == 0.01  # it stopped once the budget was spent: 0.15 s busy, then 15 quiet tries
