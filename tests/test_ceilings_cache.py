@@ -97,9 +97,11 @@ SECONDS = r"[0-9.]+ (s|ms|µs)"
 
 
 def test_profile_measures_once_then_says_whose_roofs_it_uses_and_times_each_stage(
-    cli, measurements: list[int], tmp_path: Path
+    cli, measurements: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     argv = ["profile", "--arch", "resnet18", "--gpu", "cpu", "--batch-size", "1", "--warmup", "0", "--run", "r"]
+    argv += ["--store", str(tmp_path / "store")]
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 0.0)  # a quiet machine: no word of a busy one
     first = cli(*argv)
     assert first.code == 0, first.err
     assert measurements == [1]
@@ -140,3 +142,47 @@ def test_a_cpu_compute_roof_is_the_best_of_a_time_budget_not_of_three_tries(monk
     monkeypatch.setattr(measure, "_timer", lambda device: lambda action: next(timings))
     assert measure._best(torch.device("cpu"), lambda: None, 3, budget_s=0.3) == pytest.approx(0.01)
     assert next(timings) == 0.01  # it stopped once the budget was spent: 0.15 s busy, then 15 quiet tries
+
+
+def test_roofs_measured_on_a_busy_machine_say_so_when_measured_and_when_read_back(
+    measurements: list[int], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from hroofline.cli.profile_common import cpu_ceilings
+
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 4.0 * cores)
+    args = argparse.Namespace(ceilings=None, measure_ceilings=False)
+    cpu_ceilings(args)
+    busy = f"the machine was busy, load average {4.0 * cores:.1f} on {cores} core(s): the roofs may be low"
+    measured = capsys.readouterr().err
+    assert busy in measured and "--measure-ceilings measures them again on a quiet machine" in measured
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 0.0)  # quiet now: what was kept says busy still
+    cpu_ceilings(args)
+    read_back = capsys.readouterr().err
+    assert read_back.startswith("roofs: this CPU's, measured 20") and busy in read_back and measurements == [1]
+    cpu_ceilings(argparse.Namespace(ceilings=None, measure_ceilings=True))
+    capsys.readouterr()
+    cpu_ceilings(args)
+    assert "the machine was busy" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("caches", "dram"),
+    [
+        ({"l1": 48 * 2**10, "l2": 2 * 2**20, "l3": 480 * 2**20}, 2 * 2**30),  # a VM's 480 MiB: capped at 2 GiB
+        ({"l1": 32 * 2**10, "l3": 32 * 2**20}, 512 * 2**20),  # small caches: 512 MiB at least
+        ({"l1": 32 * 2**10, "l3": 128 * 2**20}, 1 * 2**30),  # eight times the last cache
+        ({"l3": 1536 * 2**20}, 3 * 2**30),  # twice the cache, at least, over the cap
+    ],
+)
+def test_the_main_memory_working_set_outgrows_the_last_cache_within_a_cap(
+    monkeypatch: pytest.MonkeyPatch, caches: dict[str, int], dram: int
+) -> None:
+    import torch
+
+    from hroofline.collect import measure
+
+    monkeypatch.setattr(measure, "cache_sizes", lambda: caches)
+    assert measure.working_sets(torch.device("cpu"))[-1] == (dram, "dram")

@@ -25,10 +25,12 @@ def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
     start = time.perf_counter()
     found = cpu_ceilings_cached(say, bool(getattr(args, "measure_ceilings", False)))
     kept = f"cached in {found.path}" if found.path is not None else "not cached"
+    again = "--measure-ceilings measures them again" + (" on a quiet machine" if found.busy else "")
+    busy = f"; {found.busy} ({again})" if found.busy else ""
     if found.measured_now:
-        say(f"measured this CPU's ceilings: {si(time.perf_counter() - start, 's')} ({kept})")
+        say(f"measured this CPU's ceilings: {si(time.perf_counter() - start, 's')} ({kept}){busy}")
     else:
-        say(f"roofs: this CPU's, measured {found.measured_on}, {kept} (--measure-ceilings measures them again)")
+        say(f"roofs: this CPU's, measured {found.measured_on}, {kept}{busy or f' ({again})'}")
     return found.ceilings
 
 

@@ -67,6 +67,16 @@ class CpuCeilings:
     path: Path | None  # None: measured, but could not be kept
     measured_now: bool
     measured_on: str  # the day they were measured, YYYY-MM-DD
+    load: float | None = None  # the machine's load average (1 minute) as the measurement began
+
+    @property
+    def busy(self) -> str | None:
+        """How busy the machine was, where other work had more than its cores: roofs measured then may be low
+        (a dot of a later profile above them)."""
+        cores = os.cpu_count() or 1
+        if self.load is None or self.load <= cores:
+            return None
+        return f"the machine was busy, load average {self.load:.1f} on {cores} core(s): the roofs may be low"
 
 
 def cpu_ceilings_cached(
@@ -84,16 +94,24 @@ def cpu_ceilings_cached(
             return cached
         why = "again"
     progress(f"measuring this CPU's ceilings, {why} (hroofline ceilings --measure --quick)")
+    load = _load_average()
     text = (measure_now or _quick_measurement)(progress)
     day = time.strftime("%Y-%m-%d")
     text += f"\n[{KEY_TABLE}]\n" + "".join(f"{name} = {json.dumps(value)}\n" for name, value in key.items())
-    text += f'measured_on = "{day}"\n'
+    text += f'measured_on = "{day}"\n' + (f"load_average = {load:.2f}\n" if load is not None else "")
     try:
         _write_atomically(path, text)
     except OSError as error:  # a read-only home: the profile goes on, measuring again next time
         progress(f"could not keep the ceilings in {path.parent} ({error.strerror}): set {CACHE_ENV} to a folder")
-        return CpuCeilings(_ceilings_of_text(text), None, True, day)
-    return CpuCeilings(load_ceilings_file(path), path, True, day)
+        return CpuCeilings(_ceilings_of_text(text), None, True, day, load)
+    return CpuCeilings(load_ceilings_file(path), path, True, day, load)
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every system
+        return None
 
 
 def _quick_measurement(progress: Callable[[str], None]) -> str:
@@ -113,7 +131,9 @@ def _read(path: Path, key: dict[str, str], progress: Callable[[str], None]) -> C
     except HrooflineError as error:
         progress(f"{error.one_line()}: not used")
         return None
-    return CpuCeilings(ceilings, path, False, str(kept.get("measured_on", "?")))
+    load = kept.get("load_average")
+    load = float(load) if isinstance(load, int | float) and not isinstance(load, bool) else None
+    return CpuCeilings(ceilings, path, False, str(kept.get("measured_on", "?")), load)
 
 
 def _ceilings_of_text(text: str) -> Ceilings:
