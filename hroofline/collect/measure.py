@@ -41,9 +41,9 @@ DRAM_WORKING_SET = 512 * 2**20
 # whose allocation and reads took 3.4 s of CPU here, two thirds of the roofs' measurement.
 CPU_DRAM_CAP = 2 * 2**30
 TARGET_SECONDS = 0.15  # per measurement, spread over repeats
-# A CPU compute rate is the best of as many tries as fit in this many seconds (quick, full): at resnet18's
-# convolution rate on two cores (about 280 GFLOP/s) a 1024 x 1024 FP32 product takes 8 ms, so 0.3 s is about
-# 40 tries.
+# A CPU compute rate (and a cache level's read bandwidth) is the best of as many tries as fit in this many seconds
+# (quick, full): at resnet18's convolution rate on two cores (about 280 GFLOP/s) a 1024 x 1024 FP32 product takes
+# 8 ms, so 0.3 s is about 40 tries.
 CPU_COMPUTE_SECONDS = (0.3, 1.0)
 
 
@@ -216,16 +216,16 @@ def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int, 
     return 2.0 * channels * channels * size * size * kernel * kernel / seconds
 
 
-def read_bandwidth(device: torch.device, working_set: int, repeats: int) -> float:
+def read_bandwidth(device: torch.device, working_set: int, repeats: int, budget_s: float = 0.0) -> float:
     elements = max(working_set // 4, 1024)
     buffer = torch.ones(elements, dtype=torch.float32, device=device)
     rows = max(BYTES_PER_CALL // (elements * 4), 1)
     if rows == 1:  # larger than any cache: one full reduction streams it from memory
-        seconds = _best(device, lambda: buffer.sum(), repeats)
+        seconds = _best(device, lambda: buffer.sum(), repeats, budget_s)
         return elements * 4 / seconds
     view = buffer.as_strided((rows, elements), (0, 1))
     # Summing the rows into one row streams the buffer through the cache with one add per element.
-    seconds = _best(device, lambda: view.sum(dim=0), repeats)
+    seconds = _best(device, lambda: view.sum(dim=0), repeats, budget_s)
     return rows * elements * 4 / seconds
 
 
@@ -274,7 +274,8 @@ def measure(
             notes.append("L1 and L2 not measured: their read kernel needs Triton (pip install triton)")
         for working_set, level in sets:
             say(f"read bandwidth, {working_set / 2**10:,.0f} KiB working set ({level})")
-            bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
+            spend = budget if level != "dram" else 0.0  # main memory: a few reads of gigabytes are enough
+            bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats, spend)))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
     if not host:
