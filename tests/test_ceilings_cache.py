@@ -157,11 +157,12 @@ def test_roofs_measured_on_a_busy_machine_say_so_when_measured_and_when_read_bac
     cpu_ceilings(args)
     busy = f"the machine was busy, load average {4.0 * cores:.1f} on {cores} core(s): the roofs may be low"
     measured = capsys.readouterr().err
-    assert busy in measured and "--measure-ceilings measures them again on a quiet machine" in measured
-    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 0.0)  # quiet now: what was kept says busy still
+    assert busy in measured and "the first profile on a quiet machine measures them again" in measured
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 3.0 * cores)  # busy still: the kept ones, said so
     cpu_ceilings(args)
     read_back = capsys.readouterr().err
     assert read_back.startswith("roofs: this CPU's, measured 20") and busy in read_back and measurements == [1]
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 0.0)
     cpu_ceilings(argparse.Namespace(ceilings=None, measure_ceilings=True))
     capsys.readouterr()
     cpu_ceilings(args)
@@ -205,3 +206,18 @@ def test_profile_script_reads_the_cached_roofs_and_times_its_stages(
         assert re.search(rf"^ran {re.escape(str(script))}: {SECONDS}$", shown.err, re.M), shown.err
         assert re.search(rf"^stored the run: {SECONDS}$", shown.err, re.M)
     assert measurements == [1] and "roofs: this CPU's, measured" in shown.err
+
+
+def test_roofs_measured_on_a_busy_machine_are_measured_again_once_it_is_quiet(
+    measurements: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 4.0 * cores)
+    assert cpu_ceilings_cached(lambda text: None).busy is not None
+    assert not cpu_ceilings_cached(lambda text: None).measured_now  # busy still: the cached ones
+    monkeypatch.setattr(ceilings_cache, "_load_average", lambda: 0.5 * cores)
+    lines: list[str] = []
+    quiet = cpu_ceilings_cached(lines.append)
+    assert quiet.measured_now and quiet.busy is None and measurements == [1, 1]
+    assert "again, on a quiet machine (they were measured on a busy one)" in lines[0]
+    assert not cpu_ceilings_cached(lambda text: None).measured_now and measurements == [1, 1]

@@ -25,7 +25,9 @@ def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
     start = time.perf_counter()
     found = cpu_ceilings_cached(say, bool(getattr(args, "measure_ceilings", False)))
     kept = f"cached in {found.path}" if found.path is not None else "not cached"
-    again = "--measure-ceilings measures them again" + (" on a quiet machine" if found.busy else "")
+    again = "--measure-ceilings measures them again"
+    if found.busy:
+        again = "the first profile on a quiet machine measures them again, as --measure-ceilings does"
     busy = f"; {found.busy} ({again})" if found.busy else ""
     if found.measured_now:
         say(f"measured this CPU's ceilings: {si(time.perf_counter() - start, 's')} ({kept}){busy}")

@@ -19,7 +19,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hroofline.errors import HrooflineError
@@ -79,23 +79,21 @@ class CpuCeilings:
         return f"the machine was busy, load average {self.load:.1f} on {cores} core(s): the roofs may be low"
 
 
-def cpu_ceilings_cached(
-    progress: Callable[[str], None], remeasure: bool = False, measure_now: Callable[[], str] | None = None
-) -> CpuCeilings:
-    """This CPU's ceilings: read from the cache, else measured (``measure_now``: the measurement as a ceilings
-    file's text; by default ``ceilings --measure --quick`` without the host's time per op) and kept there.
-    ``remeasure`` measures even where a cached file exists."""
+def cpu_ceilings_cached(progress: Callable[[str], None], remeasure: bool = False) -> CpuCeilings:
+    """This CPU's ceilings: read from the cache, else measured (``ceilings --measure --quick`` without the host's
+    time per op) and kept there. ``remeasure`` measures even where a cached file exists; so does the first
+    profile that finds the machine quiet after they were measured on a busy one (the roofs may be low)."""
     key = machine_key()
     path = cache_file(key)
+    load = _load_average()
     why = "as asked (--measure-ceilings)" if remeasure else "once for this machine"
     if path.exists() and not remeasure:
         cached = _read(path, key, progress)
-        if cached is not None:
+        if cached is not None and not (cached.busy and replace(cached, load=load).busy is None):
             return cached
-        why = "again"
+        why = "again, on a quiet machine (they were measured on a busy one)" if cached is not None else "again"
     progress(f"measuring this CPU's ceilings, {why} (hroofline ceilings --measure --quick)")
-    load = _load_average()
-    text = (measure_now or _quick_measurement)(progress)
+    text = _quick_measurement(progress)
     day = time.strftime("%Y-%m-%d")
     text += f"\n[{KEY_TABLE}]\n" + "".join(f"{name} = {json.dumps(value)}\n" for name, value in key.items())
     text += f'measured_on = "{day}"\n' + (f"load_average = {load:.2f}\n" if load is not None else "")
