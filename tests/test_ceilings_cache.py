@@ -221,3 +221,21 @@ def test_roofs_measured_on_a_busy_machine_are_measured_again_once_it_is_quiet(
     assert quiet.measured_now and quiet.busy is None and measurements == [1, 1]
     assert "again, on a quiet machine (they were measured on a busy one)" in lines[0]
     assert not cpu_ceilings_cached(lambda text: None).measured_now and measurements == [1, 1]
+
+
+def test_a_profile_measures_the_roofs_alone_quickly_and_without_step_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No host time per op (a minute and more of probe networks, which the roofs do not need), the quick
+    repeats, and none of the measurement's eleven step lines: the profile says 'measuring' and 'measured: TIME'."""
+    from hroofline.collect import measure
+
+    asked: dict[str, object] = {}
+
+    def stand_in(device: str, quick: bool = False, progress: object = None, host: bool = True) -> measure.Measurement:
+        asked.update(device=device, quick=quick, progress=progress, host=host)
+        return measure.Measurement("cpu", "stand-in CPU", {"fp32": 1e11}, [])
+
+    monkeypatch.setattr(measure, "measure", stand_in)
+    lines: list[str] = []
+    text = ceilings_cache._quick_measurement(lines.append)
+    assert asked == {"device": "cpu", "quick": True, "progress": None, "host": False}
+    assert lines == [] and "fp32 = 1.000000e+11" in text
