@@ -239,3 +239,40 @@ def test_a_profile_measures_the_roofs_alone_quickly_and_without_step_lines(monke
     text = ceilings_cache._quick_measurement(lines.append)
     assert asked == {"device": "cpu", "quick": True, "progress": None, "host": False}
     assert lines == [] and "fp32 = 1.000000e+11" in text
+
+
+def test_a_cpu_compute_roof_counts_one_threads_rate_times_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A product on two threads waits for the thread another process holds up (111 to 379 GFLOP/s minutes apart
+    here), one thread's rate does not (181 to 189): the roof is the better of the threads' rate and one thread's
+    times the threads."""
+    import torch
+
+    from hroofline.collect import measure
+
+    def rate(*args: object) -> float:  # two threads held up by another process; one thread at its full rate
+        return {2: 111e9, 1: 189e9}[torch.get_num_threads()]
+
+    monkeypatch.setattr(measure, "matmul_rate", rate)
+    monkeypatch.setattr(measure, "convolution_rate", rate)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert measure._cpu_compute_rate("fp32", 1024, 3, 0.0) == pytest.approx(378e9)
+        assert torch.get_num_threads() == 2  # as it was
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_per_core_caches_bandwidth_counts_one_threads_read_times_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from hroofline.collect import measure
+
+    monkeypatch.setattr(measure, "read_bandwidth", lambda *args: {2: 67e9, 1: 196e9}[torch.get_num_threads()])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert measure._per_core_bandwidth(24 * 2**10, 3, 0.0) == pytest.approx(392e9)
+    finally:
+        torch.set_num_threads(threads)
+    assert measure.PER_CORE_LEVELS == ("l1", "l2")  # L3 and main memory are shared: not scaled

@@ -2,9 +2,10 @@
 
 Compute: square matrix products of size n, 2 n^3 FLOPs each, best time of several; on a CPU also two
 convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts. On a CPU each
-is repeated for a time budget (``CPU_COMPUTE_SECONDS``), not a count: a roof is the best rate the machine
-reaches, and on a shared machine three tries can all fall in a busy moment, leaving a roof that the profiled
-step's own convolutions beat.
+is repeated for a time budget (``CPU_COMPUTE_SECONDS``), not a count, on PyTorch's threads and on one thread
+(its rate times the threads counts too): a roof is the best rate the machine reaches, and on a shared machine
+three tries can all fall in a busy moment, and a product on two threads waits for the one another process
+holds up, leaving a roof that the profiled step's own convolutions beat.
 Bandwidth: ``sum`` over a stride-0 view of a buffer, so one call reads the same working set over and
 over (``repeats x size`` bytes from a ``size``-byte buffer); working sets sized to half of each cache
 level, then one far larger than the last cache, so each level shows. Best time of several.
@@ -242,6 +243,45 @@ def working_sets(device: torch.device) -> list[tuple[int, str]]:
     return [*sets, (max(DRAM_WORKING_SET, 2 * largest, min(8 * largest, CPU_DRAM_CAP)), "dram")]
 
 
+def _cpu_compute_rate(precision: str, size: int, repeats: int, budget_s: float) -> float:
+    """The best of a matmul and (FP32, FP64, BF16) two convolutions, on PyTorch's threads and on one thread times
+    the threads. One thread's rate scales with the cores a compute-bound product gets (189 GFLOP/s on one of this
+    machine's two cores, 378 on both, measured quiet), and it holds where another process takes a core: the
+    threads of a product wait for the slowest, so two threads measured 111 to 379 GFLOP/s minutes apart while
+    one thread's rate times two stayed 361 to 378, and the profiled step's convolutions beat the lower roofs."""
+    threads = torch.get_num_threads()
+    best = 0.0
+    for used in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(used)
+        try:
+            rates = [matmul_rate(torch.device("cpu"), precision, size, repeats, budget_s)]
+            if precision in ("fp32", "fp64", "bf16"):
+                rates += [convolution_rate(precision, shape, repeats, budget_s) for shape in CPU_CONVOLUTIONS]
+        finally:
+            torch.set_num_threads(threads)
+        best = max(best, max(rates) * threads / used)
+    return best
+
+
+# A CPU's caches that each core has of its own: their bandwidth scales with the cores, as compute does.
+PER_CORE_LEVELS = ("l1", "l2")
+
+
+def _per_core_bandwidth(working_set: int, repeats: int, budget_s: float) -> float:
+    """A per-core cache level's read bandwidth: the better of PyTorch's threads' and one thread's times the
+    threads (the summing loop on two threads waits for the one another process holds up: L1 read 67 to 392
+    GB/s minutes apart here)."""
+    threads = torch.get_num_threads()
+    best = 0.0
+    for used in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(used)
+        try:
+            best = max(best, read_bandwidth(torch.device("cpu"), working_set, repeats, budget_s) * threads / used)
+        finally:
+            torch.set_num_threads(threads)
+    return best
+
+
 def measure(
     device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None, host: bool = True
 ) -> Measurement:
@@ -256,12 +296,12 @@ def measure(
     for precision in precisions:
         # GPUs: large enough that launch overhead vanishes at tensor-core rates; CPUs: 16-bit may be slow
         size = 8192 if device.type == "cuda" else 512 if precision in ("fp16", "bf16") else 1024
-        say(f"matmul {precision} ({size} x {size})")
-        matmul[precision] = matmul_rate(device, precision, size, repeats, budget)
-        if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):
-            say(f"convolutions {precision} (oneDNN)")
-            rates = [convolution_rate(precision, shape, repeats, budget) for shape in CPU_CONVOLUTIONS]
-            matmul[precision] = max(matmul[precision], *rates)
+        convolutions = device.type == "cpu" and precision in ("fp32", "fp64", "bf16")
+        say(f"matmul {precision} ({size} x {size})" + (", convolutions (oneDNN)" if convolutions else ""))
+        if device.type == "cuda":
+            matmul[precision] = matmul_rate(device, precision, size, repeats)
+            continue
+        matmul[precision] = _cpu_compute_rate(precision, size, repeats, budget / 2)
     bandwidth: list[BandwidthPoint] = []
     notes: list[str] = []
     if device.type == "cuda" and triton_available():
@@ -275,7 +315,11 @@ def measure(
         for working_set, level in sets:
             say(f"read bandwidth, {working_set / 2**10:,.0f} KiB working set ({level})")
             spend = budget if level != "dram" else 0.0  # main memory: a few reads of gigabytes are enough
-            bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats, spend)))
+            if device.type == "cpu" and level in PER_CORE_LEVELS:
+                rate = _per_core_bandwidth(working_set, repeats, spend / 2)
+            else:
+                rate = read_bandwidth(device, working_set, repeats, spend)
+            bandwidth.append(BandwidthPoint(working_set, level, rate))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
     if not host:
