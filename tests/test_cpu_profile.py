@@ -235,14 +235,15 @@ def test_cpu_ops_above_their_measured_compute_roof_are_said_once_as_a_low_roof(c
 def test_the_profiled_steps_convolutions_stay_under_the_fp32_roof_measured_here(cli, cpu_run: Path) -> None:
     """The demo's profile (resnet18, batch 2, its roofs measured here): no op above the compute roof. The roof was
     the best of three tries, which on a busy machine all fell in busy moments: the demo's first output was this
-    warning, twice (once per `top`). Roofs measured while other work held more than the cores (load average
-    above the core count, which the cache keeps and profile says) can be that low still: then this is skipped."""
+    warning, twice (once per `top`): on two threads, at a moment another process held one up. Roofs measured
+    while other work held twice the cores (load average, which the cache keeps) can be low still: then this is
+    skipped."""
     import tomllib
 
     from hroofline.collect.ceilings_cache import cache_file, machine_key
 
     measured = tomllib.loads(cache_file(machine_key()).read_text())["machine"]
-    if measured.get("load_average", 0.0) > (os.cpu_count() or 1):
+    if measured.get("load_average", 0.0) > 2 * (os.cpu_count() or 1):
         pytest.skip(f"the roofs were measured at load average {measured['load_average']} on {os.cpu_count()} cores")
     shown = cli("top", "resnet18-fp32-cpu-b2", "--store", str(cpu_run))
     assert shown.code == 0, shown.err
