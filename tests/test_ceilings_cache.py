@@ -276,3 +276,20 @@ def test_a_per_core_caches_bandwidth_counts_one_threads_read_times_the_threads(m
     finally:
         torch.set_num_threads(threads)
     assert measure.PER_CORE_LEVELS == ("l1", "l2")  # L3 and main memory are shared: not scaled
+
+
+def test_busy_means_a_load_average_over_twice_the_cores() -> None:
+    """Up to twice the cores (the minute after make venv's pip, a test run's two workers) one thread's rate times
+    the threads holds the roofs: not said busy, not measured again."""
+    from hroofline.roofs.ceilings import from_peaks
+
+    cores = os.cpu_count() or 1
+    kept = ceilings_cache.CpuCeilings(from_peaks("x", "y", {"fp32": 1e11}), None, False, "2026-11-28")
+    assert replace_load(kept, 1.5 * cores).busy is None and replace_load(kept, None).busy is None
+    assert "load average" in (replace_load(kept, 2.5 * cores).busy or "")
+
+
+def replace_load(kept: ceilings_cache.CpuCeilings, load: float | None) -> ceilings_cache.CpuCeilings:
+    from dataclasses import replace
+
+    return replace(kept, load=load)
