@@ -63,28 +63,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The demo's commands run in one process (hroofline/cli/demo.py): each stage prints the commands a reader would
+# type, what they print and its time. This CPU's ceilings are measured by the first demo and cached
+# (~/.cache/hroofline); later demos read them.
 demo: $(STAMP)
 	rm -rf $(DEMO_STORE) $(DEMO_REPORT)
-	@echo "== profiling resnet18 (batch 2) on this CPU"
-	$(BIN)/hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --run resnet18-cpu --store $(DEMO_STORE)
-	@echo; echo "== resnet18-cpu: phases"; $(BIN)/hroofline summary resnet18-cpu --store $(DEMO_STORE)
-	@echo; echo "== resnet18-cpu: top kernels"; $(BIN)/hroofline top resnet18-cpu -n 6 --store $(DEMO_STORE)
-	@echo; echo "== resnet18-cpu: top layers in backward"; $(BIN)/hroofline top resnet18-cpu --by layer --phase backward -n 4 --store $(DEMO_STORE)
-	@echo; echo "== predicted: resnet50 training step (batch 32) on a V100, FP32 and AMP"
-	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision fp32 --run resnet50-fp32-v100-predicted --store $(DEMO_STORE)
-	$(BIN)/hroofline predict --arch resnet50 --gpu v100 --precision amp --run resnet50-amp-v100-predicted --store $(DEMO_STORE)
-	@echo; $(BIN)/hroofline compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted -n 4 --store $(DEMO_STORE)
-	@if [ -d $(SHARED)/fixtures/deepcam ]; then $(MAKE) --no-print-directory -o $(STAMP) demo-deepcam; \
-	  else echo "($(SHARED)/fixtures/deepcam not found: skipping Yang et al.'s DeepCAM V100 data)"; fi
-	@echo; echo "== SQL over all runs of the store (DuckDB)"
-	$(BIN)/hroofline query "SELECT run, count(*) AS launches, sum(time_s) AS time_s, sum(flops) AS flops FROM launches GROUP BY run ORDER BY run" --store $(DEMO_STORE)
-	@echo; echo "== report"
-	$(BIN)/hroofline report $$($(BIN)/hroofline runs --format json --store $(DEMO_STORE) | $(BIN)/python -c "import json,sys; print(' '.join(r['run'] for r in json.load(sys.stdin)))") \
-	  --compare resnet50-fp32-v100-predicted resnet50-amp-v100-predicted \
-	  $$([ -d $(SHARED)/fixtures/deepcam ] && echo --compare deepcam-fp32 deepcam-amp-o1) \
-	  --title "hroofline demo: resnet18 on this CPU, resnet50 predicted on a V100, DeepCAM measured on a V100" \
-	  --out $(DEMO_REPORT) --store $(DEMO_STORE)
-	@echo; echo "open $(DEMO_REPORT)/index.html in a browser (it works offline)"
+	@$(BIN)/python -m hroofline.cli.demo --store $(DEMO_STORE) --report $(DEMO_REPORT) --shared $(SHARED) \
+	  --chart $(README_CHART)
 
 # Yang et al.'s DeepCAM V100 runs (FP32 and AMP O1) from ../shared, and the README's chart.
 demo-deepcam: $(STAMP)

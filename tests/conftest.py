@@ -266,12 +266,19 @@ SLOWEST_FIRST = (
 )
 
 
+_cache_folder = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In a pytest-xdist worker, PyTorch computes on one thread (as do the programs the tests start with this
     environment; a test that starts one with an environment of its own leaves it the default): its default of
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
-    took 39 s instead of 14. A worker also takes the folder of traces the workers share from its workerinput."""
+    took 39 s instead of 14. A worker also takes the folder of traces the workers share from its workerinput.
+    What hroofline caches per machine (a CPU's measured ceilings) goes to a folder of this process's own, for it
+    and the programs it starts, never to the user's ~/.cache."""
     global shared_traces
+    config.stash[_cache_folder] = Path(tempfile.mkdtemp(prefix="hroofline-cache-"))
+    os.environ["HROOFLINE_CACHE_DIR"] = str(config.stash[_cache_folder])
     if SHARED_TRACES_KEY in getattr(config, "workerinput", {}):
         shared_traces = Path(config.workerinput[SHARED_TRACES_KEY])  # type: ignore[attr-defined]
     if "PYTEST_XDIST_WORKER" in os.environ:
@@ -291,9 +298,11 @@ def pytest_configure_node(node: WorkerController) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The controller removes the workers' traces folder."""
+    """The controller removes the workers' traces folder; each process its cache folder."""
     if _traces_folder in config.stash:
         shutil.rmtree(config.stash[_traces_folder], ignore_errors=True)
+    if _cache_folder in config.stash:
+        shutil.rmtree(config.stash[_cache_folder], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -125,3 +125,21 @@ def test_each_command_is_registered_by_the_module_main_imports_for_it() -> None:
         importlib.import_module(f"hroofline.cli.{module}").register(commands)
         registered.update(dict.fromkeys(commands.choices, module))
     assert registered == COMMAND_MODULES
+
+
+def test_version_prints_the_package_version() -> None:
+    from hroofline import __version__
+
+    shown = run_program("--version")
+    assert shown.code == 0 and shown.out == f"hroofline {__version__}\n" and shown.err == ""
+
+
+def test_every_help_ends_with_its_commands_docs_page(cli) -> None:
+    """`hroofline` alone, `hroofline --help` and each command's --help (in COMMANDS) end with the page of the
+    documentation that command has (docs/reference/cli/, made from the parsers)."""
+    from hroofline.cli.main import COMMANDS
+
+    for argv, page in [((), "index"), (("--help",), "index"), *(((name, "--help"), name) for name in COMMANDS)]:
+        shown = cli(*argv)
+        assert shown.code == 0, (argv, shown.err)
+        assert shown.out.endswith(f"\n\ndocumentation: docs/reference/cli/{page}.md\n"), (argv, shown.out[-200:])

@@ -33,7 +33,7 @@ from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches,
 from hroofline.errors import HrooflineError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS
 from hroofline.model.run import Run, ordered_phases
-from hroofline.roofs.ceilings import RunRoofs, run_gpu
+from hroofline.roofs.ceilings import CPU, RunRoofs, run_gpu
 from hroofline.roofs.metricset import load_metric_set
 
 # Relative slack for the above-roof test: float rounding only, not measurement noise.
@@ -63,6 +63,7 @@ LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_
 RESIDENT = "resident"  # analytic bytes judged at HBM: data an earlier kernel left in L2 served it
 CACHE_CEILING = "cache-ceiling"  # analytic bytes judged at a measured cache ceiling (a CPU's) the ops outrun
 LESS_ARITHMETIC = "less-arithmetic"  # analytic FLOPs: the kernel did less arithmetic than the op's formula
+CPU_COMPUTE_CEILING = "cpu-compute-ceiling"  # a CPU op above the compute roof measured on that CPU
 FLUSHED = "flushed"  # a trace with ncu's counters: HBM bytes counted cold (cache flushes), times from a warm step
 MEASURED = "measured"  # measured counters above a roof: the ceilings or the metrics are wrong
 
@@ -234,17 +235,18 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:
         analytic = any(not source.counted_work for source in run.meta.sources)
+        on_cpu = run.meta.gpu == CPU
         notes.roofs_label = roofs.label
         gpu = run_gpu(run.meta)
         notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
-        notes.above.extend(_above_roof_records(table, analytic))
+        notes.above.extend(_above_roof_records(table, analytic, on_cpu))
     return table
 
 
-def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
+def _above_roof_records(table: pd.DataFrame, analytic: bool, on_cpu: bool = False) -> list[AboveRoof]:
     records = []
     for row in table[table["above_roof"]].itertuples(index=False):
-        kind = _above_kind(str(row.bound), analytic, row.above_counted > 0)  # only joins set counters_from
+        kind = _above_kind(str(row.bound), analytic, row.above_counted > 0, on_cpu)  # only joins set counters_from
         records.append(
             AboveRoof(
                 str(row.kernel),
@@ -260,7 +262,11 @@ def _above_roof_records(table: pd.DataFrame, analytic: bool) -> list[AboveRoof]:
     return records
 
 
-def _above_kind(bound: str, analytic: bool, counted: bool) -> str:
+def _above_kind(bound: str, analytic: bool, counted: bool, on_cpu: bool = False) -> str:
+    """Why a kernel group beat its roof. A CPU's ATen ops do the arithmetic of their formula (no Winograd in
+    PyTorch's CPU convolutions): one above the compute roof measured on that CPU says the roof is low."""
+    if on_cpu and bound not in LEVEL_LABELS.values():
+        return CPU_COMPUTE_CEILING
     if counted:  # ncu's counters on a trace's times: cold HBM bytes, the rest measured
         return FLUSHED if bound == LEVEL_LABELS["hbm"] else MEASURED
     if not analytic:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from hroofline.errors import UsageError
@@ -97,6 +100,16 @@ def progress(text: str) -> None:
 def say(text: str) -> None:
     """Progress and notes go to stderr so that stdout stays machine-readable."""
     print(printable(text), file=sys.stderr, flush=True)
+
+
+@contextmanager
+def stage(done: str) -> Iterator[None]:
+    """Says ``done`` and the seconds the block took ("measured this CPU's ceilings: 4.10 s") when it ends well."""
+    from hroofline.model.numbers import si
+
+    start = time.perf_counter()
+    yield
+    say(f"{done}: {si(time.perf_counter() - start, 's')}")
 
 
 def add_workload_options(parser: argparse.ArgumentParser, gpu_help: str, lists: bool = False) -> None:

@@ -87,9 +87,23 @@ units: seconds, FLOPs, bytes, FLOP/byte and FLOP/s throughout (SI, no 1024s)
 """
 
 
+DOCS_PAGES = "docs/reference/cli"  # one page per command, made from the parsers, and index.md for them all
+
+
+def docs_page(prog: str) -> str:
+    """The page of the documentation for a parser's ``prog``: ``hroofline summary`` -> its command's page,
+    ``hroofline`` -> the index of the commands."""
+    words = prog.split()
+    return f"{DOCS_PAGES}/{words[1] if len(words) > 1 else 'index'}.md"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line, like every other error, with where to read more; a misspelt command gets
-    "did you mean"."""
+    "did you mean". Its help ends with the line that names its page of the documentation: every command's parser
+    is one of these (the subparsers' class), so none can miss it."""
+
+    def format_help(self) -> str:
+        return super().format_help().rstrip("\n") + f"\n\ndocumentation: {docs_page(self.prog)}\n"
 
     def error(self, message: str) -> NoReturn:
         choice = re.search(r"invalid choice: '([^']*)'", message)

@@ -13,6 +13,7 @@ from hroofline.cli.common import (
     open_store,
     positive_int,
     say,
+    stage,
     workload_config,
     workload_name,
     write_out,
@@ -142,14 +143,32 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     cpu_options = profile.add_argument_group("CPU options")
     cpu_options.add_argument(
-        "--ceilings", metavar="FILE", help="ceilings file for the run (default: measure this machine, a few seconds)"
+        "--ceilings",
+        metavar="FILE",
+        help="ceilings file for the run (default: this CPU's, measured by the first profile on this machine, a few "
+        "seconds, and kept in the user's cache folder, $HROOFLINE_CACHE_DIR or ~/.cache/hroofline)",
+    )
+    cpu_options.add_argument(
+        "--measure-ceilings",
+        action="store_true",
+        help="measure this CPU's ceilings anew (a quiet machine gives the truest roofs) and cache them for later runs",
     )
     add_store_option(profile)
     profile.set_defaults(run_command=run_profile)
 
 
 BACKENDS = ("ncu", "trace", "recorder")
-HROOFLINE_OPTIONS = ("--store", "--run", "--replace", "--ceilings", "--gpu", "--steps", "--warmup", "--dry-run")
+HROOFLINE_OPTIONS = (
+    "--store",
+    "--run",
+    "--replace",
+    "--ceilings",
+    "--measure-ceilings",
+    "--gpu",
+    "--steps",
+    "--warmup",
+    "--dry-run",
+)
 GPU_ONLY_OPTIONS = (
     "ncu",
     "passes",
@@ -170,6 +189,9 @@ def run_profile(args: argparse.Namespace) -> int:
     if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
     _check_backend(args, on_cpu)
+    if args.measure_ceilings and (not on_cpu or args.ceilings):
+        what = "--ceilings FILE" if args.ceilings else f"--gpu {args.gpu} (a GPU's roofs are its catalog's)"
+        raise UsageError(f"--measure-ceilings: measures this CPU's ceilings, not with {what}")
     if args.backend == "trace" and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for --backend ncu, not for --backend trace")
     if args.kernels and args.every_launch:
@@ -195,7 +217,9 @@ def run_profile(args: argparse.Namespace) -> int:
         from hroofline.collect.cpu_backend import profile_cpu
 
         ceilings = cpu_ceilings(args)
-        _store_cpu(args, run, profile_cpu(config, warmup, args.steps, say), config.precision, ceilings)
+        with stage(f"ran {config.arch}'s {warmup} warm-up and {args.steps} profiled step(s)"):
+            source = profile_cpu(config, warmup, args.steps, say)
+        _store_cpu(args, run, source, config.precision, ceilings)
     else:
         from hroofline.collect.ncu_command import workload_command
 
@@ -288,7 +312,9 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
         from hroofline.collect.cpu_backend import profile_script_cpu
 
         ceilings = cpu_ceilings(args)
-        _store_cpu(args, run, profile_script_cpu(script, script_args, warmup, args.steps, say), None, ceilings)
+        with stage(f"ran {script}"):
+            source = profile_script_cpu(script, script_args, warmup, args.steps, say)
+        _store_cpu(args, run, source, None, ceilings)
     else:
         from hroofline.collect.ncu_command import script_command
 
@@ -304,7 +330,8 @@ def _store_cpu(
     args: argparse.Namespace, run: str, source: ImportedSource, precision: str | None, ceilings: Ceilings
 ) -> None:
     store = open_store(args, writing=True)
-    result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
+    with stage("stored the run"):
+        result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
     report_phases(result.run, store.root)
 
 
@@ -359,7 +386,8 @@ def _profile_gpu(
     passes = ncu_passes(tool.path, metric_set, arch, workload, settings, out_dir)
     (out_dir / MEMORY_FILE).unlink(missing_ok=True)  # an earlier profile's record is not this one's
     expected = plan.expected_launches if plan is not None else None
-    profiled = profile_with_ncu(passes, settings, metric_set, gpu, say, args.force_gpu, expected)
+    with stage("profiled with ncu"):
+        profiled = profile_with_ncu(passes, settings, metric_set, gpu, say, args.force_gpu, expected)
     source = with_measured_memory(profiled, out_dir / MEMORY_FILE)
     shown = 0
     if plan is not None:
@@ -371,7 +399,8 @@ def _profile_gpu(
         say(f"hroofline: warning: {warning}")
     store = open_store(args, writing=True)
     precision = None if args.script is not None else canonical_precision(args.precision or "fp32")
-    result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
+    with stage("stored the run"):
+        result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
     report_phases(result.run, store.root)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import time
 from pathlib import Path
 
 from hroofline.analyze.kernels import phase_summary
@@ -15,19 +16,30 @@ from hroofline.store.location import store_path
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
-    """The run's CPU ceilings: the file --ceilings names, else this CPU's."""
+    """The run's CPU ceilings: the file --ceilings names, else this CPU's (measured once per machine and cached;
+    --measure-ceilings measures them anew)."""
     if args.ceilings:
         return load_ceilings_file(Path(args.ceilings))
-    return this_cpu_ceilings()
+    return this_cpu_ceilings(bool(getattr(args, "measure_ceilings", False)))
 
 
-def this_cpu_ceilings() -> Ceilings:
+def this_cpu_ceilings(measure_again: bool = False) -> Ceilings:
     """The ceilings of this machine's CPU, for a run made on it (profile --gpu cpu, an imported CPU trace recorded
-    here): measured now, as `hroofline ceilings --measure --quick` does."""
-    from hroofline.collect.measure import measure
+    here): measured once per machine and cached, or measured now with ``measure_again``."""
+    from hroofline.collect.ceilings_cache import cpu_ceilings_cached
 
-    say("measuring this machine's ceilings (hroofline ceilings --measure --quick)")
-    return measure("cpu", quick=True, progress=lambda text: say(f"  {text}")).ceilings()
+    start = time.perf_counter()
+    found = cpu_ceilings_cached(say, measure_again)
+    kept = f"cached in {found.path}" if found.path is not None else "not cached"
+    again = "--measure-ceilings measures them again"
+    if found.busy:
+        again = "the first profile on a quiet machine measures them again, as --measure-ceilings does"
+    busy = f"; {found.busy} ({again})" if found.busy else ""
+    if found.measured_now:
+        say(f"measured this CPU's ceilings: {si(time.perf_counter() - start, 's')} ({kept}){busy}")
+    else:
+        say(f"roofs: this CPU's, measured {found.measured_on}, {kept}{busy or f' ({again})'}")
+    return found.ceilings
 
 
 def report_phases(run: Run, root: Path) -> None:

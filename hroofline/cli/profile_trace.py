@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hroofline.cli.common import open_store, say
+from hroofline.cli.common import open_store, say, stage
 from hroofline.cli.profile_common import cpu_ceilings, report_phases
 from hroofline.collect.distinct_launches import join_distinct, plan_distinct_launches, write_measure_calls
 from hroofline.collect.ncu_top import join_counters, kernel_filter_arguments, parse_kernels_option, top_kernel_names
@@ -31,7 +31,8 @@ def profile_out_dir(args: argparse.Namespace, run: str) -> Path:
 def profile_trace_run(
     args: argparse.Namespace, config: WorkloadConfig, gpu: GpuName | None, run: str, warmup: int
 ) -> None:
-    source = _trace_pass(args, config, gpu, run, warmup)
+    with stage(f"traced {config.arch}'s {warmup} warm-up and {args.steps} profiled step(s)"):
+        source = _trace_pass(args, config, gpu, run, warmup)
     _store_trace_run(args, source, gpu, config.precision, run)
 
 
@@ -43,7 +44,8 @@ def profile_script_trace_run(
 
     _check_gpu_visible(gpu)
     trace_file = profile_out_dir(args, run) / "trace.json"
-    source = profile_script_trace(script, script_args, warmup, args.steps, trace_file, say, gpu is not None)
+    with stage(f"traced {script.name}'s {warmup} warm-up and {args.steps} profiled step(s)"):
+        source = profile_script_trace(script, script_args, warmup, args.steps, trace_file, say, gpu is not None)
     _say_trace_notes(source, trace_file)
     _store_trace_run(args, source, gpu, None, run)
 
@@ -56,7 +58,8 @@ def _store_trace_run(
         RunDefaults(gpu.name, precision, None) if gpu else RunDefaults(CPU, precision, cpu_ceilings(args).to_json())
     )
     store = open_store(args, writing=True)
-    result = store.replace_run(run, [source], defaults)
+    with stage("stored the run"):
+        result = store.replace_run(run, [source], defaults)
     report_phases(result.run, store.root)
 
 

@@ -1,7 +1,11 @@
 """Measured ceilings of this machine: matmul FLOP/s per precision, read bandwidth per working-set size.
 
 Compute: square matrix products of size n, 2 n^3 FLOPs each, best time of several; on a CPU also two
-convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts.
+convolutions (oneDNN), 2 x C_out x C_in x H x W x k^2 FLOPs each, and the fastest of all counts. On a CPU each
+is repeated for a time budget (``CPU_COMPUTE_SECONDS``), not a count, on PyTorch's threads and on one thread
+(its rate times the threads counts too): a roof is the best rate the machine reaches, and on a shared machine
+three tries can all fall in a busy moment, and a product on two threads waits for the one another process
+holds up, leaving a roof that the profiled step's own convolutions beat.
 Bandwidth: ``sum`` over a stride-0 view of a buffer, so one call reads the same working set over and
 over (``repeats x size`` bytes from a ``size``-byte buffer); working sets sized to half of each cache
 level, then one far larger than the last cache, so each level shows. Best time of several.
@@ -33,7 +37,15 @@ from hroofline.roofs.host_file import host_table
 
 BYTES_PER_CALL = 256 * 2**20  # each bandwidth call reads at least this much
 DRAM_WORKING_SET = 512 * 2**20
+# A CPU's main-memory working set: eight times its last cache (a cache that resists thrashing keeps little of
+# it), but no more than this where twice the cache fits: a VM that reports its host's 480 MiB L3 made it 3.75 GiB,
+# whose allocation and reads took 3.4 s of CPU here, two thirds of the roofs' measurement.
+CPU_DRAM_CAP = 2 * 2**30
 TARGET_SECONDS = 0.15  # per measurement, spread over repeats
+# A CPU compute rate (and a cache level's read bandwidth) is the best of as many tries as fit in this many seconds
+# (quick, full): at resnet18's convolution rate on two cores (about 280 GFLOP/s) a 1024 x 1024 FP32 product takes
+# 8 ms, so 0.3 s is about 40 tries.
+CPU_COMPUTE_SECONDS = (0.3, 1.0)
 
 
 @dataclass(frozen=True)
@@ -165,19 +177,24 @@ def _timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
     return cuda_time if device.type == "cuda" else cpu_time
 
 
-def _best(device: torch.device, action: Callable[[], object], repeats: int) -> float:
+def _best(device: torch.device, action: Callable[[], object], repeats: int, budget_s: float = 0.0) -> float:
+    """The shortest of ``repeats`` timings, or of as many more as fit in ``budget_s`` seconds."""
     timer = _timer(device)
     timer(action)  # warm-up: allocation, kernel selection, caches
-    return min(timer(action) for _ in range(repeats))
+    best, spent, tries = float("inf"), 0.0, 0
+    while tries < repeats or spent < budget_s:
+        seconds = timer(action)
+        best, spent, tries = min(best, seconds), spent + seconds, tries + 1
+    return best
 
 
-def matmul_rate(device: torch.device, precision: str, size: int, repeats: int) -> float:
+def matmul_rate(device: torch.device, precision: str, size: int, repeats: int, budget_s: float = 0.0) -> float:
     dtype = DTYPES[precision]
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     left = torch.randn(size, size, device=device).to(dtype)
     right = torch.randn(size, size, device=device).to(dtype)
-    seconds = _best(device, lambda: torch.mm(left, right), repeats)
+    seconds = _best(device, lambda: torch.mm(left, right), repeats, budget_s)
     return 2.0 * size**3 / seconds
 
 
@@ -186,27 +203,30 @@ def matmul_rate(device: torch.device, precision: str, size: int, repeats: int) -
 CPU_CONVOLUTIONS: tuple[tuple[int, int, int], ...] = ((512, 32, 1), (128, 56, 3))  # channels, height=width, kernel
 
 
-def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int) -> float:
+def convolution_rate(precision: str, shape: tuple[int, int, int], repeats: int, budget_s: float = 0.0) -> float:
     channels, size, kernel = shape
     dtype = DTYPES[precision]
     images = torch.randn(1, channels, size, size).to(dtype)
     weights = torch.randn(channels, channels, kernel, kernel).to(dtype)
     seconds = _best(
-        torch.device("cpu"), lambda: torch.nn.functional.conv2d(images, weights, padding=kernel // 2), repeats
+        torch.device("cpu"),
+        lambda: torch.nn.functional.conv2d(images, weights, padding=kernel // 2),
+        repeats,
+        budget_s,
     )
     return 2.0 * channels * channels * size * size * kernel * kernel / seconds
 
 
-def read_bandwidth(device: torch.device, working_set: int, repeats: int) -> float:
+def read_bandwidth(device: torch.device, working_set: int, repeats: int, budget_s: float = 0.0) -> float:
     elements = max(working_set // 4, 1024)
     buffer = torch.ones(elements, dtype=torch.float32, device=device)
     rows = max(BYTES_PER_CALL // (elements * 4), 1)
     if rows == 1:  # larger than any cache: one full reduction streams it from memory
-        seconds = _best(device, lambda: buffer.sum(), repeats)
+        seconds = _best(device, lambda: buffer.sum(), repeats, budget_s)
         return elements * 4 / seconds
     view = buffer.as_strided((rows, elements), (0, 1))
     # Summing the rows into one row streams the buffer through the cache with one add per element.
-    seconds = _best(device, lambda: view.sum(dim=0), repeats)
+    seconds = _best(device, lambda: view.sum(dim=0), repeats, budget_s)
     return rows * elements * 4 / seconds
 
 
@@ -219,26 +239,69 @@ def working_sets(device: torch.device) -> list[tuple[int, str]]:
     if not sizes:
         return [(16 * 2**10, "l1"), (DRAM_WORKING_SET, "dram")]
     sets = [(size // 2, level) for level, size in sorted(sizes.items())]
-    return [*sets, (max(DRAM_WORKING_SET, 8 * max(sizes.values())), "dram")]
+    largest = max(sizes.values())
+    return [*sets, (max(DRAM_WORKING_SET, 2 * largest, min(8 * largest, CPU_DRAM_CAP)), "dram")]
+
+
+def _cpu_compute_rate(precision: str, size: int, repeats: int, budget_s: float) -> float:
+    """The best of a matmul and (FP32, FP64, BF16) two convolutions, on PyTorch's threads and on one thread times
+    the threads. One thread's rate scales with the cores a compute-bound product gets (189 GFLOP/s on one of this
+    machine's two cores, 378 on both, measured quiet), and it holds where another process takes a core: the
+    threads of a product wait for the slowest, so two threads measured 111 to 379 GFLOP/s minutes apart while
+    one thread's rate times two stayed 361 to 378, and the profiled step's convolutions beat the lower roofs."""
+    threads = torch.get_num_threads()
+    best = 0.0
+    for used in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(used)
+        try:
+            rates = [matmul_rate(torch.device("cpu"), precision, size, repeats, budget_s)]
+            if precision in ("fp32", "fp64", "bf16"):
+                rates += [convolution_rate(precision, shape, repeats, budget_s) for shape in CPU_CONVOLUTIONS]
+        finally:
+            torch.set_num_threads(threads)
+        best = max(best, max(rates) * threads / used)
+    return best
+
+
+# A CPU's caches that each core has of its own: their bandwidth scales with the cores, as compute does.
+PER_CORE_LEVELS = ("l1", "l2")
+
+
+def _per_core_bandwidth(working_set: int, repeats: int, budget_s: float) -> float:
+    """A per-core cache level's read bandwidth: the better of PyTorch's threads' and one thread's times the
+    threads (the summing loop on two threads waits for the one another process holds up: L1 read 67 to 392
+    GB/s minutes apart here)."""
+    threads = torch.get_num_threads()
+    best = 0.0
+    for used in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(used)
+        try:
+            best = max(best, read_bandwidth(torch.device("cpu"), working_set, repeats, budget_s) * threads / used)
+        finally:
+            torch.set_num_threads(threads)
+    return best
 
 
 def measure(
-    device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None
+    device_name: str = "cpu", quick: bool = False, progress: Callable[[str], None] | None = None, host: bool = True
 ) -> Measurement:
+    """The machine's roofs; with ``host``, also the host's time per op (predict --host's floor: a minute and
+    more of probe networks' steps on a CPU, which the roofs of a profile do not need)."""
     device = torch.device(device_name)
     say = progress or (lambda text: None)
     repeats = 3 if quick else 7
+    budget = 0.0 if device.type == "cuda" else CPU_COMPUTE_SECONDS[0 if quick else 1]
     precisions = list(MATMUL_KEYS["cuda" if device.type == "cuda" else "cpu"])
     matmul: dict[str, float] = {}
     for precision in precisions:
         # GPUs: large enough that launch overhead vanishes at tensor-core rates; CPUs: 16-bit may be slow
         size = 8192 if device.type == "cuda" else 512 if precision in ("fp16", "bf16") else 1024
-        say(f"matmul {precision} ({size} x {size})")
-        matmul[precision] = matmul_rate(device, precision, size, repeats)
-        if device.type == "cpu" and precision in ("fp32", "fp64", "bf16"):
-            say(f"convolutions {precision} (oneDNN)")
-            rates = [convolution_rate(precision, shape, repeats) for shape in CPU_CONVOLUTIONS]
-            matmul[precision] = max(matmul[precision], *rates)
+        convolutions = device.type == "cpu" and precision in ("fp32", "fp64", "bf16")
+        say(f"matmul {precision} ({size} x {size})" + (", convolutions (oneDNN)" if convolutions else ""))
+        if device.type == "cuda":
+            matmul[precision] = matmul_rate(device, precision, size, repeats)
+            continue
+        matmul[precision] = _cpu_compute_rate(precision, size, repeats, budget / 2)
     bandwidth: list[BandwidthPoint] = []
     notes: list[str] = []
     if device.type == "cuda" and triton_available():
@@ -251,9 +314,16 @@ def measure(
             notes.append("L1 and L2 not measured: their read kernel needs Triton (pip install triton)")
         for working_set, level in sets:
             say(f"read bandwidth, {working_set / 2**10:,.0f} KiB working set ({level})")
-            bandwidth.append(BandwidthPoint(working_set, level, read_bandwidth(device, working_set, repeats)))
+            spend = budget if level != "dram" else 0.0  # main memory: a few reads of gigabytes are enough
+            if device.type == "cpu" and level in PER_CORE_LEVELS:
+                rate = _per_core_bandwidth(working_set, repeats, spend / 2)
+            else:
+                rate = read_bandwidth(device, working_set, repeats, spend)
+            bandwidth.append(BandwidthPoint(working_set, level, rate))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     measured_on = f"{cpu_name()} with an {name}" if device.type == "cuda" else name
+    if not host:
+        return Measurement(device.type, name, matmul, bandwidth, tuple(notes))
     try:
         host: HostCost | None = measure_host_cost(device.type, measured_on, 10 if quick else 30, progress)
     except ProfilingError as error:  # the roofs stand without it: written, with the reason it is missing

@@ -3,7 +3,15 @@ why), each listed on request, and the roofs that were missing."""
 
 from __future__ import annotations
 
-from hroofline.analyze.binding import CACHE_CEILING, FLUSHED, LESS_ARITHMETIC, MEASURED, RESIDENT, RoofNotes
+from hroofline.analyze.binding import (
+    CACHE_CEILING,
+    CPU_COMPUTE_CEILING,
+    FLUSHED,
+    LESS_ARITHMETIC,
+    MEASURED,
+    RESIDENT,
+    RoofNotes,
+)
 from hroofline.analyze.provenance import CounterProvenance
 from hroofline.model.names import short_kernel_name
 from hroofline.model.numbers import si
@@ -19,6 +27,9 @@ _ABOVE_WHY = {
     "and the ceiling measured there (a summing loop) is below what these ops reach",
     LESS_ARITHMETIC: "faster than their compute roof allows for their ops' FLOPs: the kernels did less arithmetic "
     "than the op's formula (Winograd or FFT convolutions, a fused kernel that skips masked work)",
+    CPU_COMPUTE_CEILING: "faster than the compute roof measured on this CPU allows for their FLOPs: the roof (the best "
+    "of a matrix product and two convolutions) is below what these ops reach, as a roof measured while other work "
+    "held the cores is (profile --gpu cpu --measure-ceilings measures it again)",
     MEASURED: "faster than their roofs allow for what the counters measured: the ceilings or the metrics are "
     "wrong (check --ceilings, the clock, the metric formulas)",
 }
