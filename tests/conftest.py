@@ -252,19 +252,24 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-# The files with the most work (tracing hundreds of measured steps, running the README), costliest first, as paths
-# under tests/: started before the rest (make test and make check-figures keep this order: --no-loadscope-reorder),
-# they run beside the short files, and the workers end nearer together than with one finishing the last long file
-# alone. make test runs tests/ without tests/figures, make check-figures tests/figures alone.
+# The files with the most work (tracing hundreds of measured steps, running the README, importing real traces in
+# programs of their own), costliest first, as paths under tests/: started before the rest (make test and make
+# check-figures keep this order: --no-loadscope-reorder), they run beside the short files, and the workers end nearer
+# together than with one finishing the last long file alone. make test runs tests/ without tests/figures (its files
+# here took 20 s or more each in a run with --durations), make check-figures tests/figures alone.
 SLOWEST_FIRST = (
     "figures/test_hopper_estimate.py",
     "figures/test_timm_step_times.py",
+    "figures/test_layout_conversions.py",
     "test_readme.py",
-    "test_kineto.py",
-    "test_layout_conversions.py",
-    "test_host_cost.py",
-    "test_cpu_profile.py",
     "test_import_limits.py",
+    "test_browser.py",
+    "test_cpu_profile.py",
+    "test_hostile_input.py",
+    "test_predict.py",
+    "test_sweep.py",
+    "test_distinct_launches.py",
+    "test_advice.py",
 )
 
 
