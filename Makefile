@@ -35,8 +35,8 @@ MEASURE_GPU ?=
 RESNETS := resnet18 resnet34 resnet50
 STUDY_SUFFIX := $(call batch_suffix,$(STUDY_BATCH))
 
-.PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test lint bench clean \
-	study-resnets study-memory study-deepcam docs docs-extra docs-reference
+.PHONY: help venv browser spark test-spark demo demo-deepcam profile ceilings samples test check-figures lint bench \
+	clean study-resnets study-memory study-deepcam docs docs-extra docs-reference
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
@@ -47,7 +47,8 @@ help:
 	@echo "make study-memory   ResNet-18, AlexNet, VGG16 at batch 256 on an A100 and a T4: FLOPs, time, memory, fits"
 	@echo "make study-deepcam  Yang et al.'s DeepCAM on a V100, FP32 against AMP O1 (measured, from $(SHARED))"
 	@echo "             (studies predict here; MEASURE_GPU=NAME also profiles them on this machine's GPU)"
-	@echo "make test    run the test suite (ruff, then pytest)"
+	@echo "make test    run the test suite (ruff, then pytest; the figure checks under tests/figures left out)"
+	@echo "make check-figures  recompute the validation figures (docs/validation.md) from the measured steps and check them"
 	@echo "make test-spark  read a store with Spark (installs PySpark and a Java runtime when missing)"
 	@echo "make docs    build the documentation site into site/ (strict, offline) and check its links"
 	@echo "make docs-reference  regenerate the CLI and API reference pages (docs/reference/) from the code"
@@ -134,12 +135,20 @@ browser:
 # files with the most tests), and each worker's PyTorch computes on one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 
+PYTEST_XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 # tests/test_docs.py builds the site: the docs extra is installed here when missing, as the browser is (CI sets
 # HROOFLINE_REQUIRE_DOCS=1, so there a failed install fails the test instead of skipping it).
 test: DOCS_OPTIONAL = 1
 test: $(STAMP) browser docs-extra
 	$(BIN)/ruff check hroofline tests bench tools
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_spark.py
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST) --ignore=tests/test_spark.py --ignore=tests/figures
+
+# The figures of the validation page (docs/validation.md), recomputed and checked: the estimate's held-out protocols
+# and the sweeps over hundreds of steps measured on GPUs, each step traced on the meta device (about a second or
+# more each). Out of `make test`, which checks behaviour on a few real steps; CI runs both.
+check-figures: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST) tests/figures
 
 # The store read by Spark (tests/test_spark.py): PySpark from PyPI and a Java runtime from Debian, installed
 # here when missing (as the browser is); a failed installation fails the target. CI runs it after `make test`.

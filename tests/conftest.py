@@ -42,8 +42,9 @@ shared_traces: Path | None = None  # in a worker: where the workers keep the ste
 @cache
 def estimate_error_bench() -> ModuleType:
     """bench/estimate_error.py as a module: its ``samples`` traces and bounds measured steps as the bench does.
-    Under pytest-xdist its ``traced`` is shared: the Hopper steps that test_hopper_estimate traces are also
-    test_host_cost's, test_layout_conversions' and test_memory's, often on the other worker."""
+    Under pytest-xdist its ``traced`` is shared: in make check-figures the Hopper steps that
+    figures/test_hopper_estimate traces are also figures/test_host_cost's, test_layout_conversions' and
+    test_memory's, often on the other worker."""
     spec = importlib.util.spec_from_file_location("estimate_error", REPO / "bench" / "estimate_error.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -251,18 +252,24 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-# The files with a minute or more of work (tracing hundreds of measured steps, running the README), costliest
-# first: started before the rest (`make test` keeps this order: --no-loadscope-reorder), they run beside the
-# short files, and the workers end nearer together than with one finishing the last long file alone.
+# The files with the most work (tracing hundreds of measured steps, running the README, importing real traces in
+# programs of their own), costliest first, as paths under tests/: started before the rest (make test and make
+# check-figures keep this order: --no-loadscope-reorder), they run beside the short files, and the workers end nearer
+# together than with one finishing the last long file alone. make test runs tests/ without tests/figures (its files
+# here took 20 s or more each in a run with --durations), make check-figures tests/figures alone.
 SLOWEST_FIRST = (
-    "test_hopper_estimate.py",
+    "figures/test_hopper_estimate.py",
+    "figures/test_timm_step_times.py",
+    "figures/test_layout_conversions.py",
     "test_readme.py",
-    "test_timm_step_times.py",
-    "test_kineto.py",
-    "test_layout_conversions.py",
-    "test_host_cost.py",
-    "test_cpu_profile.py",
     "test_import_limits.py",
+    "test_browser.py",
+    "test_cpu_profile.py",
+    "test_hostile_input.py",
+    "test_predict.py",
+    "test_sweep.py",
+    "test_distinct_launches.py",
+    "test_advice.py",
 )
 
 
@@ -307,4 +314,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: number for number, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    tests = Path(__file__).parent
+
+    def place(item: pytest.Item) -> int:
+        path = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else item.path.name
+        return rank.get(path, len(rank))
+
+    items.sort(key=place)  # stable: the rest keep their order

@@ -12,15 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hroofline.analyze.calibrate import percentiles
-from hroofline.analyze.estimate import EstimateModel, load_estimate_model
+from hroofline.analyze.estimate import load_estimate_model
 from hroofline.collect.host_cost import PROBES, counted_ops, measure_host_cost, probe_host_weight
 from hroofline.errors import InputError
 from hroofline.model.host import LONGEST_OP_S, STEP_KINDS, HostCost, step_kind
 from hroofline.roofs.host_file import host_table, load_host_cost
 from hroofline.store.runs import RunStore
 from hroofline.work.host_weights import load_host_weights
-from tests.conftest import estimate_error_bench
 
 GPU_DATA = Path(__file__).parent / "data" / "gpu-2026-11-27"
 H200_HOST = GPU_DATA / "h200-ceilings-measured-1.toml"
@@ -158,40 +156,6 @@ def test_a_bad_host_file_is_one_line_and_exit_1(cli, tmp_path: Path) -> None:
     result = cli("predict", "--arch", "resnet18", "--gpu", "h200", "--host", missing, "--store", cli.store)
     assert result.code == 1 and result.err.count("\n") == 1 and "does not exist" in result.err
     assert not cli.store.exists()
-
-
-def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
-    """The steps measured on the H200 in the call that measured the three host files (within two minutes on that
-    machine), median error with the fitted floor and with each measured one (the README's figures): at batch 1
-    (host-bound, training and inference) the measured floor is closer for two of the three and farther for the
-    third; at batch 32 (training) it is about as close with Hopper's own efficiencies and farther with all three
-    under the published fit."""
-    from hroofline.analyze.calibrate import estimated_step
-    from hroofline.analyze.estimate import with_host_cost
-
-    steps = pd.read_csv(GPU_DATA / "h200-host-bound-steps.csv")
-    hosts = [load_host_cost(GPU_DATA / f"h200-ceilings-measured-{n}.toml") for n in (1, 2, 3)]
-
-    by_batch = {batch: steps[steps["batch"] == batch].reset_index(drop=True) for batch in (1, 32)}
-    samples = {batch: estimate_error_bench().samples(rows) for batch, rows in by_batch.items()}
-
-    def medians(batch: int, fitted: EstimateModel) -> list[float]:
-        rows = by_batch[batch]
-        errors: list[list[float]] = [[], [], [], []]  # the fitted floor, then each measured one
-        for row, sample in zip(rows.itertuples(index=False), samples[batch], strict=True):
-            phases = "train" if row.phases == "train" else "forward"
-            weight = probe_host_weight(step_kind(phases, row.precision), hosts[0].device)
-            models = [fitted, *(with_host_cost(fitted, host, phases, row.precision, weight) for host in hosts)]
-            for mine, model in zip(errors, models, strict=True):
-                ratio = estimated_step(sample, model) / row.measured_s
-                mine.append(max(ratio, 1 / ratio))
-        assert len(rows) == {1: 16, 32: 22}[batch]
-        return [percentiles(np.array(values))[0] for values in errors]
-
-    published, hopper = load_estimate_model(), load_estimate_model().for_cc("9.0")
-    assert medians(1, published) == pytest.approx([1.45, 1.35, 1.54, 1.20], abs=0.005)
-    assert medians(32, hopper) == pytest.approx([1.23, 1.22, 1.36, 1.23], abs=0.005)
-    assert medians(32, published) == pytest.approx([1.25, 1.30, 1.49, 1.32], abs=0.005)
 
 
 def test_a_host_bound_step_is_not_the_same_on_another_machine_of_the_kind() -> None:

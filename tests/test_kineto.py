@@ -6,7 +6,10 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import shutil
 from collections import defaultdict
+from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,13 @@ def trace_path(key: str) -> Path:
     return need(SHARED / "fixtures" / "kineto" / TRACES[key])
 
 
+@cache
 def read_events(key: str) -> dict[str, Any]:
+    """A trace's JSON, read once per worker: read only (fresh_events gives a copy to change)."""
+    return fresh_events(key)
+
+
+def fresh_events(key: str) -> dict[str, Any]:
     return json.loads(gzip.decompress(trace_path(key).read_bytes()))
 
 
@@ -53,15 +62,18 @@ def linked_share(document: dict[str, Any]) -> float:
         if e.get("cat") == "cpu_op" or (e.get("cat") == "Operator" and not e["name"].startswith("ProfilerStep#")):
             ops[(str(e["pid"]), str(e["tid"]))].append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
     starts = {k: sorted(v) for k, v in ops.items()}
+    # per thread, the latest end among the ops started so far: a call lies in an op when an op that started at or
+    # before it ends at or after it
+    latest_end = {k: list(accumulate((end for _, end in v), max)) for k, v in starts.items()}
     total = linked = 0.0
     for event in gpu_events(document):
         total += event["dur"]
         call = runtime.get(event["args"].get("correlation"))
         if call is None:
             continue
-        spans = starts.get((str(call["pid"]), str(call["tid"])), [])
-        upto = bisect.bisect_right(spans, (call["ts"], float("inf")))
-        if any(start <= call["ts"] <= end for start, end in spans[:upto]):
+        thread = (str(call["pid"]), str(call["tid"]))
+        upto = bisect.bisect_right(starts.get(thread, []), (call["ts"], float("inf")))
+        if upto and latest_end[thread][upto - 1] >= call["ts"]:
             linked += event["dur"]
     return linked / total
 
@@ -244,32 +256,33 @@ def test_steps_pick_profiler_steps(cli) -> None:
     assert result.code == 1 and "holds steps 4, 5, 6" in result.err
 
 
-def test_display_time_unit_does_not_change_the_unit(cli, tmp_path: Path) -> None:
+def test_display_time_unit_does_not_change_the_unit(cli, trace_store: Path, tmp_path: Path) -> None:
     """ts and dur are microseconds whatever displayTimeUnit says (Kineto writes "ns" in builds with
     DISPLAY_TRACE_IN_NS and still writes microseconds): the same trace imports to the same seconds."""
-    document = read_events("ddp")
+    document = fresh_events("ddp")
     assert document["displayTimeUnit"] == "ms"
     document["displayTimeUnit"] = "ns"
     relabelled = tmp_path / "ns.json"
     relabelled.write_text(json.dumps(document))
     assert cli("import", relabelled, "--run", "ns").code == 0
-    assert cli("import", trace_path("ddp"), "--run", "us").code == 0
-    a, b = load("ns", cli.store).launches, load("us", cli.store).launches
+    a, b = load("ns", cli.store).launches, load("ddp", trace_store).launches  # the trace as it is, imported once
     assert list(a["time_s"]) == list(b["time_s"])
     kernels = a.loc[a["category"].isin(["kernel", "communication"]), "time_s"].sum()
     assert kernels == pytest.approx(0.16253234, rel=1e-9)  # PROVENANCE: 2,700 kernels, 162.5 ms
 
 
 @pytest.fixture
-def store_with_trace(cli) -> Path:
-    assert cli("import", trace_path("ddp"), "--run", "base").code == 0
-    return cli.store
+def store_with_trace(trace_store: Path, tmp_path: Path) -> Path:
+    """A copy of the module's store of traces (run ddp among them), for a test that imports into it."""
+    store = tmp_path / "traces"
+    shutil.copytree(trace_store, store)
+    return store
 
 
 def _refused(cli, store: Path, source: Path, expected: str) -> None:
     before = tree_digest(store)
-    for run in ("base", "fresh"):
-        result = cli("import", source, "--run", run)
+    for run in ("ddp", "fresh"):  # a run the store has, and a new one
+        result = cli("import", source, "--run", run, store_dir=store)
         assert result.code == 1, result
         assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
         assert expected in result.err, result.err
@@ -297,7 +310,7 @@ def test_json_that_is_not_a_trace(cli, store_with_trace: Path, tmp_path: Path) -
 
 
 def test_trace_without_gpu_kernels(cli, store_with_trace: Path, tmp_path: Path) -> None:
-    document = read_events("ddp")
+    document = fresh_events("ddp")
     document["traceEvents"] = [
         e for e in document["traceEvents"] if str(e.get("cat", "")).lower() not in GPU_CATEGORIES | {"kernel"}
     ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 
@@ -120,21 +122,28 @@ def test_a_gpu_profile_reads_the_memory_its_workload_wrote(tmp_path: Path) -> No
     assert with_measured_memory(source, tmp_path / "none.json").info.memory == []
 
 
-def test_predicted_memory_holds_on_every_shared_h100_row() -> None:
-    """The 24 training steps of ../shared/reference/h100-step-times.csv (six models, fp32 and amp, batch 32 and
-    128): the predicted peak within 15% of torch.cuda.max_memory_allocated over the timed steps; and its 5
-    forward passes at batch 256: the predicted forward retention within 15% of memory_allocated's growth."""
-    import pandas as pd
+def h100_memory_rows() -> pd.DataFrame:
+    """../shared/reference/h100-step-times.csv: 24 training steps with their peak memory (max_memory_allocated over
+    the timed steps), 5 forward passes at batch 256 with memory_allocated's growth across them."""
+    return pd.read_csv(need(SHARED / "reference" / "h100-step-times.csv"))
 
-    rows = pd.read_csv(need(SHARED / "reference" / "h100-step-times.csv"))
-    ratios = {}
-    for row in rows.itertuples(index=False):
-        trace = estimate_error_bench().traced(row.model, int(row.batch), row.precision, "train", False)
-        if row.measured == "step":
-            predicted = max(phase.peak_bytes for phase in trace.memory)
-        else:
-            predicted = next(phase for phase in trace.memory if phase.phase == "forward").retained_bytes
-        ratios[(row.model, row.precision, row.batch, row.measured)] = predicted / row.memory_bytes
-    assert len(ratios) == 29
-    off = {key: round(ratio, 3) for key, ratio in ratios.items() if not 0.85 <= ratio <= 1.15}
-    assert not off, off
+
+def predicted_over_measured(row: Any) -> float:
+    """A row's predicted memory over its measured: a training step's peak, or a forward pass's retention."""
+    trace = estimate_error_bench().traced(row.model, int(row.batch), row.precision, "train", False)
+    if row.measured == "step":
+        predicted = max(phase.peak_bytes for phase in trace.memory)
+    else:
+        predicted = next(phase for phase in trace.memory if phase.phase == "forward").retained_bytes
+    return predicted / row.memory_bytes
+
+
+def test_predicted_memory_holds_on_a_few_shared_h100_rows() -> None:
+    """Three of the H100's memory rows (tests/figures/test_memory.py checks all 29): ResNet-18's training steps at
+    batch 32 in FP32 and AMP, the predicted peak within 15% of max_memory_allocated; its forward pass at batch 256,
+    the predicted retention within 15% of memory_allocated's growth."""
+    rows = h100_memory_rows()
+    rows = rows[(rows["model"] == "resnet18") & rows["batch"].isin([32, 256])]
+    assert sorted(zip(rows["precision"], rows["batch"], strict=True)) == [("amp", 32), ("fp32", 32), ("fp32", 256)]
+    ratios = {(row.precision, row.batch): round(predicted_over_measured(row), 3) for row in rows.itertuples()}
+    assert all(0.85 <= ratio <= 1.15 for ratio in ratios.values()), ratios
