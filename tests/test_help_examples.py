@@ -27,6 +27,8 @@ LEFT_OUT = {
     "hroofline profile --arch deeplabv3_resnet50": "a CPU profile of a 512x512 segmentation step: many minutes",
     "hroofline profile --model mypkg.models:build": "a CPU profile (test_cpu_profile profiles --model FILE.py:F)",
     "hroofline profile --gpu cpu --script": "a CPU profile of a script (test_cpu_profile runs samples/)",
+    "hroofline profile --gpu h100 --backend trace --script": "torch.profiler on an H100",
+    "hroofline import trace.json --run mine --ceilings": "a CPU trace of the user's (test_cpu_traces records one)",
     "hroofline ceilings --measure": "measures this machine for minutes (test_roofs and bench measure it)",
     "hroofline import rank0.json.gz rank1.json.gz": "two ranks of one job; the shared traces hold one rank each",
     "hroofline compare r50-fp32-a100 r50-fp32-a100-measured": "a measured ResNet-50 step needs an A100",

@@ -33,6 +33,8 @@ NOT_RUN = {
     "make demo": "the fixture ran it",
     "make test": "this is it",
     "make bench": "benchmarks time this machine; CI runs the tests",
+    "make check-figures": "minutes of recomputed figures; CI runs it beside make test",
+    "make docs": "tests/test_docs.py builds the site and opens it in Chromium",
     ". .venv/bin/activate": "the test's PATH starts with the virtual environment",
     "export HROOFLINE_STORE=demo-runs": "the test's environment sets it",
 }
