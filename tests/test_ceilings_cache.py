@@ -241,10 +241,20 @@ def test_a_profile_measures_the_roofs_alone_quickly_and_without_step_lines(monke
     assert lines == [] and "fp32 = 1.000000e+11" in text
 
 
-def test_a_cpu_compute_roof_counts_one_threads_rate_times_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("load", "usable", "expected"),
+    [
+        (1.8, 2, 378e9),  # contended: one thread's rate times the usable cores
+        (0.2, 2, 111e9),  # quiet: the threads' own rate (one core's turbo would overstate many)
+        (1.8, 1, 189e9),  # contended, but a quota of one core: one thread's rate times one
+    ],
+)
+def test_a_cpu_compute_roof_counts_one_threads_rate_times_the_cores_only_when_contended(
+    monkeypatch: pytest.MonkeyPatch, load: float, usable: int, expected: float
+) -> None:
     """A product on two threads waits for the thread another process holds up (111 to 379 GFLOP/s minutes apart
-    here), one thread's rate does not (181 to 189): the roof is the better of the threads' rate and one thread's
-    times the threads."""
+    here), one thread's rate does not (181 to 189): where other work competes for the cores the roof is the better
+    of the threads' rate and one thread's times the usable cores; on a quiet machine it is the threads' rate."""
     import torch
 
     from hroofline.collect import measure
@@ -254,21 +264,25 @@ def test_a_cpu_compute_roof_counts_one_threads_rate_times_the_threads(monkeypatc
 
     monkeypatch.setattr(measure, "matmul_rate", rate)
     monkeypatch.setattr(measure, "convolution_rate", rate)
+    monkeypatch.setattr(measure.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(measure, "usable_cpus", lambda: usable)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        assert measure._cpu_compute_rate("fp32", 1024, 3, 0.0) == pytest.approx(378e9)
+        assert measure._cpu_compute_rate("fp32", 1024, 3, 0.0) == pytest.approx(expected)
         assert torch.get_num_threads() == 2  # as it was
     finally:
         torch.set_num_threads(threads)
 
 
-def test_a_per_core_caches_bandwidth_counts_one_threads_read_times_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_per_core_caches_bandwidth_counts_one_threads_read_times_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     from hroofline.collect import measure
 
     monkeypatch.setattr(measure, "read_bandwidth", lambda *args: {2: 67e9, 1: 196e9}[torch.get_num_threads()])
+    monkeypatch.setattr(measure.os, "getloadavg", lambda: (1.5, 1.5, 1.5))
+    monkeypatch.setattr(measure, "usable_cpus", lambda: 2)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -276,6 +290,30 @@ def test_a_per_core_caches_bandwidth_counts_one_threads_read_times_the_threads(m
     finally:
         torch.set_num_threads(threads)
     assert measure.PER_CORE_LEVELS == ("l1", "l2")  # L3 and main memory are shared: not scaled
+
+
+def test_usable_cpus_follow_a_cgroup_quota_and_the_affinity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PyTorch takes its threads from the cores it sees; a container's quota (cpu.max) or a pinning is fewer."""
+    import torch
+
+    from hroofline.collect import measure
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 64)
+    monkeypatch.setattr(measure.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(measure.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    real_path = measure.Path
+    quota = tmp_path / "cpu.max"
+
+    def path(name: object) -> Path:
+        return quota if str(name) == "/sys/fs/cgroup/cpu.max" else real_path(name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(measure, "Path", path)
+    quota.write_text("200000 100000\n")
+    assert measure.usable_cpus() == 2
+    quota.write_text("max 100000\n")
+    assert measure.usable_cpus() == 64
+    monkeypatch.setattr(measure.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert measure.usable_cpus() == 3
 
 
 def test_busy_means_a_load_average_over_twice_the_cores() -> None:

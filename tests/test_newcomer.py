@@ -98,6 +98,30 @@ def test_a_prediction_against_a_measured_run_is_no_speedup(cli, predicted_store:
     assert "estimated versus measured" in cli("compare", "--help").out
 
 
+def test_a_prediction_against_another_gpus_or_steps_run_is_no_estimate_error(
+    cli, predicted_store: Path, tmp_path: Path
+) -> None:
+    """The estimated-versus-measured table is for a prediction of the step the other run measured: a prediction on
+    another GPU, or of another model where both runs record theirs, is compared as two runs, with a note."""
+    store = tmp_path / "store"
+    shutil.copytree(predicted_store, store)
+    on_a100 = ["predict", "--arch", "resnet18", "--gpu", "a100", "--phases", "forward", "--batch-size", "1"]
+    assert cli(*on_a100, "--run", "on-a100", "--store", store).code == 0
+    said = cli("compare", "on-a100", "measured", "--store", store)
+    assert said.code == 0 and "estimated versus measured" not in said.out and "speedup" in said.out
+    assert "another step or GPU (gpu: a100-40gb and v100-sxm2)" in said.out + said.err
+    data = json.loads(cli("compare", "on-a100", "measured", "--format", "json", "--store", store).out)
+    assert data["predicted"] is None and data["other_step"] == "gpu: a100-40gb and v100-sxm2"
+    other_model = ["predict", "--arch", "alexnet", "--gpu", "v100", "--phases", "forward", "--batch-size", "1"]
+    assert cli(*other_model, "--run", "alexnet", "--store", store).code == 0
+    both_predicted = json.loads(cli("compare", "estimated", "alexnet", "--format", "json", "--store", store).out)
+    assert both_predicted["predicted"] is None and both_predicted["other_step"] is None  # two predictions
+    from hroofline.analyze.compare import other_step
+
+    runs = [hroofline.load(name, store=store) for name in ("estimated", "alexnet")]
+    assert other_step(runs[0], runs[1]) == "arch: resnet18 and alexnet"
+
+
 def test_print_of_a_comparison_is_what_the_cli_prints(cli, deepcam_store: Path, tmp_path: Path) -> None:
     said = cli("compare", "deepcam-O0", "deepcam-O1", "-n", "3", "--store", deepcam_store).out
     compared = hroofline.compare("deepcam-O0", "deepcam-O1", store=deepcam_store, n=3)

@@ -49,7 +49,9 @@ class Comparison:
     only_in_base: list[str]  # phases the candidate lacks: left out of every figure
     only_in_candidate: list[str]
     notes: list[str] = field(default_factory=list)
-    predicted: str | None = None  # "base" or "candidate": the side that is a prediction, where one of the two is
+    predicted: str | None = None  # "base" or "candidate": the side that predicts the step the other measured
+    # a prediction against a measured run of another GPU or step: what differs (its ratios are no estimate's error)
+    other_step: str | None = None
 
     @property
     def estimate_versus_measured(self) -> bool:
@@ -63,6 +65,7 @@ class Comparison:
             "base": self.base,
             "candidate": self.candidate,
             "predicted": self.predicted,
+            "other_step": self.other_step,
             "matched_on": self.matched_on,
             "phases": self.phases,
             "phases_only_in_base": self.only_in_base,
@@ -78,11 +81,38 @@ def _ratio(numerator: float | int | None, denominator: float | int | None) -> fl
     return float(numerator) / float(denominator)
 
 
+# What a run's sources record of the step it holds (predict and profile record them), compared where both say.
+STEP_SETTINGS = ("arch", "model", "batch_size", "precision", "seq_len")
+
+
 def predicted_side(base: Run, candidate: Run) -> str | None:
-    """ "base" or "candidate" where exactly one of the two runs is a prediction, else None."""
-    if base.meta.predicted == candidate.meta.predicted:
+    """ "base" or "candidate" where exactly one of the two runs is a prediction of the step the other measured,
+    else None (a prediction against a run of another GPU or step is no measure of the estimate's error)."""
+    if base.meta.predicted == candidate.meta.predicted or other_step(base, candidate) is not None:
         return None
     return "base" if base.meta.predicted else "candidate"
+
+
+def other_step(base: Run, candidate: Run) -> str | None:
+    """Why two runs are not the same step on the same GPU (the setting that differs and its two values), where
+    their metadata says so; None where nothing recorded differs."""
+    if base.meta.gpu != candidate.meta.gpu:
+        return f"gpu: {base.meta.gpu or 'unknown'} and {candidate.meta.gpu or 'unknown'}"
+    settings = [_step_settings(run) for run in (base, candidate)]
+    for name in STEP_SETTINGS:
+        values = [found.get(name) for found in settings]
+        if None not in values and values[0] != values[1]:
+            return f"{name}: {values[0]} and {values[1]}"
+    return None
+
+
+def _step_settings(run: Run) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for source in run.meta.sources:
+        for name in STEP_SETTINGS:
+            if name in source.settings:
+                found.setdefault(name, source.settings[name])
+    return found
 
 
 def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | None]]:
@@ -245,6 +275,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         only_in_base=only_in_base,
         only_in_candidate=only_in_candidate,
         notes=_convention_notes(base, candidate),
+        other_step=other_step(base, candidate) if base.meta.predicted != candidate.meta.predicted else None,
         predicted=predicted_side(base, candidate),
     )
 

@@ -44,12 +44,13 @@ def machine_key() -> dict[str, str]:
     import torch
 
     from hroofline import __version__
-    from hroofline.collect.measure import cpu_name
+    from hroofline.collect.measure import cpu_name, usable_cpus
 
     return {
         "cpu": cpu_name(),
         "cores": str(os.cpu_count() or 0),
         "threads": str(torch.get_num_threads()),
+        "usable_cpus": str(usable_cpus()),
         "hroofline": __version__,
         "torch": torch.__version__,
     }
@@ -75,7 +76,9 @@ class CpuCeilings:
         """How busy the machine was, where its load average was over twice its cores: roofs measured then may be
         low (a dot of a later profile above them). (Up to twice, one thread's rate times the threads holds the
         roofs: measure.py; and the minute after `make venv`'s pip, or a test run's two workers, is not busy.)"""
-        cores = os.cpu_count() or 1
+        from hroofline.collect.measure import usable_cpus
+
+        cores = usable_cpus()
         if self.load is None or self.load <= BUSY_LOAD_PER_CORE * cores:
             return None
         return f"the machine was busy, load average {self.load:.1f} on {cores} core(s): the roofs may be low"

@@ -20,6 +20,7 @@ summing loop is bound by its adds in L1 and L2 alike, two cores at a time: both 
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -243,24 +244,59 @@ def working_sets(device: torch.device) -> list[tuple[int, str]]:
     return [*sets, (max(DRAM_WORKING_SET, 2 * largest, min(8 * largest, CPU_DRAM_CAP)), "dram")]
 
 
-def _cpu_compute_rate(precision: str, size: int, repeats: int, budget_s: float) -> float:
-    """The best of a matmul and (FP32, FP64, BF16) two convolutions, on PyTorch's threads and on one thread times
-    the threads. One thread's rate scales with the cores a compute-bound product gets (189 GFLOP/s on one of this
-    machine's two cores, 378 on both, measured quiet), and it holds where another process takes a core: the
-    threads of a product wait for the slowest, so two threads measured 111 to 379 GFLOP/s minutes apart while
-    one thread's rate times two stayed 361 to 378, and the profiled step's convolutions beat the lower roofs."""
+def usable_cpus() -> int:
+    """The cores this process may run on: the fewest of PyTorch's threads, the CPUs it is pinned to and a cgroup's
+    CPU quota (PyTorch takes its threads from the cores it sees, not from a container's limit)."""
+    counts = [torch.get_num_threads(), os.cpu_count() or 1]
+    if hasattr(os, "sched_getaffinity"):
+        counts.append(len(os.sched_getaffinity(0)))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            counts.append(max(1, int(float(quota) / float(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, min(counts))
+
+
+def contended(cores: int) -> bool:
+    """Whether other work competes for the cores as a measurement begins (the 1-minute load average is at least
+    half the cores): then the threads of a product wait for the one another process holds up."""
+    try:
+        return os.getloadavg()[0] >= max(1.0, cores / 2)
+    except OSError:
+        return False
+
+
+def _scaled_best(rate_on: Callable[[], float]) -> float:
+    """A rate that scales with the cores (compute, a per-core cache): measured on PyTorch's threads and, where
+    other work competes for the cores, also on one thread times the usable cores, the better taken. One thread's
+    rate times the cores holds where another process takes a core: the threads of a product wait for the
+    slowest, so two threads measured 111 to 379 GFLOP/s minutes apart on this 2-core machine while one thread's
+    rate times two stayed 361 to 378. On a quiet machine the threads' own rate is the roof: one core's turbo
+    clock would overstate many cores, and a container's quota is fewer cores than PyTorch's threads."""
     threads = torch.get_num_threads()
-    best = 0.0
-    for used in sorted({threads, 1}, reverse=True):
-        torch.set_num_threads(used)
+    best = rate_on()
+    cores = usable_cpus()
+    if threads > 1 and contended(cores):
+        torch.set_num_threads(1)
         try:
-            rates = [matmul_rate(torch.device("cpu"), precision, size, repeats, budget_s)]
-            if precision in ("fp32", "fp64", "bf16"):
-                rates += [convolution_rate(precision, shape, repeats, budget_s) for shape in CPU_CONVOLUTIONS]
+            best = max(best, rate_on() * cores)
         finally:
             torch.set_num_threads(threads)
-        best = max(best, max(rates) * threads / used)
     return best
+
+
+def _cpu_compute_rate(precision: str, size: int, repeats: int, budget_s: float) -> float:
+    """The best of a matmul and (FP32, FP64, BF16) two convolutions, scaled as _scaled_best says."""
+
+    def rate() -> float:
+        rates = [matmul_rate(torch.device("cpu"), precision, size, repeats, budget_s)]
+        if precision in ("fp32", "fp64", "bf16"):
+            rates += [convolution_rate(precision, shape, repeats, budget_s) for shape in CPU_CONVOLUTIONS]
+        return max(rates)
+
+    return _scaled_best(rate)
 
 
 # A CPU's caches that each core has of its own: their bandwidth scales with the cores, as compute does.
@@ -268,18 +304,9 @@ PER_CORE_LEVELS = ("l1", "l2")
 
 
 def _per_core_bandwidth(working_set: int, repeats: int, budget_s: float) -> float:
-    """A per-core cache level's read bandwidth: the better of PyTorch's threads' and one thread's times the
-    threads (the summing loop on two threads waits for the one another process holds up: L1 read 67 to 392
-    GB/s minutes apart here)."""
-    threads = torch.get_num_threads()
-    best = 0.0
-    for used in sorted({threads, 1}, reverse=True):
-        torch.set_num_threads(used)
-        try:
-            best = max(best, read_bandwidth(torch.device("cpu"), working_set, repeats, budget_s) * threads / used)
-        finally:
-            torch.set_num_threads(threads)
-    return best
+    """A per-core cache level's read bandwidth, scaled as _scaled_best says (the summing loop on two threads waits
+    for the one another process holds up: L1 read 67 to 392 GB/s minutes apart here)."""
+    return _scaled_best(lambda: read_bandwidth(torch.device("cpu"), working_set, repeats, budget_s))
 
 
 def measure(

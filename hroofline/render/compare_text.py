@@ -169,7 +169,13 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
             for record in part.to_dict(orient="records")
         ]
         tables.append(TitledTable(title, ["phase", key, "base", "candidate", "change"], rows, 2))
-    return ComparisonTables(heading, tables, left_out, list(comparison.notes))
+    notes = list(comparison.notes)
+    if comparison.other_step:
+        notes.append(
+            f"one run is a prediction, the other measured another step or GPU ({comparison.other_step}): its "
+            "ratios are no measure of the estimate's error (compare a prediction with the step it predicts)"
+        )
+    return ComparisonTables(heading, tables, left_out, notes)
 
 
 def comparison_text(comparison: Comparison, count: int) -> str:
