@@ -236,6 +236,32 @@ def test_a_sweep_reuses_a_configuration_already_predicted(cli, predicted_store: 
     assert "estimated " in sweep.out  # the sweep's table names the run that holds it
 
 
+def test_a_sweep_does_not_reuse_the_prediction_of_an_edited_model_file(cli, tmp_path: Path) -> None:
+    model = tmp_path / "small_net.py"
+    model.write_text("import torch\n\ndef build():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))\n")
+    store = tmp_path / "store"
+    sweep = ("predict", "--model", f"{model}:build", "--gpu", "v100", "--phases", "forward", "--batch-size", "1,2")
+    sweep = (*sweep, "--input-shape", "3,8,8", "--store", store)
+    assert cli(*sweep).code == 0
+    again = cli(*sweep)
+    assert again.code == 0 and again.err.count("predicts this configuration already") == 2, again.err
+    model.write_text(model.read_text().replace("Conv2d(3, 4, 3)", "Conv2d(3, 16, 3)"))
+    edited = cli(*sweep)
+    assert edited.code == 2 and "predicts this configuration already" not in edited.err
+    assert "exists already, a prediction of another configuration" in edited.err
+
+
+def test_a_prediction_s_identity_holds_hroofline_s_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hroofline.collect.meta_trace import trace_identity
+    from hroofline.collect.workload import WorkloadConfig
+
+    config = WorkloadConfig("resnet18", 1, "fp32", "sgd", "meta")
+    before = trace_identity(config, "v100-sxm2", "forward")
+    assert trace_identity(config, "v100-sxm2", "forward") == before
+    monkeypatch.setattr(hroofline, "__version__", "99.0")
+    assert trace_identity(config, "v100-sxm2", "forward") != before
+
+
 def test_a_transformer_s_estimate_is_not_given_the_cnns_error_band(cli, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     said = cli(
