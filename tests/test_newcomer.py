@@ -262,6 +262,24 @@ def test_a_prediction_s_identity_holds_hroofline_s_version(monkeypatch: pytest.M
     assert trace_identity(config, "v100-sxm2", "forward") != before
 
 
+def test_a_single_prediction_honours_format(cli, tmp_path: Path) -> None:
+    argv = ("predict", "--arch", "resnet18", "--gpu", "v100", "--batch-size", "1", "--store", tmp_path / "store")
+    text = cli(*argv)
+    rows = pd.read_csv(io.StringIO(cli(*argv, "--format", "csv", "--replace").out))
+    data = json.loads(cli(*argv, "--format", "json", "--replace").out)
+    assert list(rows["phase"]) == [row["phase"] for row in data] == ["forward", "backward", "optimizer", "total"]
+    assert list(rows.columns) == list(data[0]) and {"time_bound_s", "time_s", "flops", "bytes_hbm"} <= set(rows)
+    stored = json.loads(
+        cli("summary", "resnet18-fp32-v100-sxm2-b1-predicted", "--format", "json", "--store", tmp_path / "store").out
+    )
+    for row in data:
+        values = stored["total"] if row["phase"] == "total" else stored["phases"][row["phase"]]
+        assert row["time_s"] == pytest.approx(values["time_s"], rel=1e-12)
+        assert row["flops"] == pytest.approx(values["flops"], rel=1e-12)
+    (step,) = [line for line in text.out.splitlines() if line.startswith("step ")]  # the text table's total row
+    assert step.split()[3:5] == [f"{data[-1]['time_s'] * 1e3:.2f}", "ms"] and step.split()[-5] == str(data[-1]["ops"])
+
+
 def test_a_transformer_s_estimate_is_not_given_the_cnns_error_band(cli, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     said = cli(
