@@ -21,6 +21,7 @@ from hroofline.api.face import RunView
 from hroofline.api.views import ComparisonView
 from hroofline.cli.main import build_parser
 from hroofline.errors import HrooflineError, StoreError, UsageError
+from tests.conftest import need_package
 
 READ_COMMANDS = (
     ("runs",),
@@ -280,8 +281,18 @@ def test_a_single_prediction_honours_format(cli, tmp_path: Path) -> None:
     assert step.split()[3:5] == [f"{data[-1]['time_s'] * 1e3:.2f}", "ms"] and step.split()[-5] == str(data[-1]["ops"])
 
 
+def test_a_dev_package_that_is_missing_fails_when_fixtures_are_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HROOFLINE_REQUIRE_FIXTURES", "1")
+    with pytest.raises(pytest.fail.Exception, match="HROOFLINE_REQUIRE_FIXTURES=1"):
+        need_package("no_such_package_hroofline")
+    monkeypatch.delenv("HROOFLINE_REQUIRE_FIXTURES")
+    with pytest.raises(pytest.skip.Exception):
+        need_package("no_such_package_hroofline")
+    assert need_package("json") is json
+
+
 def test_a_transformer_s_estimate_is_not_given_the_cnns_error_band(cli, tmp_path: Path) -> None:
-    pytest.importorskip("transformers")
+    need_package("transformers")  # in the dev extras: HROOFLINE_REQUIRE_FIXTURES=1 fails without it, not skips
     said = cli(
         "predict",
         "--model",
