@@ -112,6 +112,11 @@ def test_import_measures_this_cpu_s_ceilings_anew_when_asked(monkeypatch: pytest
     assert asked == [False, True]
 
 
+def test_import_says_measure_ceilings_did_nothing_for_a_gpu_run(cli, tmp_path: Path, deepcam_dir: Path) -> None:
+    said = cli("import", deepcam_dir / "pt-O0-Adam-fw", "--run", "r", "--measure-ceilings", "--store", tmp_path / "s")
+    assert said.code == 0 and "note: --measure-ceilings: nothing measured: run 'r' is not a CPU run" in said.err
+
+
 @pytest.mark.parametrize(
     ("extra", "said"),
     [

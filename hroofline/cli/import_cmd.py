@@ -190,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())
     say(f"run {name!r}: {total} launches from {len(result.run.meta.sources)} sources in {store.root}")
+    if args.measure_ceilings and result.run.meta.gpu != CPU:
+        say(f"note: --measure-ceilings: nothing measured: run {name!r} is not a CPU run (its roofs are its GPU's)")
     _warn_without_roofs(result.run, unknown)
     return 0
 
