@@ -156,6 +156,9 @@ def test_ceilings_for_a_run_that_has_its_own_are_refused(cli, tmp_path: Path, de
     refused = cli("import", deepcam_dir / "pt-O0-Adam-bw", "--run", "r", "--ceilings", second, *base)
     assert refused.code == 2 and refused.err.count("\n") == 1
     assert "--ceilings: run 'r' has ceilings already (first)" in refused.err and "--replace" in refused.err
+    again_with, judge_with = refused.err.split("(import ")[1].split(", or pass ")
+    assert_accepted(again_with, ("import",))
+    assert_accepted(judge_with, ROOF_COMMANDS)
     assert load("r", store=store).meta.ceilings["label"] == "first"
     same = cli("import", deepcam_dir / "pt-O0-Adam-bw", "--run", "r", "--ceilings", first, *base)
     assert same.code == 0, same.err
