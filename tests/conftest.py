@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import lzma
 import os
@@ -113,6 +114,17 @@ def need(path: Path) -> Path:
     if os.environ.get("HROOFLINE_REQUIRE_FIXTURES") == "1":
         pytest.fail(reason + "; HROOFLINE_REQUIRE_FIXTURES=1 makes this a failure")
     pytest.skip(reason)
+
+
+def need_package(name: str) -> ModuleType:
+    """An optional package of the dev extras, imported: skip without it, or fail when HROOFLINE_REQUIRE_FIXTURES=1
+    (a checkout set up with `make` has it; a test that would skip there hides a broken set-up)."""
+    if importlib.util.find_spec(name) is None:
+        reason = f"needs {name} (in the dev extras: pip install -e '.[dev]')"
+        if os.environ.get("HROOFLINE_REQUIRE_FIXTURES") == "1":
+            pytest.fail(reason + "; HROOFLINE_REQUIRE_FIXTURES=1 makes this a failure")
+        pytest.skip(reason)
+    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="session")

@@ -127,15 +127,17 @@ def test_a_trace_recorded_here_gets_this_cpus_ceilings(
     assert json.loads(traces["trace"].read_text())["host_name"] == socket.gethostname()
     asked: list[bool] = []
 
-    def this_cpu() -> Any:
-        asked.append(True)
+    def this_cpu(measure_again: bool = False) -> Any:
+        asked.append(measure_again)
         return load_ceilings_file(traces["ceilings"])
 
     monkeypatch.setattr("hroofline.cli.import_cmd.this_cpu_ceilings", this_cpu)
     result = cli("import", traces["trace"], "--run", "here")
-    assert result.code == 0 and asked == [True], result.err
+    assert result.code == 0 and asked == [False], result.err
     assert load("here", cli.store).meta.ceilings["label"] == "fixed"
     assert cli("top", "here").code == 0
+    again = cli("import", traces["trace"], "--run", "here", "--measure-ceilings", "--replace")
+    assert again.code == 0 and asked == [False, True], again.err  # --measure-ceilings: measured anew
 
 
 def test_a_trace_from_another_machine_says_how_to_get_its_ceilings(

@@ -19,6 +19,7 @@ from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import TrainingStep, WorkloadConfig
 from hroofline.model.layers import NON_MODULE_LABELS
 from hroofline.store.runs import RunStore
+from tests.conftest import need_package
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY_OPS = {str(packet).replace(".", "::", 1) for packet in flop_registry}
@@ -287,7 +288,8 @@ def test_nvtx_module_ranges_follow_backward() -> None:
     ],
 )
 def test_predict_segmentation_and_transformers(cli, tmp_path: Path, argv: list[str], shape_or_tokens: str) -> None:
-    pytest.importorskip("transformers") if "hf:gpt2" in argv else None
+    if "hf:gpt2" in argv:
+        need_package("transformers")
     store = str(tmp_path / "store")
     result = cli("predict", *argv, "--gpu", "a100", "--phases", "forward", "--run", "p", "--store", store)
     assert result.code == 0, result.err
@@ -299,7 +301,7 @@ def test_gpt2_forward_flops_are_2_n_t_plus_attention() -> None:
     """GPT-2 (124M) forward at 1024 tokens: 2 x (parameters less the position table; the token table counts
     once, as the LM head) x tokens + 4 x layers x seq^2 x d_model (QK^T and AV) x (seq + 1) / (2 seq) (causal:
     a fused kernel skips the masked half), within 5%."""
-    pytest.importorskip("transformers")
+    need_package("transformers")
     launches = trace_step(WorkloadConfig("hf:gpt2", 1, device="meta", seq_len=1024), "forward")
     step = TrainingStep(WorkloadConfig("hf:gpt2", 1, device="meta", seq_len=1024))
     parameters = sum(p.numel() for p in step.model.parameters())  # tied: the token table once

@@ -21,6 +21,7 @@ from hroofline.api.face import RunView
 from hroofline.api.views import ComparisonView
 from hroofline.cli.main import build_parser
 from hroofline.errors import HrooflineError, StoreError, UsageError
+from tests.conftest import need_package
 
 READ_COMMANDS = (
     ("runs",),
@@ -260,8 +261,62 @@ def test_a_sweep_reuses_a_configuration_already_predicted(cli, predicted_store: 
     assert "estimated " in sweep.out  # the sweep's table names the run that holds it
 
 
+def test_a_sweep_does_not_reuse_the_prediction_of_an_edited_model_file(cli, tmp_path: Path) -> None:
+    model = tmp_path / "small_net.py"
+    model.write_text("import torch\n\ndef build():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))\n")
+    store = tmp_path / "store"
+    sweep = ("predict", "--model", f"{model}:build", "--gpu", "v100", "--phases", "forward", "--batch-size", "1,2")
+    sweep = (*sweep, "--input-shape", "3,8,8", "--store", store)
+    assert cli(*sweep).code == 0
+    again = cli(*sweep)
+    assert again.code == 0 and again.err.count("predicts this configuration already") == 2, again.err
+    model.write_text(model.read_text().replace("Conv2d(3, 4, 3)", "Conv2d(3, 16, 3)"))
+    edited = cli(*sweep)
+    assert edited.code == 2 and "predicts this configuration already" not in edited.err
+    assert "exists already, a prediction of another configuration" in edited.err
+
+
+def test_a_prediction_s_identity_holds_hroofline_s_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hroofline.collect.meta_trace import trace_identity
+    from hroofline.collect.workload import WorkloadConfig
+
+    config = WorkloadConfig("resnet18", 1, "fp32", "sgd", "meta")
+    before = trace_identity(config, "v100-sxm2", "forward")
+    assert trace_identity(config, "v100-sxm2", "forward") == before
+    monkeypatch.setattr(hroofline, "__version__", "99.0")
+    assert trace_identity(config, "v100-sxm2", "forward") != before
+
+
+def test_a_single_prediction_honours_format(cli, tmp_path: Path) -> None:
+    argv = ("predict", "--arch", "resnet18", "--gpu", "v100", "--batch-size", "1", "--store", tmp_path / "store")
+    text = cli(*argv)
+    rows = pd.read_csv(io.StringIO(cli(*argv, "--format", "csv", "--replace").out))
+    data = json.loads(cli(*argv, "--format", "json", "--replace").out)
+    assert list(rows["phase"]) == [row["phase"] for row in data] == ["forward", "backward", "optimizer", "total"]
+    assert list(rows.columns) == list(data[0]) and {"time_bound_s", "time_s", "flops", "bytes_hbm"} <= set(rows)
+    stored = json.loads(
+        cli("summary", "resnet18-fp32-v100-sxm2-b1-predicted", "--format", "json", "--store", tmp_path / "store").out
+    )
+    for row in data:
+        values = stored["total"] if row["phase"] == "total" else stored["phases"][row["phase"]]
+        assert row["time_s"] == pytest.approx(values["time_s"], rel=1e-12)
+        assert row["flops"] == pytest.approx(values["flops"], rel=1e-12)
+    (step,) = [line for line in text.out.splitlines() if line.startswith("step ")]  # the text table's total row
+    assert step.split()[3:5] == [f"{data[-1]['time_s'] * 1e3:.2f}", "ms"] and step.split()[-5] == str(data[-1]["ops"])
+
+
+def test_a_dev_package_that_is_missing_fails_when_fixtures_are_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HROOFLINE_REQUIRE_FIXTURES", "1")
+    with pytest.raises(pytest.fail.Exception, match="HROOFLINE_REQUIRE_FIXTURES=1"):
+        need_package("no_such_package_hroofline")
+    monkeypatch.delenv("HROOFLINE_REQUIRE_FIXTURES")
+    with pytest.raises(pytest.skip.Exception):
+        need_package("no_such_package_hroofline")
+    assert need_package("json") is json
+
+
 def test_a_transformer_s_estimate_is_not_given_the_cnns_error_band(cli, tmp_path: Path) -> None:
-    pytest.importorskip("transformers")
+    need_package("transformers")  # in the dev extras: HROOFLINE_REQUIRE_FIXTURES=1 fails without it, not skips
     said = cli(
         "predict",
         "--model",

@@ -15,6 +15,7 @@ from hroofline.collect.meta_trace import trace_step
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.roofs.metricset import metrics_dir
 from hroofline.store.runs import RunStore
+from tests.conftest import need_package
 
 FLOP_COLUMNS = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
 
@@ -301,7 +302,7 @@ def test_attention_is_traced_as_the_fused_kernel_pytorch_runs() -> None:
 def test_amp_casts_what_autocast_casts_in_a_transformer() -> None:
     """GPT-2 calls torch.addmm itself (Hugging Face's Conv1D), not nn.Linear: under amp its matrix products still
     run in 16 bit, and layer norm and softmax in float32, as autocast's lists say."""
-    pytest.importorskip("transformers")
+    need_package("transformers")
     launches = trace_step(WorkloadConfig("hf:gpt2", batch_size=1, precision="amp", seq_len=64), "train")
     forward = launches[launches["phase"] == "forward"]
     matmul = forward[forward["kernel"].isin(MATMUL_OPS)]

@@ -347,10 +347,8 @@ def readme_trace_snippet(text: str) -> tuple[str, list[str]]:
 def test_the_readme_trace_snippet_makes_a_trace_that_imports(tmp_path: Path, reader_env: dict[str, str]) -> None:
     """Issue 48: a CPU trace of a small model made with the README's own torch.profiler snippet imports and gives
     `summary`, `top` and a chart. The snippet runs on the CPU here, as a reader without a GPU runs it, then the
-    README's commands after it, in order, into a fresh store.
-
-    Needs `hroofline import trace.json --gpu cpu` to accept a CPU-only trace (issue 48, item 5: a parallel change);
-    until that lands, the import is refused ("needs the CUDA activity" / "unknown GPU 'cpu'") and this test fails."""
+    README's commands after it, in order, into a fresh store (`hroofline import trace.json --gpu cpu` takes a trace
+    recorded on the CPU alone, with this machine's ceilings as its roofs)."""
     snippet, commands = readme_trace_snippet(README.read_text())
     (tmp_path / "snippet.py").write_text(snippet)
     env = {**reader_env, "HROOFLINE_STORE": str(tmp_path / "runs"), "CUDA_VISIBLE_DEVICES": ""}

@@ -27,12 +27,13 @@ COLUMNS = (
 )
 
 
-def findings(run: Run) -> list[Finding]:
-    return find(run)
+def findings(run: Run, ceilings: str | None = None) -> list[Finding]:
+    return find(run, ceilings)
 
 
-def advise(run: Run) -> pd.DataFrame:
-    """One row per finding, the most to win first: what to change, the evidence, and what it can win (s)."""
+def advise(run: Run, ceilings: str | None = None) -> pd.DataFrame:
+    """One row per finding, the most to win first: what to change, the evidence, and what it can win (s), against
+    the run's roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file)."""
     rows = [
         {
             "rule": f.rule.key,
@@ -50,6 +51,6 @@ def advise(run: Run) -> pd.DataFrame:
             "code": f.code,
             "detail": dict(f.detail),
         }
-        for f in findings(run)
+        for f in findings(run, ceilings)
     ]
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -113,11 +113,12 @@ class RunView(Run):
         check_count("top", top)
         return report([self], [], title or f"hroofline report: {self.name}", top, ceilings).write(Path(out))
 
-    def advise(self) -> pd.DataFrame:
-        """What to change in the step, one row per finding, the most to win first, as ``hroofline advise``."""
+    def advise(self, ceilings: str | None = None) -> pd.DataFrame:
+        """What to change in the step, one row per finding, the most to win first, as ``hroofline advise``, against
+        the run's roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file)."""
         from hroofline.api.advice import advise
 
-        return advise(self)
+        return advise(self, ceilings)
 
     def facts(self) -> dict[str, object]:
         """The run in a line: how it was collected, GPU, precision, phases, launches."""

@@ -48,6 +48,8 @@ def import_files(
     name = check_run_name(run)
     say = progress or (lambda text: None)
     replacing = replace and store.has_run(name)
+    if defaults.ceilings and store.has_run(name) and not replacing:
+        _check_ceilings_taken(store, name, defaults.ceilings)
     already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
     metric_set = load_metric_set()
     read: list[ReadSource] = []
@@ -80,6 +82,19 @@ def import_files(
         return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
     added = store.add_sources(name, imported, defaults.gpu, defaults.precision, defaults.ceilings)
     return Imported(added, skipped)
+
+
+def _check_ceilings_taken(store: RunStore, name: str, ceilings: dict[str, Any]) -> None:
+    """Ceilings given for a run that has its own already would be ignored (a run keeps the roofs it was made
+    with): refused, with the way to make the run with them."""
+    own = store.load_meta(name).ceilings
+    if own and own != ceilings:
+        raise UsageError(
+            f"--ceilings: run {name!r} has ceilings already ({own.get('label') or 'measured'}); they are kept, not "
+            "replaced by these",
+            "import with --replace to make the run anew with these ceilings, or pass --ceilings to top, chart, "
+            "report or advise to judge it against them",
+        )
 
 
 def _cpu_run_defaults(

@@ -59,11 +59,12 @@ def compare(base: Run | str, candidate: Run | str, store: str | Path | None = No
     return ComparisonView(compare_runs(first, second), first, second, n)
 
 
-def advise(run: Run | str, store: str | Path | None = None) -> pd.DataFrame:
-    """What to change in ``run``'s step, one row per finding, the most to win first, as ``hroofline advise``."""
+def advise(run: Run | str, store: str | Path | None = None, ceilings: str | None = None) -> pd.DataFrame:
+    """What to change in ``run``'s step, one row per finding, the most to win first, as ``hroofline advise``,
+    against the run's roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file)."""
     from hroofline.api.advice import advise as findings_table
 
-    return findings_table(run if isinstance(run, Run) else load(run, store))
+    return findings_table(run if isinstance(run, Run) else load(run, store), ceilings)
 
 
 def import_run(

@@ -67,14 +67,14 @@ def report(
     from hroofline.render.report import report_page
 
     notes: list[str] = []
-    sections = [_run_section(run, run_roofs(run, ceilings), top) for run in runs]
+    sections = [_run_section(run, run_roofs(run, ceilings), top, ceilings) for run in runs]
     comparisons = [_comparison_section(base, candidate, top) for base, candidate in pairs]
     totals = {section.name: section.summary["total"] for section in sections}
     overview = _overview_section(runs, totals, ceilings, notes) if len(runs) > 1 else None
     return Report(report_page(title, sections, comparisons, overview), sections, comparisons, notes)
 
 
-def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
+def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = None) -> RunSection:
     from hroofline.render.report import PhaseSection, RunSection
     from hroofline.render.roofline_chart import ChartOptions, roofline_chart
 
@@ -121,7 +121,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int) -> RunSection:
         warnings=warnings_of(notes),
         details=explained(notes),
         sources=list(meta.sources),
-        advice=findings(run),
+        advice=findings(run, ceilings),
         roof_sources=readable_source(roofs.source).split("; "),
     )
 

@@ -6,8 +6,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from hroofline.cli.chart_cmds import CEILINGS_HELP
 from hroofline.cli.common import add_store_option, open_store, write_out
 from hroofline.render.text import FORMATS
+from hroofline.roofs.ceilings import bundled_ceiling_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,6 +19,7 @@ examples:
   hroofline advise deepcam-fp32                    the findings, the most to win first
   hroofline advise deepcam-amp-o1 --format json    the same as data (hroofline.advise(run) in Python)
   hroofline advise deepcam-amp-o1 --format csv     one row per finding, for a spreadsheet
+  hroofline advise deepcam-fp32 --ceilings v100-yang-ert   against measured ceilings (a run without roofs: a FILE)
 
 Each finding names the rule that fired, its evidence (kernels, layers, their time and share of the step,
 their % of roof), the change in PyTorch terms with a line of code, and what it can win: an upper bound
@@ -44,6 +47,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="table: the findings in sentences, for people (`text`, its former name, is taken too); csv: one row "
         "per finding; json: the findings as data",
     )
+    advise.add_argument(
+        "--ceilings", metavar="GPU|SET|FILE", help=CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()))
+    )
     add_store_option(advise)
     advise.set_defaults(run_command=run_advise)
 
@@ -61,12 +67,12 @@ def run_advise(args: argparse.Namespace) -> int:
 
     run = open_store(args).load(args.run)
     if args.format == "json":
-        write_out(to_json({"run": run.name, "findings": advise(run).to_dict(orient="records")}))
+        write_out(to_json({"run": run.name, "findings": advise(run, args.ceilings).to_dict(orient="records")}))
         return 0
     if args.format == "csv":
-        write_out(render_frame(flat_findings(advise(run)), "csv"))
+        write_out(render_frame(flat_findings(advise(run, args.ceilings)), "csv"))
         return 0
-    write_out(advice_text(run.name, findings(run), advice_context(run).on_gpu))
+    write_out(advice_text(run.name, findings(run, args.ceilings), advice_context(run, args.ceilings).on_gpu))
     return 0
 
 

@@ -84,6 +84,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "recorded here)",
     )
     parser.add_argument(
+        "--measure-ceilings",
+        action="store_true",
+        help="for a CPU trace recorded here: measure this CPU's ceilings anew (a quiet machine gives the truest "
+        "roofs) and cache them for later runs (default: measured once per machine and cached)",
+    )
+    parser.add_argument(
         "--force-gpu",
         action="store_true",
         help="judge a report as --gpu even where the device it states has another SM count (default: refused)",
@@ -130,8 +136,13 @@ def parse_steps(text: str) -> frozenset[int]:
 def run(args: argparse.Namespace) -> int:
     name = check_run_name(args.run)
     on_cpu = bool(args.gpu) and args.gpu.strip().lower() == CPU
-    if args.force_gpu and (not args.gpu or on_cpu):
+    if args.force_gpu and on_cpu:
+        raise UsageError("--force-gpu: not with --gpu cpu (it judges a GPU's report as another GPU)")
+    if args.force_gpu and not args.gpu:
         raise UsageError("--force-gpu needs --gpu: the GPU to judge the report as")
+    if args.measure_ceilings and (args.ceilings or (args.gpu and not on_cpu)):
+        what = "--ceilings FILE" if args.ceilings else f"--gpu {args.gpu} (a GPU's roofs are its catalog's)"
+        raise UsageError(f"--measure-ceilings: measures this CPU's ceilings, for a CPU trace, not with {what}")
     ceilings = load_ceilings_file(Path(args.ceilings)).to_json() if args.ceilings else None  # before the import
     options = ImportOptions(
         phase=parse_phase_option(args.phase) if args.phase else None,
@@ -146,7 +157,16 @@ def run(args: argparse.Namespace) -> int:
     defaults = RunDefaults(gpu, args.precision, ceilings)
     store = open_store(args, writing=True)
     unknown: list[str] = []  # why the CPU's ceilings are not known, where they are not
-    done = import_files(store, name, args.sources, options, defaults, args.replace, progress, _cpu_ceilings(unknown))
+    done = import_files(
+        store,
+        name,
+        args.sources,
+        options,
+        defaults,
+        args.replace,
+        progress,
+        _cpu_ceilings(unknown, args.measure_ceilings),
+    )
     for prefix in done.skipped:
         say(f"{prefix}: already in run {name!r}, nothing added")
     result = done.result
@@ -170,19 +190,21 @@ def run(args: argparse.Namespace) -> int:
         say(f"{source.info.path}: already in run {name!r}, nothing added")
     total = int(result.run.launches["launches"].sum())
     say(f"run {name!r}: {total} launches from {len(result.run.meta.sources)} sources in {store.root}")
+    if args.measure_ceilings and result.run.meta.gpu != CPU:
+        say(f"note: --measure-ceilings: nothing measured: run {name!r} is not a CPU run (its roofs are its GPU's)")
     _warn_without_roofs(result.run, unknown)
     return 0
 
 
-def _cpu_ceilings(unknown: list[str]) -> CpuCeilings:
+def _cpu_ceilings(unknown: list[str], measure_again: bool = False) -> CpuCeilings:
     """The ceilings of the CPU a CPU trace was recorded on, where that is this machine (the trace's host_name):
-    this CPU's. Else none, and why in ``unknown``."""
+    this CPU's (cached, or measured anew with ``measure_again``). Else none, and why in ``unknown``."""
 
     def ceilings(sources: list[ImportedSource]) -> dict[str, Any] | None:
         hosts = {source.info.settings.get("host") for source in sources}
         here = socket.gethostname()
         if hosts == {here}:
-            return this_cpu_ceilings().to_json()
+            return this_cpu_ceilings(measure_again).to_json()
         recorded = ", ".join(sorted(repr(h) for h in hosts if h and h != here))
         unknown.append(
             f"the trace was recorded on host {recorded}, not on this one ({here!r})"

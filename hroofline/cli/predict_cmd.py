@@ -21,7 +21,7 @@ from hroofline.cli.common import (
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
-from hroofline.render.prediction import prediction_text, sweep_text
+from hroofline.render.prediction import prediction_table, prediction_text, sweep_text
 from hroofline.render.text import FORMATS, render_frame
 from hroofline.roofs.catalog import GpuName, resolve_gpu
 from hroofline.store.files import check_run_name
@@ -83,7 +83,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "over batch sizes), an --input-shape or --seq-len other than the model's own, the adam optimizer)",
     )
     predict.add_argument("--replace", action="store_true", help="replace the run(s) if they exist")
-    predict.add_argument("--format", choices=FORMATS, default="table", help="a sweep's table as text, CSV or JSON")
+    predict.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table: the prediction in sentences (a sweep: its table); csv, json: one row per phase and one for the "
+        "total (a sweep: one row per configuration)",
+    )
     predict.add_argument(
         "--calibrate",
         metavar="RUN",
@@ -210,8 +216,10 @@ def run_predict(args: argparse.Namespace) -> int:
         store.replace_run(plan.run, [prediction.source], RunDefaults(plan.gpu.name, plan.config.precision, None))
     for note in notes:
         say(f"hroofline: note: {note}")
-    if len(predictions) == 1:
+    if len(predictions) == 1 and args.format == "table":
         write_out(prediction_text(predictions[0].view()))
+    elif len(predictions) == 1:
+        write_out(render_frame(prediction_table(predictions[0].view()), args.format))
     else:
         table = sweep_table([sweep_entry(p) for p in predictions])
         write_out(sweep_text(table) if args.format == "table" else render_frame(table, args.format))

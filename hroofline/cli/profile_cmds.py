@@ -145,8 +145,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     cpu_options.add_argument(
         "--ceilings",
         metavar="FILE",
-        help="ceilings file for the run (default: this CPU's, measured by the first profile on this machine, a few "
-        "seconds, and kept in the user's cache folder, $HROOFLINE_CACHE_DIR or ~/.cache/hroofline)",
+        help="ceilings file for the run (default: this CPU's, measured once per machine by its first profile, "
+        "which prints how long it took, and cached in $HROOFLINE_CACHE_DIR, else $XDG_CACHE_HOME/hroofline, else "
+        "~/.cache/hroofline)",
     )
     cpu_options.add_argument(
         "--measure-ceilings",

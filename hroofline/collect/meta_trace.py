@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -56,6 +57,18 @@ def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrac
 
 
 def trace_identity(config: WorkloadConfig, gpu: str, phases: str) -> str:
-    """A prediction's source identity: the same question gives the same answer."""
-    text = f"{sorted(asdict(config).items())} {gpu} {phases}"
+    """A prediction's source identity: the same question to the same hroofline and torch gives the same answer
+    (a sweep reuses a prediction of the store with it). A ``FILE.py:FACTORY`` model is known by its file's
+    content too: an edited model is another question."""
+    import torch
+
+    import hroofline
+
+    text = (
+        f"{sorted(asdict(config).items())} {gpu} {phases} hroofline {hroofline.__version__} torch {torch.__version__}"
+    )
+    spec = config.model
+    where = spec.name.rpartition(":")[0] if spec.kind == "python" else ""
+    if where.endswith(".py") and Path(where).is_file():
+        text += f" file {hashlib.sha256(Path(where).read_bytes()).hexdigest()}"
     return hashlib.sha256(text.encode()).hexdigest()

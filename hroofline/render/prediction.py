@@ -142,6 +142,41 @@ def _phase_table(summary: Summary, whole: str, op_counts: Mapping[str, int]) -> 
     return text_table(rows).rstrip("\n")
 
 
+PHASE_COLUMNS = (
+    "run",
+    "phase",
+    "time_bound_s",
+    "time_s",
+    "flops",
+    "bytes_hbm",
+    "ops",
+    "memory_peak_bytes",
+    "memory_retained_bytes",
+)
+
+
+def prediction_table(view: PredictionView) -> pd.DataFrame:
+    """The text's phase table as data (``predict --format csv|json``): one row per phase and one for the whole
+    step (``total``), in SI base units."""
+    rows = []
+    for phase, values in view.summary.items():
+        ops = view.op_counts.get(phase, values.get("kernels"))
+        rows.append(
+            {
+                "run": view.run,
+                "phase": phase,
+                "time_bound_s": _number(values.get("time_bound_s")),
+                "time_s": _number(values.get("time_s")),
+                "flops": _number(values.get("flops")),
+                "bytes_hbm": _number(values.get("bytes_hbm")),
+                "ops": ops,
+                "memory_peak_bytes": _number(values.get("memory_peak_bytes")),
+                "memory_retained_bytes": _number(values.get("memory_retained_bytes")),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(PHASE_COLUMNS))
+
+
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 

@@ -134,13 +134,13 @@ def _most(frame: pd.DataFrame, column: str) -> tuple[tuple[str, float], ...]:
     return tuple((str(name), float(time)) for name, time in times.iloc[:_LISTED].items())
 
 
-def advice_context(run: Run) -> AdviceContext:
+def advice_context(run: Run, ceilings: str | None = None) -> AdviceContext:
     """The step's kernel launches of ``run`` (its phases; no copies, sets or communication) with their time at
-    roof against the run's own roofs."""
+    roof against the run's own roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file, as ``top``'s)."""
     launches = run.launches
     in_step = launches["phase"].isin(STEP_PHASES) & ~launches["category"].isin(_NOT_KERNELS).fillna(False)
     in_step &= launches["time_s"].notna()
-    roofs = run_roofs(run)
+    roofs = run_roofs(run, ceilings)
     chosen = launches[in_step]
     terms = launch_roof_terms(chosen, roofs.per_launch.loc[chosen.index], load_metric_set().pipes_of(run.meta.cc))
     frame = chosen.assign(time_at_roof_s=terms["time_at_roof_s"])

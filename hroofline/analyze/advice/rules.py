@@ -28,12 +28,12 @@ RULES: dict[str, tuple[Detector, Confirmer]] = {
 }
 
 
-def advise(run: Run) -> list[Finding]:
-    """Every rule that applies to ``run`` and fires, the one that can win most first. A predicted run has no
-    measured kernels: no advice."""
+def advise(run: Run, ceilings: str | None = None) -> list[Finding]:
+    """Every rule that applies to ``run`` and fires, the one that can win most first, against the run's roofs (or
+    ``ceilings``). A predicted run has no measured kernels: no advice."""
     if run.meta.predicted:
         return []
-    context = advice_context(run)
+    context = advice_context(run, ceilings)
     if context.step_time_s <= 0:
         return []
     found = []
