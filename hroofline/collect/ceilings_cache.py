@@ -76,9 +76,7 @@ class CpuCeilings:
         """How busy the machine was, where its load average was over twice its cores: roofs measured then may be
         low (a dot of a later profile above them). (Up to twice, one thread's rate times the threads holds the
         roofs: measure.py; and the minute after `make venv`'s pip, or a test run's two workers, is not busy.)"""
-        from hroofline.collect.measure import usable_cpus
-
-        cores = usable_cpus()
+        cores = os.cpu_count() or 1  # the load average is the machine's: against its cores
         if self.load is None or self.load <= BUSY_LOAD_PER_CORE * cores:
             return None
         return f"the machine was busy, load average {self.load:.1f} on {cores} core(s): the roofs may be low"
