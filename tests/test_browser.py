@@ -38,8 +38,9 @@ class BrowserResult:
     console: list[str]
 
 
-def _open(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = [
+def headless_chromium(profile: Path, *extra: str) -> list[str]:
+    """Chromium's command line headless, in a profile of its own, its console on stderr (the docs test's too)."""
+    return [
         _chromium(),
         "--headless",
         "--no-sandbox",
@@ -48,10 +49,12 @@ def _open(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[s
         f"--user-data-dir={profile}",
         "--enable-logging=stderr",
         "--v=0",
-        "--virtual-time-budget=30000",
         *extra,
-        url,
     ]
+
+
+def _open(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [*headless_chromium(profile, "--virtual-time-budget=30000", *extra), url]
     return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
 
 

@@ -29,7 +29,7 @@ import pytest
 
 from hroofline.cli.main import COMMANDS
 from tests.conftest import REPO
-from tests.test_browser import _chromium
+from tests.test_browser import headless_chromium
 from tools import docs_reference
 from tools.check_site import check_site
 
@@ -234,17 +234,7 @@ def served(site: Path) -> Iterator[Served]:
 
 
 def _browser(profile: Path, *extra: str) -> list[str]:
-    return [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *extra,
-    ]
+    return headless_chromium(profile, *extra)
 
 
 def test_every_page_opens_in_chromium(site: Path, served: Served, tmp_path: Path) -> None:
