@@ -233,17 +233,15 @@ def served(site: Path) -> Iterator[Served]:
         server.server_close()
 
 
-def _browser(profile: Path, *extra: str) -> list[str]:
-    return headless_chromium(profile, *extra)
-
-
 def test_every_page_opens_in_chromium(site: Path, served: Served, tmp_path: Path) -> None:
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if p.name != "404.html")
     (site / "__harness__.html").write_text(HARNESS % json.dumps(pages))
     log = tmp_path / "chromium.log"
     with log.open("w") as stderr:
         browser = subprocess.Popen(
-            _browser(tmp_path / "profile", served.root + "__harness__.html"), stdout=subprocess.DEVNULL, stderr=stderr
+            headless_chromium(tmp_path / "profile", served.root + "__harness__.html"),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
         )
         try:
             finished = served.done.wait(timeout=PAGES_TIMEOUT_S)
@@ -283,7 +281,7 @@ def test_search_works_from_the_file_system(site: Path, tmp_path: Path) -> None:
     """Opened as files (no server), the search finds the command reference: the offline plugin's index and the
     worker shim kept in docs/assets."""
     url = (site / "index.html").as_uri() + "?q=roofline"
-    command = _browser(tmp_path / "profile", "--virtual-time-budget=30000", "--dump-dom", url)
+    command = headless_chromium(tmp_path / "profile", "--virtual-time-budget=30000", "--dump-dom", url)
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     hits = re.findall(r'class="md-search-result__item"', done.stdout)

@@ -6,16 +6,15 @@ of this machine are left out, each with its reason."""
 
 from __future__ import annotations
 
-import argparse
 import shlex
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hroofline.cli.main import COMMANDS, EPILOG, build_parser, main
+from hroofline.cli.main import COMMANDS, EPILOG, main
 from tests.conftest import SHARED
+from tools.docs_reference import command_parser
 
 # An example that is not run, by how it starts, and why.
 LEFT_OUT = {
@@ -25,8 +24,8 @@ LEFT_OUT = {
     "hroofline profile --arch resnet50 --gpu a100 --kernels": "ncu on an A100",
     "hroofline profile --arch resnet18 --gpu cpu": "a CPU profile: about 4 minutes here (test_cpu_profile runs one)",
     "hroofline profile --arch deeplabv3_resnet50": "a CPU profile of a 512x512 segmentation step: many minutes",
-    "hroofline profile --model mypkg.models:build": "a CPU profile (test_cpu_profile profiles --model FILE.py:F)",
-    "hroofline profile --gpu cpu --script": "a CPU profile of a script (test_cpu_profile runs samples/)",
+    "hroofline profile --model mypkg.models:build": "a CPU profile (test_layers predicts a FILE.py:F model)",
+    "hroofline profile --gpu cpu --script": "a CPU profile of a script (test_layers runs samples/)",
     "hroofline profile --gpu h100 --backend trace --script": "torch.profiler on an H100",
     "hroofline import trace.json --run mine --ceilings": "a CPU trace of the user's (test_cpu_traces records one)",
     "hroofline ceilings --measure": "measures this machine for minutes (test_roofs and bench measure it)",
@@ -51,9 +50,7 @@ FILES = {
 def _epilogs() -> Iterator[tuple[str, str]]:
     yield "hroofline", EPILOG
     for command in ("predict", *[c for c in COMMANDS if c != "predict"]):
-        parser = build_parser(command)
-        (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        yield command, commands.choices[command].epilog or ""
+        yield command, command_parser(command).epilog or ""
 
 
 def _cut(line: str) -> tuple[str, str | None]:
@@ -102,10 +99,9 @@ def test_every_example_is_found_and_every_reason_is_used() -> None:
 
 
 def test_every_help_example_runs_when_copied(
-    deepcam_store: Path, h100_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    deepcam_store_copy: Path, h100_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = tmp_path / "store"
-    shutil.copytree(deepcam_store, store)
+    store = deepcam_store_copy
     for old, new in (("deepcam-O0", "deepcam-fp32"), ("deepcam-O1", "deepcam-amp-o1")):
         assert main(["rename", old, new, "--store", str(store)]) == 0
     work = tmp_path / "work"

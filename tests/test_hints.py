@@ -5,7 +5,6 @@ are refused, not dropped."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import socket
@@ -14,16 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from hroofline.cli.main import build_parser
 from hroofline.roofs.ceilings import CPU_CEILINGS_HINT
+from tools.docs_reference import command_parser
 
 ROOF_COMMANDS = ("top", "chart", "report", "advise")  # the commands "top, chart, report and advise need roofs" names
 
 
 def options_of(command: str) -> set[str]:
-    parser = build_parser(command)
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return {name for action in commands.choices[command]._actions for name in action.option_strings}
+    return {name for action in command_parser(command)._actions for name in action.option_strings}
 
 
 def named_options(text: str) -> set[str]:

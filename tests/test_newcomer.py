@@ -19,9 +19,9 @@ import pytest
 import hroofline
 from hroofline.api.face import RunView
 from hroofline.api.views import ComparisonView
-from hroofline.cli.main import build_parser
 from hroofline.errors import HrooflineError, StoreError, UsageError
 from tests.conftest import need_package
+from tools.docs_reference import command_parser
 
 READ_COMMANDS = (
     ("runs",),
@@ -158,9 +158,7 @@ API_OF_COMMAND: dict[str, tuple[Callable[..., object], ...]] = {
 
 
 def _options(command: str) -> list[argparse.Action]:
-    parser = build_parser(command)
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return [a for a in commands.choices[command]._actions if not isinstance(a, argparse._HelpAction)]
+    return [a for a in command_parser(command)._actions if not isinstance(a, argparse._HelpAction)]
 
 
 @pytest.mark.parametrize("command", sorted(API_OF_COMMAND))

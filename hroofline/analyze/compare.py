@@ -85,14 +85,6 @@ def _ratio(numerator: float | int | None, denominator: float | int | None) -> fl
 STEP_SETTINGS = ("arch", "model", "batch_size", "precision", "seq_len")
 
 
-def predicted_side(base: Run, candidate: Run) -> str | None:
-    """ "base" or "candidate" where exactly one of the two runs is a prediction of the step the other measured,
-    else None (a prediction against a run of another GPU or step is no measure of the estimate's error)."""
-    if base.meta.predicted == candidate.meta.predicted or other_step(base, candidate) is not None:
-        return None
-    return "base" if base.meta.predicted else "candidate"
-
-
 def other_step(base: Run, candidate: Run) -> str | None:
     """Why two runs are not the same step on the same GPU (the setting that differs and its two values), where
     their metadata says so; None where nothing recorded differs."""
@@ -115,12 +107,12 @@ def _step_settings(run: Run) -> dict[str, str]:
     return found
 
 
-def compare_phases(base: Run, candidate: Run) -> dict[str, dict[str, float | None]]:
-    """Per phase: both runs' figures, candidate/base ratios and the speedup; where one run is a prediction, also
-    the measured run's time, FLOPs and HBM bytes over the prediction's (``measured_over_estimated_*``) and its
-    time over the prediction's roofline bound (``measured_over_bound``)."""
+def compare_phases(base: Run, candidate: Run, side: str | None) -> dict[str, dict[str, float | None]]:
+    """Per phase: both runs' figures, candidate/base ratios and the speedup; where ``side`` ("base" or
+    "candidate") predicts the step the other run measured, also the measured run's time, FLOPs and HBM bytes over
+    the prediction's (``measured_over_estimated_*``) and its time over the prediction's roofline bound
+    (``measured_over_bound``)."""
     base_phases, cand_phases = phase_summary(base), phase_summary(candidate)
-    side = predicted_side(base, candidate)
     result: dict[str, dict[str, float | None]] = {}
     for phase in [p for p in base_phases if p in cand_phases]:
         b, c = base_phases[phase], cand_phases[phase]
@@ -266,17 +258,22 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     families.loc[merged["time_s_b"].isna().to_numpy(), "status"] = "only in candidate"
     families["speedup"] = families["base_time_s"] / families["candidate_time_s"].where(families["candidate_time_s"] > 0)
     families = families.sort_values("saved_s", ascending=False, kind="stable").reset_index(drop=True)
+    # One run predicting the step the other measured: "estimated versus measured"; a prediction against another
+    # GPU's or step's run is no measure of the estimate's error, and the comparison says what differs.
+    one_predicted = base.meta.predicted != candidate.meta.predicted
+    differs = other_step(base, candidate) if one_predicted else None
+    side = ("base" if base.meta.predicted else "candidate") if one_predicted and differs is None else None
     return Comparison(
         base=base.name,
         candidate=candidate.name,
-        phases=compare_phases(base, candidate),
+        phases=compare_phases(base, candidate, side),
         families=families[list(FAMILY_COLUMNS)],
         matched_on=match,
         only_in_base=only_in_base,
         only_in_candidate=only_in_candidate,
         notes=_convention_notes(base, candidate),
-        other_step=other_step(base, candidate) if base.meta.predicted != candidate.meta.predicted else None,
-        predicted=predicted_side(base, candidate),
+        other_step=differs,
+        predicted=side,
     )
 
 

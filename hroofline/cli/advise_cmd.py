@@ -6,10 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from hroofline.cli.chart_cmds import CEILINGS_HELP
-from hroofline.cli.common import add_store_option, open_store, write_out
+from hroofline.cli.common import add_store_option, open_store, roofs_option_help, write_out
 from hroofline.render.text import FORMATS
-from hroofline.roofs.ceilings import bundled_ceiling_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,9 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="table: the findings in sentences, for people (`text`, its former name, is taken too); csv: one row "
         "per finding; json: the findings as data",
     )
-    advise.add_argument(
-        "--ceilings", metavar="GPU|SET|FILE", help=CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()))
-    )
+    advise.add_argument("--ceilings", metavar="GPU|SET|FILE", help=roofs_option_help())
     add_store_option(advise)
     advise.set_defaults(run_command=run_advise)
 
@@ -72,7 +68,8 @@ def run_advise(args: argparse.Namespace) -> int:
     if args.format == "csv":
         write_out(render_frame(flat_findings(advise(run, args.ceilings)), "csv"))
         return 0
-    write_out(advice_text(run.name, findings(run, args.ceilings), advice_context(run, args.ceilings).on_gpu))
+    found = findings(run, args.ceilings)  # the context is asked for again only where nothing was found
+    write_out(advice_text(run.name, found, bool(found) or advice_context(run, args.ceilings).on_gpu))
     return 0
 
 

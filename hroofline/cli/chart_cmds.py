@@ -20,7 +20,15 @@ from hroofline.api.options import (
     kernel_query,
 )
 from hroofline.api.outputs import explained, roofline, runs_chart, top
-from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
+from hroofline.cli.common import (
+    add_selection_options,
+    add_store_option,
+    open_store,
+    positive_int,
+    roofs_option_help,
+    say,
+    write_out,
+)
 from hroofline.errors import UsageError
 from hroofline.model.names import with_table_names
 from hroofline.model.phases import parse_phase_option
@@ -28,13 +36,7 @@ from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
-from hroofline.roofs.ceilings import bundled_ceiling_files
 
-CEILINGS_HELP = (
-    "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
-    "of your own measured ceilings (default: the report's own roofs, where its sources carry ncu peak "
-    "metrics, else the datasheet of the run's GPU, scaled to the SM clock each kernel ran at)"
-)
 DOT_NOUNS = {"name": "kernels", "layer": "layers", "launch": "launches"}
 
 
@@ -44,7 +46,7 @@ EXPLAIN_HELP = (
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    ceilings_help = CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()) or "none")
+    ceilings_help = roofs_option_help()
     chart = commands.add_parser(
         "chart",
         description="Hierarchical roofline of a run: arithmetic intensity (FLOP/byte) against FLOP/s, log-log, "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from hroofline.errors import UsageError
 from hroofline.render.terminal import printable
+from hroofline.roofs.metricset import bundled_ceiling_files
 from hroofline.store.location import DEFAULT_STORE, STORE_ENV, existing_store_path, store_path
 
 # The store needs pandas and the workload its model catalog: both are imported when a command runs, so
@@ -21,6 +22,18 @@ if TYPE_CHECKING:
     from hroofline.collect.workload import WorkloadConfig
     from hroofline.store.reading import StoreReader
     from hroofline.store.runs import RunStore
+
+
+CEILINGS_HELP = (
+    "roofs to use: a catalog GPU (see `hroofline gpus`), a bundled measured set ({bundled}) or a TOML file "
+    "of your own measured ceilings (default: the report's own roofs, where its sources carry ncu peak "
+    "metrics, else the datasheet of the run's GPU, scaled to the SM clock each kernel ran at)"
+)
+
+
+def roofs_option_help() -> str:
+    """--ceilings's help, for every command that takes it (chart, top, report, advise)."""
+    return CEILINGS_HELP.format(bundled=", ".join(bundled_ceiling_files()) or "none")
 
 
 def workload_name(config: WorkloadConfig, gpu: str, batch_always: bool = False, forward: bool = False) -> str:

@@ -18,7 +18,7 @@ from hroofline.cli.common import (
     workload_name,
     write_out,
 )
-from hroofline.cli.profile_common import cpu_ceilings, report_phases
+from hroofline.cli.profile_common import cpu_ceilings, store_profiled
 from hroofline.cli.profile_trace import (
     TracePlan,
     distinct_launches_pass,
@@ -330,10 +330,7 @@ def _profile_script(args: argparse.Namespace, on_cpu: bool) -> int:
 def _store_cpu(
     args: argparse.Namespace, run: str, source: ImportedSource, precision: str | None, ceilings: Ceilings
 ) -> None:
-    store = open_store(args, writing=True)
-    with stage("stored the run"):
-        result = store.replace_run(run, [source], RunDefaults(CPU, precision, ceilings.to_json()))
-    report_phases(result.run, store.root)
+    store_profiled(args, run, source, RunDefaults(CPU, precision, ceilings.to_json()))
 
 
 def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
@@ -398,11 +395,8 @@ def _profile_gpu(
         say(f"  note: {note}")
     for warning in source.info.warnings:
         say(f"hroofline: warning: {warning}")
-    store = open_store(args, writing=True)
     precision = None if args.script is not None else canonical_precision(args.precision or "fp32")
-    with stage("stored the run"):
-        result = store.replace_run(run, [source], RunDefaults(gpu.name, precision, None))
-    report_phases(result.run, store.root)
+    store_profiled(args, run, source, RunDefaults(gpu.name, precision, None))
 
 
 def _quoted(part: str) -> str:

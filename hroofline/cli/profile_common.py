@@ -1,4 +1,4 @@
-"""What the profiling commands share: this CPU's ceilings, and the one-line account of a finished run."""
+"""What the profiling commands share: this CPU's ceilings, storing a finished run and its one-line account."""
 
 from __future__ import annotations
 
@@ -6,13 +6,18 @@ import argparse
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hroofline.analyze.kernels import phase_summary
-from hroofline.cli.common import say
+from hroofline.cli.common import open_store, say, stage
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
 from hroofline.roofs.ceilings import Ceilings, load_ceilings_file
 from hroofline.store.location import store_path
+
+if TYPE_CHECKING:
+    from hroofline.importers.source import ImportedSource
+    from hroofline.store.runs import RunDefaults
 
 
 def cpu_ceilings(args: argparse.Namespace) -> Ceilings:
@@ -40,6 +45,14 @@ def this_cpu_ceilings(measure_again: bool = False) -> Ceilings:
     else:
         say(f"roofs: this CPU's, measured {found.measured_on}, {kept}{busy or f' ({again})'}")
     return found.ceilings
+
+
+def store_profiled(args: argparse.Namespace, run: str, source: ImportedSource, defaults: RunDefaults) -> None:
+    """A profile's run, replacing any of that name, and its one-line account."""
+    store = open_store(args, writing=True)
+    with stage("stored the run"):
+        result = store.replace_run(run, [source], defaults)
+    report_phases(result.run, store.root)
 
 
 def report_phases(run: Run, root: Path) -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hroofline.cli.common import open_store, say, stage
-from hroofline.cli.profile_common import cpu_ceilings, report_phases
+from hroofline.cli.common import say, stage
+from hroofline.cli.profile_common import cpu_ceilings, store_profiled
 from hroofline.collect.distinct_launches import join_distinct, plan_distinct_launches, write_measure_calls
 from hroofline.collect.ncu_top import join_counters, kernel_filter_arguments, parse_kernels_option, top_kernel_names
 from hroofline.collect.workload import WorkloadConfig
@@ -57,10 +57,7 @@ def _store_trace_run(
     defaults = (
         RunDefaults(gpu.name, precision, None) if gpu else RunDefaults(CPU, precision, cpu_ceilings(args).to_json())
     )
-    store = open_store(args, writing=True)
-    with stage("stored the run"):
-        result = store.replace_run(run, [source], defaults)
-    report_phases(result.run, store.root)
+    store_profiled(args, run, source, defaults)
 
 
 def _check_gpu_visible(gpu: GpuName | None) -> None:

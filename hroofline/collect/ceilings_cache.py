@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hroofline.errors import HrooflineError
-from hroofline.roofs.ceilings import Ceilings, from_peaks, load_ceilings_file, read_toml_file
+from hroofline.roofs.ceilings import Ceilings, ceilings_from_toml, read_toml_file
 
 CACHE_ENV = "HROOFLINE_CACHE_DIR"
 KEY_TABLE = "machine"  # the cached file's table that holds its key
@@ -104,8 +104,8 @@ def cpu_ceilings_cached(progress: Callable[[str], None], remeasure: bool = False
         _write_atomically(path, text)
     except OSError as error:  # a read-only home: the profile goes on, measuring again next time
         progress(f"could not keep the ceilings in {path.parent} ({error.strerror}): set {CACHE_ENV} to a folder")
-        return CpuCeilings(_ceilings_of_text(text), None, True, day, load)
-    return CpuCeilings(load_ceilings_file(path), path, True, day, load)
+        return CpuCeilings(ceilings_from_toml(tomllib.loads(text), path), None, True, day, load)
+    return CpuCeilings(ceilings_from_toml(tomllib.loads(text), path), path, True, day, load)
 
 
 def _load_average() -> float | None:
@@ -127,7 +127,7 @@ def _read(path: Path, key: dict[str, str], progress: Callable[[str], None]) -> C
     """The cached ceilings, or None (said in one line) where the file is not what this machine wrote."""
     try:
         data = read_toml_file(path, "cached ceilings file")
-        ceilings = load_ceilings_file(path)
+        ceilings = ceilings_from_toml(data, path)
         kept = data.get(KEY_TABLE)
         if not isinstance(kept, dict) or {name: kept.get(name) for name in key} != key:
             raise HrooflineError(f"cached ceilings file {path} is not this machine's")
@@ -137,12 +137,6 @@ def _read(path: Path, key: dict[str, str], progress: Callable[[str], None]) -> C
     load = kept.get("load_average")
     load = float(load) if isinstance(load, int | float) and not isinstance(load, bool) else None
     return CpuCeilings(ceilings, path, False, str(kept.get("measured_on", "?")), load)
-
-
-def _ceilings_of_text(text: str) -> Ceilings:
-    """The ceilings of a measurement this process made (not checked as a user's file is)."""
-    data = tomllib.loads(text)
-    return from_peaks(str(data["name"]), str(data["source"]), dict(data["ceilings"]))
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -62,7 +62,7 @@ def profile_trace(
     """Profiles ``steps`` training steps (after ``warmup``) with torch.profiler; the trace is written to
     ``trace_file`` and imported. ``mark_calls`` numbers the op calls (:mod:`hroofline.collect.op_calls`) so
     that an ncu pass can measure chosen ones."""
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity
 
     from hroofline.collect.op_calls import marking, trace_call_marks
 
@@ -78,16 +78,7 @@ def profile_trace(
     progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
     scale = step.loss_scale()
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
-    # A schedule makes the profiler mark each step (ProfilerStep#N) and hand over the trace after the last;
-    # the warm-up steps ran above.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*warmup.*")
-        profiler = profile(
-            activities=activities,
-            record_shapes=True,
-            schedule=schedule(wait=0, warmup=0, active=steps, repeat=1),
-            on_trace_ready=lambda done: done.export_chrome_trace(str(trace_file)),
-        )
+    profiler = _step_profiler(activities, steps, trace_file)  # the warm-up steps ran above
     trace_file.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with tracker, native_stderr_quiet():
@@ -149,7 +140,8 @@ def profile_script_trace(
 
 
 def _step_profiler(activities: list[Any], steps: int, trace_file: Path) -> Any:
-    """torch.profiler over ``steps`` steps, each a ``ProfilerStep#N``, the trace written after the last."""
+    """torch.profiler over ``steps`` steps: its schedule marks each step (``ProfilerStep#N``) and hands over the
+    trace, written to ``trace_file``, after the last."""
     from torch.profiler import profile, schedule
 
     with warnings.catch_warnings():

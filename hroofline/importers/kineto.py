@@ -83,7 +83,6 @@ class TraceEvents:
     distributed: dict[str, Any] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # events whose ts or dur is unusable, by why
     host_name: str | None = None  # the machine that recorded it, where the trace says (torch 2.1 on)
-    record_shapes: bool | None = None  # whether the profiler recorded op inputs, where the trace says
 
     def reject(self, why: str) -> None:
         self.rejected[why] = self.rejected.get(why, 0) + 1
@@ -134,8 +133,6 @@ def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
     _read_distributed(document.get("distributedInfo"), trace, path)
     host = document.get("host_name")
     trace.host_name = str(host) if isinstance(host, str) and host else None
-    shapes = document.get("record_shapes")
-    trace.record_shapes = bool(shapes) if isinstance(shapes, bool | int) else None
     for event in events:
         if isinstance(event, dict) and event.get("ph") == "X":
             _add_event(event, trace)

@@ -288,7 +288,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         "steps": ", ".join(map(str, steps)),
     }
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
-    if trace.record_shapes is False or frame["shapes"].isna().all():
+    if frame["shapes"].isna().all():  # record_shapes=False: no op has its inputs
         warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")

@@ -101,15 +101,8 @@ def _estimate_table(comparison: Comparison) -> TitledTable:
     return TitledTable("estimated versus measured", header, rows, 1)
 
 
-def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
-    by_layer = comparison.matched_on == "layer"
-    heading = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
-    if comparison.predicted:
-        measured = comparison.candidate if comparison.predicted == "base" else comparison.base
-        estimated = comparison.base if comparison.predicted == "base" else comparison.candidate
-        heading = f"{estimated} (estimated) versus {measured} (measured)"
-    heading += "; matched layer to layer" if by_layer else f"; kernels matched by {comparison.matched_on}"
-    key = "layer" if by_layer else "kernel family"
+def _speedup_table(comparison: Comparison) -> TitledTable:
+    """Per phase: both runs' times, the speedup, the FLOPs and HBM bytes ratios and the tensor shares."""
     phases = []
     for phase, v in comparison.phases.items():
         speedup = v["speedup"]
@@ -125,9 +118,20 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
             ]
         )
     header = ["phase", "base time", "cand. time", "speedup", "FLOPs ratio", "HBM bytes ratio", "tensor share"]
-    tables = [TitledTable("phases", header, phases, 1)]
-    if comparison.estimate_versus_measured:  # no "speedup": how far the measurement is from the estimate
-        tables = [_estimate_table(comparison)]
+    return TitledTable("phases", header, phases, 1)
+
+
+def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
+    by_layer = comparison.matched_on == "layer"
+    heading = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
+    if comparison.predicted:
+        measured = comparison.candidate if comparison.predicted == "base" else comparison.base
+        estimated = comparison.base if comparison.predicted == "base" else comparison.candidate
+        heading = f"{estimated} (estimated) versus {measured} (measured)"
+    heading += "; matched layer to layer" if by_layer else f"; kernels matched by {comparison.matched_on}"
+    key = "layer" if by_layer else "kernel family"
+    # no "speedup" for a prediction against the step it predicts: how far the measurement is from the estimate
+    tables = [_estimate_table(comparison) if comparison.estimate_versus_measured else _speedup_table(comparison)]
     left_out = [
         f"phases only in {side}, left out: {', '.join(names)}"
         for names, side in (

@@ -194,15 +194,13 @@ def _step_line(step: StepTime, whole: str) -> str:
                 f"{step.error_measured_on or 'other steps'}, 90% within x{step.error_factor:.2f}; "
                 f"no error band is known for this model)"
             )
-            return (
-                f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {per_second(step.throughput(step.bound_s), unit)}"
+        else:
+            estimate += (
+                f" ({fitted}90% of held-out measured {step.error_measured_on or 'steps'} were within "
+                f"x{step.error_factor:.2f}: "
+                f"{si(step.low_s, 's')} to "
+                f"{si(step.high_s, 's')}, {slow} to {fast})"
             )
-        estimate += (
-            f" ({fitted}90% of held-out measured {step.error_measured_on or 'steps'} were within "
-            f"x{step.error_factor:.2f}: "
-            f"{si(step.low_s, 's')} to "
-            f"{si(step.high_s, 's')}, {slow} to {fast})"
-        )
     return f"{estimate}\nbound: {si(step.bound_s, 's')}, at most {per_second(step.throughput(step.bound_s), unit)}"
 
 

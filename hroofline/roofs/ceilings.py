@@ -21,6 +21,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from hroofline.errors import InputError, UsageError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_KEYS, ROOF_LABELS
 from hroofline.model.run import HIGHEST_CLOCK_NOTE, JOINED_KIND, PEAK_PREFIX, Run, RunMeta
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name, load_gpu_names, resolve_gpu
-from hroofline.roofs.metricset import metrics_dir
+from hroofline.roofs.metricset import bundled_ceiling_files
 from hroofline.roofs.rates import SPARSE_SUFFIX
 
 CPU = "cpu"  # the --gpu name of CPU runs
@@ -113,11 +114,6 @@ def datasheet_ceilings(gpu: GpuName) -> Ceilings:
     return Ceilings(f"{gpu.name} datasheet", gpu.peak_source or "metrics/gpus.toml", dict(gpu.peaks), clocks, gpu.name)
 
 
-def bundled_ceiling_files() -> dict[str, Path]:
-    folder = metrics_dir() / "ceilings"
-    return {path.stem: path for path in sorted(folder.glob("*.toml"))}
-
-
 def read_toml_file(path: Path, what: str) -> dict:
     """A TOML file's tables; one that cannot be read or parsed is an input error naming ``what`` it is."""
     try:
@@ -130,7 +126,11 @@ def read_toml_file(path: Path, what: str) -> dict:
 
 def load_ceilings_file(path: Path) -> Ceilings:
     """A measured-ceilings file: ``name``, ``source``, optional ``gpu``, and ``[ceilings]`` in SI units."""
-    data = read_toml_file(path, "ceilings file")
+    return ceilings_from_toml(read_toml_file(path, "ceilings file"), path)
+
+
+def ceilings_from_toml(data: dict[str, Any], path: Path) -> Ceilings:
+    """A ceilings file's parsed TOML, checked as load_ceilings_file checks it (``path`` names it in errors)."""
     values = data.get("ceilings")
     if not isinstance(values, dict) or not values:
         raise InputError(
@@ -260,14 +260,13 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     from_report = [key for key in ROOF_KEYS if report[key].notna().any()]
     gpu = run_gpu(run.meta)
     datasheet = datasheet_ceilings(gpu) if gpu is not None and gpu.peaks else None
-    missing = roofs_unknown(run)
-    if missing is not None:
+    if datasheet is None and not from_report:  # what roofs_unknown says, known here already
         hint = (
             CPU_CEILINGS_HINT
             if run.meta.gpu == CPU
             else "pass --ceilings with a GPU name, a bundled set or a file of measured ceilings (see `hroofline gpus`)"
         )
-        raise UsageError(f"run {run.name!r} has no roofs: {missing}", hint)
+        raise UsageError(f"run {run.name!r} has no roofs: {roofs_unknown(run)}", hint)
     if datasheet is None:
         roofs = RunRoofs(label="", source="", per_launch=report.copy())
     else:

@@ -38,6 +38,12 @@ def metrics_dir() -> Path:
     raise FileNotFoundError("hroofline's metrics/ data folder is missing from the installation")
 
 
+def bundled_ceiling_files() -> dict[str, Path]:
+    """The measured ceiling sets that ship in metrics/ceilings, by name."""
+    folder = metrics_dir() / "ceilings"
+    return {path.stem: path for path in sorted(folder.glob("*.toml"))}
+
+
 @dataclass(frozen=True)
 class Formula:
     """One way to compute a quantity: a weighted sum of metrics, or of all metrics matching a pattern."""
