@@ -57,11 +57,21 @@ class LayerTracker(ModuleTracker):
                 self._known_modules[mod] = LOSS
         return super()._get_mod_name(mod)
 
+    def _fw_pre_hook(self, mod: Any, input: Any) -> None:
+        if torch.compiler.is_compiling():
+            return  # see _fw_post_hook
+        super()._fw_pre_hook(mod, input)
+
     def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
         """Notes which module made each output first: a module that returns a tensor another module made
         (a parent returning its last child's output, a Dropout(0) or Identity passing its input on) is
         entered by the same gradient in backward, and is then that module's shadow. A tensor changed in place
-        after it was returned (an in-place ReLU after ``out += identity``) is the changer's own."""
+        after it was returned (an in-place ReLU after ``out += identity``) is the changer's own.
+
+        Inside a torch.compile'd region both hooks step aside: Dynamo would trace this bookkeeping (PyTorch
+        2.11's failed on its weak dictionary), and the region's kernels run fused, outside any one module."""
+        if torch.compiler.is_compiling():
+            return
         name = self._get_mod_name(mod)
         tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]
         owners = [self._owner(t) for t in tensors]
