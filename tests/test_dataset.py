@@ -236,3 +236,20 @@ def test_an_old_layout_run_written_into_a_current_store_is_migrated_and_kept(cli
     kept = RunStore(root).load("first.old-layout").launches
     assert kept["metric:dram__bytes.sum"].tolist()[0] == clash["metric:dram__bytes.sum"][0]
     assert RunStore(root).load("second").launches["time_s"].tolist() == later["time_s"].tolist()
+
+
+def test_a_truncated_launches_file_leaves_out_its_run_only(cli, deepcam_store_copy: Path) -> None:
+    """Issue 45 (9): one truncated Parquet file broke every query on launches, even one filtered to another run.
+    The broken run is left out of both tables, named in one line on stderr; the other run's query is unchanged."""
+    sql = "SELECT run, count(*) AS n, sum(time_s) AS time_s FROM launches WHERE run = 'deepcam-O1' GROUP BY run"
+    before = cli("query", sql, "--format", "json", store_dir=deepcam_store_copy)
+    assert before.code == 0, before.err
+    (launches,) = (deepcam_store_copy / "runs" / "run=deepcam-O0").glob("launches-*.parquet")
+    launches.write_bytes(launches.read_bytes()[: launches.stat().st_size // 2])  # an interrupted copy
+    after = cli("query", sql, "--format", "json", store_dir=deepcam_store_copy)
+    assert after.code == 0, after.err
+    assert json.loads(after.out) == json.loads(before.out)
+    (warning,) = after.err.strip().splitlines()
+    assert "'deepcam-O0' left out" in warning and launches.name in warning and "hroofline rm deepcam-O0" in warning
+    runs = cli("query", "SELECT run FROM runs", "--format", "json", store_dir=deepcam_store_copy)
+    assert [row["run"] for row in json.loads(runs.out)] == ["deepcam-O1"]

@@ -36,10 +36,16 @@ def runs(store: str | Path | None = None) -> list[str]:
 
 def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
     """SQL over the store with DuckDB, as ``hroofline query``: tables ``launches`` (one row per launch of every
-    run) and ``runs`` (one row per run)."""
+    run) and ``runs`` (one row per run); a run whose launches file cannot be read is left out, with a warning."""
+    import warnings
+
     from hroofline.store.query import query_store
 
-    return query_store(store_at(store), sql)
+    left_out: list = []
+    result = query_store(store_at(store), sql, left_out)
+    for run in left_out:
+        warnings.warn(f"run {run.name!r} left out: {run.reason} ({run.hint})", stacklevel=2)
+    return result
 
 
 def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None, n: int = 8) -> Any:

@@ -35,6 +35,7 @@ from hroofline.model.run import Run
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.roofs.ceilings import run_gpu
+from hroofline.store.reading import BrokenRun
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -135,8 +136,9 @@ def run_query(args: argparse.Namespace) -> int:
     from hroofline.store.query import query_store
 
     store = open_store(args)
-    result = query_store(store, args.sql)
-    for run in store.readable_metas()[1]:
+    unreadable: list[BrokenRun] = []
+    result = query_store(store, args.sql, unreadable)
+    for run in [*store.readable_metas()[1], *unreadable]:
         say(f"hroofline: warning: run {run.name!r} left out: {run.reason} ({run.hint})")
     write_out(render_frame(result, args.format))
     return 0

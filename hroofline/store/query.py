@@ -18,17 +18,20 @@ import pandas as pd
 from hroofline.errors import QueryError, StoreError
 from hroofline.model.run import RunMeta
 from hroofline.store.listing import RUN_LISTING_COLUMNS, listing_rows
-from hroofline.store.reading import StoreReader
+from hroofline.store.reading import BrokenRun, StoreReader
 
 
 def listing_frame(metas: Sequence[RunMeta]) -> pd.DataFrame:
     return pd.DataFrame(listing_rows(metas), columns=list(RUN_LISTING_COLUMNS))
 
 
-def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
-    """The result of ``sql`` over the store's ``launches`` and ``runs`` tables."""
+def query_store(store: StoreReader, sql: str, left_out: list[BrokenRun] | None = None) -> pd.DataFrame:
+    """The result of ``sql`` over the store's ``launches`` and ``runs`` tables. A run whose launches file cannot
+    be read (truncated, not Parquet) is left out of both tables and added to ``left_out``, as ``hroofline runs``
+    leaves out a run whose metadata cannot be read: one broken run never breaks a query of the others."""
     import duckdb
     import pyarrow.dataset
+    import pyarrow.parquet
 
     try:
         statements = duckdb.extract_statements(sql)
@@ -46,9 +49,17 @@ def query_store(store: StoreReader, sql: str) -> pd.DataFrame:
     committed = []
     for name in store.run_names():
         try:
-            committed.append(store.committed(name))
+            meta, path = store.committed(name)
         except StoreError:  # a broken run does not hide the others; `hroofline runs` names it
             continue
+        try:
+            pyarrow.parquet.read_metadata(path)  # the footer only: a truncated file has none
+        except (OSError, pyarrow.ArrowException) as error:
+            if left_out is not None:
+                reason = f"its launches file {path.name} cannot be read ({_first_line(error)})"
+                left_out.append(BrokenRun(name, reason, f"`hroofline rm {name}` removes it; import it again"))
+            continue
+        committed.append((meta, path))
     if not committed:
         raise StoreError(f"no runs in store {store.root}", "import or profile a run first")
     listing = listing_frame([meta for meta, _ in committed])
