@@ -6,7 +6,8 @@ For each pair of a trace and the full ncu report of the same step (default: the 
 would profile (those of the op calls the plan chooses) against all of them, and the largest per-phase
 difference between the full report and the report rebuilt from the measured launches: total FLOPs, bytes
 at L1, L2 and HBM, and time at roof (with the report's own roofs per launch for both). The baseline is the
-full report itself, read in the same run.
+full report itself, read in the same run. The two must be the same step launch for launch: kernel name, grid
+and block, and op shapes where both record them (a trace of another batch is refused, exit 1).
 
 Targets (issue 22): at most 1/6 of the launches profiled, FLOPs and bytes within 2%, time at roof within 3%.
 Prints ``PASS`` or ``FAIL`` with the reason; exits 1 on FAIL. ``--json`` prints one object per pair instead:

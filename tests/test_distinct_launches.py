@@ -28,6 +28,7 @@ from hroofline.collect.ncu_backend import profile_with_ncu
 from hroofline.collect.ncu_command import NcuSettings, ncu_passes, workload_command
 from hroofline.collect.ncu_top import MEASURED_COLUMNS
 from hroofline.collect.workload import STEP_PHASES, WorkloadConfig
+from hroofline.errors import InputError
 from hroofline.importers.build import ImportOptions, import_source
 from hroofline.importers.source import ImportedSource
 from hroofline.roofs.catalog import resolve_gpu
@@ -69,6 +70,29 @@ def test_one_launch_per_signature_rebuilds_the_full_report(gpt2_store: Path) -> 
     trace = store.load("trace")
     trace.launches = coarse
     assert check_copy(trace, store.load("ncu")).flops_error > 0.1
+
+
+def _doubled_grid(grid: str) -> str:
+    x, *rest = grid.strip("()").split(", ")
+    return "(" + ", ".join([str(2 * int(x)), *rest]) + ")"
+
+
+def test_a_trace_of_another_batch_is_refused(gpt2_store: Path) -> None:
+    """Issue 45 (11): the check compared kernel names only, so the GPT-2 trace with every grid doubled and the
+    batch 8 -> 16 passed against the batch-8 report with identical figures. Grids and blocks must agree too."""
+    store = RunStore(gpt2_store)
+    trace, report = store.load("trace"), store.load("ncu")
+    launches = trace.launches
+    kernel = launches["category"] == "kernel"
+    doctored = launches.assign(shapes=launches["shapes"].str.replace("8x512", "16x512", regex=False))
+    doctored.loc[kernel, "grid"] = doctored.loc[kernel, "grid"].map(_doubled_grid)
+    assert (doctored.loc[kernel, "kernel"] == launches.loc[kernel, "kernel"]).all()  # the names alone agree
+    trace.launches = doctored
+    with pytest.raises(InputError, match=r"launch 0 has grid \(8192, 1, 1\) in the trace and \(4096, 1, 1\)"):
+        check_copy(trace, report)
+    trace.launches = launches.assign(block=launches["block"].where(~kernel, "(1024, 1, 1)"))
+    with pytest.raises(InputError, match="has block"):
+        check_copy(trace, report)
 
 
 def test_signatures_need_the_ops_inputs(gpt2_store: Path) -> None:

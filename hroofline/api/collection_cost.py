@@ -51,16 +51,37 @@ def check_copy(trace: Run, full: Run) -> CopyCheck:
             f"the trace has {len(kernels)} kernels, the report {len(report)} launches: not the same step",
             "give a trace and the ncu report of the same profiled step",
         )
-    mine = kernels["kernel"].astype(str).map(function_name).to_numpy()
-    theirs = report["kernel"].astype(str).map(function_name).to_numpy()
-    if (mine != theirs).any():
-        first = int(np.flatnonzero(mine != theirs)[0])
-        raise InputError(f"launch {first} is {mine[first]} in the trace and {theirs[first]} in the report")
+    _check_same_launches(kernels, report)
     plan = plan_distinct_launches(launches)
     rebuilt_input = report.assign(launch_id=kernels["launch_id"].to_numpy())
     rebuilt = copy_counters(rebuilt_input, rebuilt_input.set_index("launch_id"), plan)
     rebuilt.index = report.index
     return CopyCheck(plan, _relative_errors(full, report, rebuilt))
+
+
+# What must agree launch for launch: the kernel's name alone passes a trace of another batch size (its GEMMs
+# and element-wise kernels keep their names; their grids and the ops' shapes change).
+SAME_LAUNCH_COLUMNS = ("kernel", "grid", "block", "shapes")
+
+
+def _check_same_launches(kernels: pd.DataFrame, report: pd.DataFrame) -> None:
+    """That the trace's k-th kernel is the report's k-th launch: the same kernel, grid and block, and the same
+    op shapes where both record them (an ncu report records none: its grids and blocks tell the step apart)."""
+    for column in SAME_LAUNCH_COLUMNS:
+        if column not in kernels or column not in report:
+            continue
+        mine, theirs = kernels[column], report[column]
+        if column == "kernel":
+            mine, theirs = mine.astype(str).map(function_name), theirs.astype(str).map(function_name)
+        both = (mine.notna().to_numpy() & theirs.notna().to_numpy()) if column == "shapes" else True
+        differ = both & (mine.astype(str).to_numpy() != theirs.astype(str).to_numpy())
+        if differ.any():
+            first = int(np.flatnonzero(differ)[0])
+            raise InputError(
+                f"launch {first} has {column} {mine.iloc[first]} in the trace and {theirs.iloc[first]} in the "
+                f"report ({int(differ.sum())} launches differ): not the same step",
+                "give a trace and the ncu report of the same profiled step (same model, batch and shapes)",
+            )
 
 
 def _relative_errors(full: Run, report: pd.DataFrame, rebuilt: pd.DataFrame) -> pd.DataFrame:
