@@ -267,3 +267,16 @@ def test_profile_plans_measures_and_copies(
     )
     summary = cli("summary", "gpt2", "--store", str(store)).out
     assert "168 of 1,118 kernel launches measured by ncu, 950 copied" in summary
+
+
+def test_summary_counts_kernels_apart_from_copies(cli, gpt2_store: Path) -> None:
+    """Issue 45 (minor): the trace's summary counted its 107 memsets as kernels (1,225). Its kernels per phase are
+    the ncu report's launches of the same step (ncu profiles kernels only); the memsets are counted apart."""
+    trace = json.loads(cli("summary", "trace", "--format", "json", store_dir=gpt2_store).out)
+    report = json.loads(cli("summary", "ncu", "--format", "json", store_dir=gpt2_store).out)
+    for phase, values in report["phases"].items():
+        assert trace["phases"][phase]["kernels"] == values["kernels"], phase
+    assert trace["total"]["kernels"] == report["total"]["kernels"] == 1118
+    launches = RunStore(gpt2_store).load("trace").launches
+    assert trace["total"]["copies"] == int((launches["category"] == "memset").sum()) == 107
+    assert "copies" not in report["total"]  # an ncu report has no copies to count

@@ -54,12 +54,14 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "bytes_l2",
     "bytes_hbm",
     "kernels",
+    "copies",
     "work_known",
     "communication_s",
     "bytes_link",
     "memory_peak_bytes",
     "memory_retained_bytes",
 )
+COPY_CATEGORIES: tuple[str, ...] = ("memcpy", "memset")  # a trace's copies and sets: counted apart from kernels
 GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
 # Per launch, where it ran: shown after the quantities.
 LAUNCH_CONTEXT: tuple[str, ...] = (
@@ -286,7 +288,10 @@ def _totals(rows: pd.DataFrame, trace: bool = False, communicates: bool = False)
         values["time_bound_s"] = float(rows["time_bound_s"].sum())
     for column in ("flops_tensor", *DETAIL_COLUMNS, *BYTE_QUANTITIES):
         values[column] = _value(sums[column])
-    values["kernels"] = int(rows["launches"].sum())
+    copies = rows["category"].isin(COPY_CATEGORIES)  # a trace's memcpys and memsets are no kernels
+    values["kernels"] = int(rows.loc[~copies, "launches"].sum())
+    if trace:
+        values["copies"] = int(rows.loc[copies, "launches"].sum())
     if trace:
         values["work_known"] = work_known_share(rows)
     if communicates:
