@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hroofline.cli.common import say, write_out
-from hroofline.errors import InputError, ProfilingError, UsageError
+from hroofline.errors import InputError, MergeError, ProfilingError, UsageError
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name, resolve_gpu
 from hroofline.roofs.metricset import load_metric_set
 
@@ -48,6 +49,12 @@ WHAT = {
 }
 
 
+# doctor's options: a note or error of the import it reuses that names another command's option (import's
+# --rank, top's --ceilings) says what doctor cannot do (tests/test_hints.py checks this against the parser).
+OPTIONS = frozenset({"--report", "--gpu", "--ncu", "--keep", "--force-gpu"})
+_ASIDE = re.compile(r"\s*\(([^()]*)\)")  # a parenthetical aside of a note
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     doctor = commands.add_parser(
         "doctor",
@@ -84,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
         where = "the calibration profiled here (--keep DIR keeps its report)"
     calibration = _run_of(source, gpu)
     from hroofline.analyze.doctor import diagnose
-    from hroofline.roofs.ceilings import run_roofs
+    from hroofline.roofs.ceilings import roofs_unknown, run_roofs
 
+    unknown = roofs_unknown(calibration)
+    if unknown:  # the report's fault, not the command line's: exit 1, and an option doctor has
+        raise InputError(f"{where} has no roofs: {unknown}", "pass --gpu with the GPU it ran on (`hroofline gpus`)")
     roofs = run_roofs(calibration)
     diagnosis = diagnose(calibration, roofs, profiled)
     device = calibration.meta.device_name or (gpu.name if gpu else "an unknown GPU")
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     write_out(f"hroofline doctor: {where} ({device}{', ' + versions if versions else ''})\n")
     write_out(f"roofs: {roofs.label}\n")
     for note in source.info.notes:
-        say(f"  note: {note}")
+        say(f"  note: {doctor_note(note)}")
     write_out(_table(diagnosis))
     if not diagnosis.passed:
         failed = diagnosis.failed
@@ -111,7 +121,20 @@ def _read_report(path: Path, gpu: GpuName | None, force_gpu: bool) -> ImportedSo
 
     if not path.exists():
         raise InputError(f"--report {path}: no such file")
-    return import_source(path, ImportOptions(gpu=gpu, force_gpu=force_gpu), load_metric_set())
+    try:
+        return import_source(path, ImportOptions(gpu=gpu, force_gpu=force_gpu), load_metric_set())
+    except MergeError as error:  # its hint names import's --merge, which a calibration cannot use
+        raise InputError(error.message, "give the calibration's one ncu report (hroofline doctor --keep DIR)") from None
+
+
+def doctor_note(note: str) -> str:
+    """An import note without the asides that name options doctor does not take."""
+
+    def kept(aside: re.Match[str]) -> str:
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", aside.group(1)))
+        return aside.group(0) if named <= OPTIONS else ""
+
+    return _ASIDE.sub(kept, note)
 
 
 def _profile_calibration(
