@@ -4,6 +4,7 @@ AMP): which rules fire, with which evidence, and what they can win; compare conf
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,42 @@ def test_deepcam_fp32_gets_mixed_precision_and_compare_confirms_it(cli, deepcam_
     assert "done: FP32 matrix products and convolutions on the FP32 units, off the tensor cores" in out
     # and the AMP run is not told to move FP32 work: its 16-bit kernels are not FP32 work
     assert "fp32_off_tensor_cores" not in {f.rule.key for f in advise(store.load("deepcam-O1"))}
+
+
+def test_compare_judges_advice_only_on_the_same_model(cli, h100_runs: Path, deepcam_store: Path) -> None:
+    """Issue 45 (10): resnet34 against GPT-2 said "done" for the NCHW -> NHWC advice (GPT-2 has no such
+    conversions, so their time fell to 0). Two runs of one model share their layers (or kernel families): 2% of
+    resnet34's time is on layers GPT-2 has; DeepCAM FP32 and AMP share 94% by family and are still judged."""
+    from hroofline.analyze.compare import unlike_models
+
+    store = RunStore(h100_runs)
+    r34, gpt2 = store.load("r34"), store.load("gpt2-ncu")
+    assert "of r34's time is on layers" in (unlike_models(r34, gpt2) or "")
+    out = cli("compare", "r34", "gpt2-ncu", "--store", h100_runs).out
+    assert "done:" not in out and "not seen:" not in out
+    assert "advice for r34, not judged: gpt2-ncu is not the same model" in out
+    assert "  not judged: NCHW to NHWC conversions around tensor-core convolutions" in out
+    assert unlike_models(gpt2, store.load("gpt2-trace")) is None  # one step, traced and under ncu
+    deepcam = RunStore(deepcam_store)
+    assert unlike_models(deepcam.load("deepcam-O0"), deepcam.load("deepcam-O1")) is None
+
+
+def test_a_prediction_is_labelled_against_the_step_it_predicts(cli, h100_runs: Path, tmp_path: Path) -> None:
+    """Issue 45 (10): the measured H100 resnet34 step against its prediction printed "speedup 0.80x" and "largest
+    regressions": the report names its GPU only by device name, so the two looked like two GPUs. Now the
+    estimated-versus-measured table (its FLOPs agree within 5%: the same step), sections measured over and under
+    the estimate; a prediction for another GPU is marked predicted in the heading."""
+    store = tmp_path / "store"
+    shutil.copytree(h100_runs, store)
+    for gpu, run in (("h100-sxm", "p34"), ("a100", "p34-a100")):
+        argv = ("predict", "--arch", "resnet34", "--gpu", gpu, "--batch-size", "32", "--run", run, "--store", store)
+        assert cli(*argv).code == 0
+    same = cli("compare", "r34", "p34", "--store", store)
+    assert same.out.startswith("p34 (estimated) versus r34 (measured)"), same.out
+    assert "speedup" not in same.out and "gains" not in same.out and "regressions" not in same.out
+    assert "measured over the estimate:" in same.out and "measured - estimated" in same.out
+    phases = json.loads(cli("compare", "r34", "p34", "--format", "json", "--store", store).out)["phases"]
+    assert phases["total"]["measured_over_estimated_flops"] == pytest.approx(1.0, abs=0.05)
+    other = cli("compare", "r34", "p34-a100", "--store", store)
+    assert other.out.startswith("r34 (base) -> p34-a100 (candidate, predicted)"), other.out
+    assert "gpu: h100-sxm and a100" in other.out

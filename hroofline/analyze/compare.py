@@ -52,6 +52,7 @@ class Comparison:
     predicted: str | None = None  # "base" or "candidate": the side that predicts the step the other measured
     # a prediction against a measured run of another GPU or step: what differs (its ratios are no estimate's error)
     other_step: str | None = None
+    predictions: list[str] = field(default_factory=list)  # the runs (one or both) that are predictions
 
     @property
     def estimate_versus_measured(self) -> bool:
@@ -66,6 +67,7 @@ class Comparison:
             "candidate": self.candidate,
             "predicted": self.predicted,
             "other_step": self.other_step,
+            "predictions": self.predictions,
             "matched_on": self.matched_on,
             "phases": self.phases,
             "phases_only_in_base": self.only_in_base,
@@ -88,14 +90,58 @@ STEP_SETTINGS = ("arch", "model", "batch_size", "precision", "seq_len")
 def other_step(base: Run, candidate: Run) -> str | None:
     """Why two runs are not the same step on the same GPU (the setting that differs and its two values), where
     their metadata says so; None where nothing recorded differs."""
-    if base.meta.gpu != candidate.meta.gpu:
-        return f"gpu: {base.meta.gpu or 'unknown'} and {candidate.meta.gpu or 'unknown'}"
+    gpus = [_gpu_of(run) for run in (base, candidate)]
+    if gpus[0] != gpus[1]:
+        return f"gpu: {gpus[0] or 'unknown'} and {gpus[1] or 'unknown'}"
     settings = [_step_settings(run) for run in (base, candidate)]
     for name in STEP_SETTINGS:
         values = [found.get(name) for found in settings]
         if None not in values and values[0] != values[1]:
             return f"{name}: {values[0]} and {values[1]}"
     return None
+
+
+# How much of each run's time two runs of one model have on layers (module paths), else on kernel families, that
+# the other run has too. Measured: DeepCAM FP32 against AMP share 94% by family (AMP adds layout conversions),
+# ResNet-34 against GPT-2 on one H100 2% by layer, and 49% by family (both have element-wise kernels).
+SAME_MODEL_LAYERS = 0.5
+SAME_MODEL_FAMILIES = 0.8
+
+
+def unlike_models(base: Run, candidate: Run) -> str | None:
+    """Why two runs are not one model: a model their sources record that differs, or too little of either run's
+    time on layers (both on modules), else kernel families, that the other has. None where they share it."""
+    settings = [_step_settings(run) for run in (base, candidate)]
+    for name in ("model", "arch"):
+        values = [found.get(name) for found in settings]
+        if None not in values and values[0] != values[1]:
+            return f"{name}: {values[0]} and {values[1]}"
+    runs = (base, candidate)
+    if all(_mostly_on_modules(run) for run in runs):
+        what, least = "layers", SAME_MODEL_LAYERS
+        keys = [run.launches["layer"].astype("string").fillna(NO_LAYER).astype(str) for run in runs]
+    else:
+        what, least = "kernel families", SAME_MODEL_FAMILIES
+        keys = [run.launches["kernel"].astype(str).map(kernel_family) for run in runs]
+    for run, own, other in ((base, keys[0], keys[1]), (candidate, keys[1], keys[0])):
+        weights = run.launches["time_s"] if run.launches["time_s"].notna().any() else run.launches["launches"]
+        weights = weights.fillna(0).astype(float)
+        total = float(weights.sum())
+        shared = float(weights[own.isin(set(other)).to_numpy()].sum()) / total if total > 0 else 0.0
+        if shared < least:
+            return f"{shared:.0%} of {run.name}'s time is on {what} that the other run has"
+    return None
+
+
+def _gpu_of(run: Run) -> str | None:
+    """The catalog GPU a run ran on, named as --gpu names it: an ncu report imported without --gpu says it by its
+    device name ("NVIDIA H100 80GB HBM3" is h100-sxm, as a prediction for it names it)."""
+    from hroofline.roofs.ceilings import CPU, run_gpu
+
+    if run.meta.gpu == CPU:
+        return CPU
+    gpu = run_gpu(run.meta)
+    return gpu.name if gpu else run.meta.gpu
 
 
 def _step_settings(run: Run) -> dict[str, str]:
@@ -274,6 +320,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         notes=_convention_notes(base, candidate),
         other_step=differs,
         predicted=side,
+        predictions=[run.name for run in (base, candidate) if run.meta.predicted],
     )
 
 

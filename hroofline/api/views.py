@@ -64,12 +64,17 @@ class ChartView:
 def comparison_report(comparison: Any, base: Run, candidate: Run, count: int) -> str:
     """What ``hroofline compare`` prints: the comparison's tables, then the advice for ``base`` and whether
     ``candidate`` shows each acted on."""
-    from hroofline.analyze.advice.rules import confirm_advice
-    from hroofline.render.advice import confirmation_lines
+    from hroofline.analyze.advice.rules import advise, confirm_advice
+    from hroofline.analyze.compare import unlike_models
+    from hroofline.render.advice import confirmation_lines, not_judged_lines
     from hroofline.render.compare_text import comparison_text
 
     text = comparison_text(comparison, count)
-    lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
+    unlike = unlike_models(base, candidate)  # another model: whether it "did" base's advice is no verdict
+    if unlike:
+        lines = not_judged_lines(advise(base), base.name, candidate.name, unlike)
+    else:
+        lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)
     return text + ("\n" + "\n".join(lines) + "\n" if lines else "")
 
 

@@ -76,6 +76,14 @@ def confirmation_lines(confirmations: Sequence[Confirmation], base: str, candida
     return lines
 
 
+def not_judged_lines(findings: Sequence[Finding], base: str, candidate: str, why: str) -> list[str]:
+    """The advice for ``base`` where ``candidate`` is not the same model: listed, not judged."""
+    if not findings:
+        return []
+    lines = [f"advice for {base}, not judged: {candidate} is not the same model ({why}):"]
+    return lines + [f"  not judged: {finding.rule.title}" for finding in findings]
+
+
 def advice_html(findings: Sequence[Finding]) -> str:
     """The report's 'What to change' list."""
     if not findings:

@@ -123,7 +123,11 @@ def _speedup_table(comparison: Comparison) -> TitledTable:
 
 def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     by_layer = comparison.matched_on == "layer"
-    heading = f"{comparison.base} (base) -> {comparison.candidate} (candidate)"
+    base, candidate = (
+        f"{name} ({role}{', predicted' if name in comparison.predictions else ''})"
+        for name, role in ((comparison.base, "base"), (comparison.candidate, "candidate"))
+    )
+    heading = f"{base} -> {candidate}"
     if comparison.predicted:
         measured = comparison.candidate if comparison.predicted == "base" else comparison.base
         estimated = comparison.base if comparison.predicted == "base" else comparison.candidate
@@ -143,9 +147,13 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     families = comparison.families
     matched = families[families["status"] == "matched"]
     plural = f"{key.replace('family', 'families')}{'s' if by_layer else ''}"
+    gains, regressions = "largest gains", "largest regressions"
+    if comparison.estimate_versus_measured:  # no gain or regression: the measurement under or over the estimate
+        under, over = "measured under the estimate", "measured over the estimate"
+        gains, regressions = (under, over) if comparison.predicted == "base" else (over, under)
     sections = (
-        ("largest gains", matched[matched["saved_s"] > 0].head(count)),
-        ("largest regressions", matched[matched["saved_s"] < 0].sort_values("saved_s", kind="stable").head(count)),
+        (gains, matched[matched["saved_s"] > 0].head(count)),
+        (regressions, matched[matched["saved_s"] < 0].sort_values("saved_s", kind="stable").head(count)),
         (
             f"{plural} only in {comparison.base}",
             families[families["status"] == "only in base"]
@@ -159,6 +167,15 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
             .head(count),
         ),
     )
+    roles = [
+        "estimated" if name in comparison.predictions and comparison.predicted else role
+        for name, role in ((comparison.base, "base"), (comparison.candidate, "candidate"))
+    ]
+    # the change: candidate - base; measured - estimated for a prediction against the step it predicts
+    change, sign = "change", -1.0
+    if comparison.predicted:
+        roles = [role if role == "estimated" else "measured" for role in roles]
+        change, sign = "measured - estimated", (1.0 if comparison.predicted == "candidate" else -1.0)
     for title, part in sections:
         if part.empty:
             continue
@@ -168,11 +185,11 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
                 Cell(str(record["family"])),
                 Cell(si(record["base_time_s"], "s"), record["base_time_s"]),
                 Cell(si(record["candidate_time_s"], "s"), record["candidate_time_s"]),
-                Cell(("-" if record["saved_s"] > 0 else "+") + si(abs(record["saved_s"]), "s"), -record["saved_s"]),
+                _change(sign * record["saved_s"]),
             ]
             for record in part.to_dict(orient="records")
         ]
-        tables.append(TitledTable(title, ["phase", key, "base", "candidate", "change"], rows, 2))
+        tables.append(TitledTable(title, ["phase", key, *roles, change], rows, 2))
     notes = list(comparison.notes)
     if comparison.other_step:
         notes.append(
@@ -180,6 +197,10 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
             "ratios are no measure of the estimate's error (compare a prediction with the step it predicts)"
         )
     return ComparisonTables(heading, tables, left_out, notes)
+
+
+def _change(seconds: float) -> Cell:
+    return Cell(("+" if seconds >= 0 else "-") + si(abs(seconds), "s"), seconds)
 
 
 def comparison_text(comparison: Comparison, count: int) -> str:
