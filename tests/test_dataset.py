@@ -253,3 +253,7 @@ def test_a_truncated_launches_file_leaves_out_its_run_only(cli, deepcam_store_co
     assert "'deepcam-O0' left out" in warning and launches.name in warning and "hroofline rm deepcam-O0" in warning
     runs = cli("query", "SELECT run FROM runs", "--format", "json", store_dir=deepcam_store_copy)
     assert [row["run"] for row in json.loads(runs.out)] == ["deepcam-O1"]
+    listed = cli("runs", "--format", "json", store_dir=deepcam_store_copy)  # `runs` names it too, the same way
+    assert [row["run"] for row in json.loads(listed.out)] == ["deepcam-O1"]
+    (line,) = listed.err.strip().splitlines()
+    assert "'deepcam-O0' cannot be read" in line and "truncated or not Parquet" in line

@@ -138,7 +138,9 @@ def run_query(args: argparse.Namespace) -> int:
     store = open_store(args)
     unreadable: list[BrokenRun] = []
     result = query_store(store, args.sql, unreadable)
-    for run in [*store.readable_metas()[1], *unreadable]:
+    broken = store.readable_metas()[1]
+    named = {run.name for run in broken}  # a cut-short file is found by both; one line per run
+    for run in [*broken, *[run for run in unreadable if run.name not in named]]:
         say(f"hroofline: warning: run {run.name!r} left out: {run.reason} ({run.hint})")
     write_out(render_frame(result, args.format))
     return 0

@@ -59,11 +59,17 @@ class StoreReader(StoreLayout):
         metas, broken = [], []
         for name in self.run_folders():
             try:
-                metas.append(self.load_meta(name))
+                meta, launches = self.committed(name)
             except StoreError as error:
                 problem = self.broken(name, error)
                 if problem:
                     broken.append(problem)
+                continue
+            damage = damaged_launches_file(launches)
+            if damage:
+                broken.append(BrokenRun(name, damage, f"`hroofline rm {name}` removes it; import it again"))
+            else:
+                metas.append(meta)
         return metas, broken
 
     def broken(self, name: str, error: StoreError) -> BrokenRun | None:
@@ -108,6 +114,27 @@ class StoreReader(StoreLayout):
         data = read_meta_json(path)
         data["name"] = name  # the folder names the run
         return data
+
+
+PARQUET_MAGIC = b"PAR1"  # a Parquet file starts and ends with it: a truncated copy lacks the end
+
+
+def damaged_launches_file(path: Path) -> str | None:
+    """What is wrong with a run's launches file where it is missing or cut short (its ends read, no Parquet
+    reader needed: listing a store stays instant); None where it looks whole."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(PARQUET_MAGIC))
+            size = handle.seek(0, 2)
+            handle.seek(max(size - len(PARQUET_MAGIC), 0))
+            tail = handle.read()
+    except FileNotFoundError:
+        return f"its launches file {path.name} is missing"
+    except OSError as error:
+        return f"its launches file {path.name} cannot be read ({error.strerror or error})"
+    if head != PARQUET_MAGIC or tail != PARQUET_MAGIC or size < 3 * len(PARQUET_MAGIC):
+        return f"its launches file {path.name} is truncated or not Parquet ({size:,} bytes)"
+    return None
 
 
 def _is_run_folder(path: Path) -> bool:
