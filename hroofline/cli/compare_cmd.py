@@ -17,9 +17,11 @@ examples:
   hroofline compare r50-fp32-a100 r50-fp32-a100-measured --format json   predicted against measured
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
-(hroofline advise) and whether CAND shows each acted on. A predicted run against a measured one (either
+(hroofline advise) and whether CAND shows each acted on, where both are one model (their layers or kernel
+families shared; else "not judged"). A predicted run against a measured one of the same step and GPU (either
 way round) gives the "estimated versus measured" table instead of speedups: per phase, the measured time
-over the estimate and over the prediction's roofline bound, and measured FLOPs and HBM bytes over predicted.
+over the estimate and over the prediction's roofline bound, and measured FLOPs and HBM bytes over predicted;
+a predicted run is marked "predicted" in the heading.
 """
 
 
