@@ -296,3 +296,30 @@ def test_fp16_counted_two_ways_is_said(cli, deepcam_store_copy: Path) -> None:
     assert result.code == 0 and "FP16 FLOPs are counted two ways" in result.out
     same = cli("compare", "deepcam-O0", "deepcam-O1", "--store", str(store))
     assert "counted two ways" not in same.out
+
+
+def test_unrelated_runs_get_no_advice_verdict(cli, ncu_dir: Path, tmp_path: Path) -> None:
+    """Issue 45 (10, 8): an A100 dropout run against an RTX 5090 GEMM said "done" for the element-wise advice (the
+    GEMM run has no element-wise kernel: their time fell to 0); imported without --gpu, compare failed whole on the
+    advice's missing roofs, naming --ceilings, which sets compare's chart only. Now the comparison is printed and
+    the advice is listed "not judged", with why."""
+    store = tmp_path / "store"
+    files = (
+        ("a100_dropout_fp64_nersc_metrics.csv", "a100-40gb"),
+        ("rtx5090_dsocr_cutlass_bf16_gemm_metrics.csv", "rtx5090"),
+    )
+    for (name, gpu), run in zip(files, ("drop", "gemm"), strict=True):
+        assert (
+            cli("import", ncu_dir / name, "--run", run, "--phase", "forward", "--gpu", gpu, "--store", store).code == 0
+        )
+        assert cli("import", ncu_dir / name, "--run", f"{run}-bare", "--phase", "forward", "--store", store).code == 0
+    said = cli("compare", "drop", "gemm", "--store", store)
+    assert said.code == 0 and "done:" not in said.out and "not seen:" not in said.out, said.out
+    assert (
+        "advice for drop, not judged: gemm is not the same model (0% of drop's time is on kernel families" in said.out
+    )
+    assert "  not judged: element-wise, copy and normalisation kernels far below the memory roof" in said.out
+    bare = cli("compare", "drop-bare", "gemm-bare", "--store", store)
+    assert bare.code == 0 and "forward" in bare.out and "--ceilings" not in bare.out + bare.err, bare.err
+    assert "advice for drop-bare: not judged: run 'drop-bare' has no roofs" in bare.out
+    assert "hroofline import FILE --run drop-bare --replace --gpu NAME" in bare.out

@@ -66,12 +66,16 @@ def comparison_report(comparison: Any, base: Run, candidate: Run, count: int) ->
     ``candidate`` shows each acted on."""
     from hroofline.analyze.advice.rules import advise, confirm_advice
     from hroofline.analyze.compare import unlike_models
-    from hroofline.render.advice import confirmation_lines, not_judged_lines
+    from hroofline.render.advice import confirmation_lines, no_roofs_line, not_judged_lines
     from hroofline.render.compare_text import comparison_text
+    from hroofline.roofs.ceilings import roofs_unknown
 
     text = comparison_text(comparison, count)
+    roofless = [(run.name, why) for run in (base, candidate) if (why := roofs_unknown(run))]
     unlike = unlike_models(base, candidate)  # another model: whether it "did" base's advice is no verdict
-    if unlike:
+    if roofless:  # the advice needs roofs: the comparison stands without it
+        lines = [no_roofs_line(base.name, *roofless[0])]
+    elif unlike:
         lines = not_judged_lines(advise(base), base.name, candidate.name, unlike)
     else:
         lines = confirmation_lines(confirm_advice(base, candidate), base.name, candidate.name)

@@ -84,6 +84,12 @@ def not_judged_lines(findings: Sequence[Finding], base: str, candidate: str, why
     return lines + [f"  not judged: {finding.rule.title}" for finding in findings]
 
 
+def no_roofs_line(base: str, run: str, why: str) -> str:
+    """The advice for ``base`` where one of the runs has no roofs to judge it against."""
+    hint = f"hroofline import FILE --run {run} --replace --gpu NAME gives it the roofs of its GPU"
+    return f"advice for {base}: not judged: run {run!r} has no roofs ({why}; {hint})"
+
+
 def advice_html(findings: Sequence[Finding]) -> str:
     """The report's 'What to change' list."""
     if not findings:
