@@ -100,3 +100,10 @@ def test_deepcam_fp32_gets_mixed_precision_and_compare_confirms_it(cli, deepcam_
     assert "done: FP32 matrix products and convolutions on the FP32 units, off the tensor cores" in out
     # and the AMP run is not told to move FP32 work: its 16-bit kernels are not FP32 work
     assert "fp32_off_tensor_cores" not in {f.rule.key for f in advise(store.load("deepcam-O1"))}
+
+
+def test_an_adam_run_is_not_told_to_use_adamw(deepcam_store: Path) -> None:
+    """DeepCAM's optimizer is Adam, per parameter: the change keeps its class (AdamW decays weights otherwise)."""
+    (loops,) = [f for f in advise(RunStore(deepcam_store).load("deepcam-O0")) if f.rule.key == "optimizer_loops"]
+    assert "torch.optim.Adam(" in loops.code and "fused=True" in loops.code
+    assert "torch.optim.AdamW(" not in loops.code
