@@ -60,7 +60,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: ncu on PATH)")
     doctor.add_argument("--keep", metavar="DIR", help="keep the calibration's ncu report and logs in DIR")
     doctor.add_argument(
-        "--force-gpu", action="store_true", help="judge it as --gpu even where its SM count differs (a MIG slice)"
+        "--force-gpu",
+        action="store_true",
+        help="judge it as --gpu even where its device name or SM count differs (a MIG slice)",
     )
     doctor.set_defaults(run_command=run)
 
