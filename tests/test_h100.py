@@ -146,6 +146,20 @@ def test_a_gpu_of_the_same_sm_count_but_another_name_is_refused_unless_forced(cl
     assert cli("import", h100_dir / "gemm-calibration-base-clock.ncu-rep", "--run", "d", "--gpu", "h100-sxm").code == 0
 
 
+def test_a_device_the_catalog_cannot_name_is_told_apart_by_its_memory(cli, h100_dir: Path, tmp_path: Path) -> None:
+    """The GPT-2 trace with its device renamed to one the catalog does not know: its 132 SMs fit an H200 as well
+    as an H100, its 79 GiB of memory (totalGlobalMem) only the H100's 80 GiB, not the H200's 141."""
+    text = (h100_dir / "gpt2-amp-bf16-b8-s512-trace.json").read_text()
+    assert text.count('"NVIDIA H100 80GB HBM3"') >= 1 and '"totalGlobalMem": 85017493504' in text
+    renamed = tmp_path / "renamed-trace.json"
+    renamed.write_text(text.replace('"NVIDIA H100 80GB HBM3"', '"NVIDIA Hopper Engineering Sample"'))
+    refused = cli("import", renamed, "--run", "a", "--gpu", "h200")
+    assert refused.code == 1 and not refused.out
+    (line,) = refused.err.splitlines()
+    assert "has 79 GiB of memory, --gpu h200 has 141 GiB" in line and "--force-gpu" in line
+    assert cli("import", renamed, "--run", "b", "--gpu", "h100-sxm").code == 0
+
+
 def test_a_kernel_without_flop_counts_has_no_bound(cli, ncu_dir: Path) -> None:
     """A console log of ncu's default sections: durations and throughputs, no FLOP counters. Its kernels'
     HBM bytes alone do not make them HBM-bound."""

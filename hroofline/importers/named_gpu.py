@@ -11,9 +11,20 @@ from __future__ import annotations
 from hroofline.errors import InputError
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name
 
+# What the driver reports against the size as sold: an H100 80GB's 79.2 GiB, a board's reserved memory.
+MEMORY_TOLERANCE = 0.1
 
-def check_named_gpu(where: str, device_name: str | None, sms: int | None, named: GpuName, force_gpu: bool) -> None:
-    """Refuses ``named`` where the file's device (``device_name``, ``sms``) is another GPU, unless ``force_gpu``."""
+
+def check_named_gpu(
+    where: str,
+    device_name: str | None,
+    sms: int | None,
+    named: GpuName,
+    force_gpu: bool,
+    memory_bytes: float | None = None,
+) -> None:
+    """Refuses ``named`` where the file's device (``device_name``, ``sms``, ``memory_bytes``) is another GPU,
+    unless ``force_gpu``."""
     if force_gpu:
         return
     device = f" ({device_name})" if device_name else ""
@@ -26,5 +37,12 @@ def check_named_gpu(where: str, device_name: str | None, sms: int | None, named:
     if stated is not None and stated.name != named.name:
         raise InputError(
             f"{where}: the profiled device is {device_name} ({stated.name} in the catalog), not --gpu {named.name}",
+            insist,
+        )
+    sold = [size for size in (named.memory_bytes, *named.memory_by_alias.values()) if size]
+    if memory_bytes and sold and not any(abs(memory_bytes / size - 1) <= MEMORY_TOLERANCE for size in sold):
+        raise InputError(
+            f"{where}: the profiled device{device} has {memory_bytes / 2**30:.0f} GiB of memory, --gpu {named.name} "
+            f"has {' or '.join(f'{size / 2**30:.0f}' for size in sold)} GiB",
             insist,
         )

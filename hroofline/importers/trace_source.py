@@ -27,7 +27,14 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
-from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, device_sms, input_dims
+from hroofline.importers.kineto import (
+    GpuActivity,
+    TraceEvents,
+    device_description,
+    device_memory,
+    device_sms,
+    input_dims,
+)
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
 from hroofline.importers.launch_signature import launch_signatures, op_calls
 from hroofline.importers.named_gpu import check_named_gpu
@@ -82,7 +89,8 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
                 f"but the trace's device {result.device_name} has {result.cc}",
                 "leave out --gpu or name the GPU that was profiled",
             )
-        check_named_gpu(str(trace.path), result.device_name, device_sms(trace, None), gpu, options.force_gpu)
+        sms, memory = device_sms(trace, None), device_memory(trace, None)
+        check_named_gpu(str(trace.path), result.device_name, sms, gpu, options.force_gpu, memory)
         result.cc = gpu.cc
         result.launches["cc"] = gpu.cc
     elif result.cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
