@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hroofline.collect.same_step import is_report, is_trace, join_same_steps, same_step
+from hroofline.collect.same_step import is_joined, is_report, is_trace, join_same_steps, same_step
 from hroofline.errors import InputError, UsageError
 from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.importers.source import ImportedSource
@@ -98,20 +98,27 @@ def _check_not_the_same_step(store: RunStore, name: str, imported: list[Imported
         if other is None:
             continue
         for index, info in enumerate(held):
-            if not other(info):
+            if not (other(info) or is_joined(info)):
                 continue
             if launches is None:
                 launches = store.load(name, ["source", "launch_id", "kernel", "category"]).launches
             theirs = launches[launches["source"] == index]
             trace, report = (source.launches, theirs) if is_trace(source.info) else (theirs, source.launches)
-            if same_step(trace, report):
-                pair = f"{source.info.path} {info.path}" if is_trace(source.info) else f"{info.path} {source.info.path}"
-                what = "a trace" if is_trace(info) else "an ncu report"
+            if not same_step(trace, report):
+                continue
+            if is_joined(info):
                 raise InputError(
-                    f"{source.info.path}: run {name!r} holds {info.path}, {what} of the same step "
-                    f"({len(report):,} launches): added, every launch would count twice",
-                    f"join them launch for launch in one import: hroofline import {pair} --run {name} --replace",
+                    f"{source.info.path}: run {name!r} holds {info.path} joined with ncu's counters already (the same "
+                    "step): added, every launch would count twice",
+                    "import it into another run",
                 )
+            pair = f"{source.info.path} {info.path}" if is_trace(source.info) else f"{info.path} {source.info.path}"
+            what = "a trace" if is_trace(info) else "an ncu report"
+            raise InputError(
+                f"{source.info.path}: run {name!r} holds {info.path}, {what} of the same step "
+                f"({len(report):,} launches): added, every launch would count twice",
+                f"join them launch for launch in one import: hroofline import {pair} --run {name} --replace",
+            )
 
 
 def _check_ceilings_taken(store: RunStore, name: str, ceilings: dict[str, Any]) -> None:

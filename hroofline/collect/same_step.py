@@ -16,7 +16,7 @@ import pandas as pd
 from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source
 from hroofline.errors import MergeError
 from hroofline.importers.source import ImportedSource
-from hroofline.model.run import PEAK_COLUMNS, RAW_METRIC_PREFIX, SourceInfo
+from hroofline.model.run import JOINED_KIND, PEAK_COLUMNS, RAW_METRIC_PREFIX, SourceInfo
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name
 
 PROFILED_CATEGORIES = ("kernel", "communication")  # what ncu profiles of a trace's activities
@@ -37,9 +37,15 @@ def is_report(info: SourceInfo) -> bool:
     return info.kind.startswith("ncu")
 
 
+def is_joined(info: SourceInfo) -> bool:
+    """A trace joined with ncu's counters: both halves of a step."""
+    return info.kind == JOINED_KIND
+
+
 def _kernels(launches: pd.DataFrame) -> pd.DataFrame:
     """A trace's launches that ncu would profile, in launch order."""
-    kernels = launches[launches["category"].isin(PROFILED_CATEGORIES)] if "category" in launches else launches
+    category = launches["category"] if "category" in launches else pd.Series(pd.NA, index=launches.index)
+    kernels = launches[category.isna() | category.isin(PROFILED_CATEGORIES)]  # an ncu report's have none
     return kernels.sort_values("launch_id", kind="stable")
 
 
@@ -50,7 +56,7 @@ def _functions(launches: pd.DataFrame) -> np.ndarray:
 def same_step(trace: pd.DataFrame, report: pd.DataFrame) -> bool:
     """Whether a trace's and a report's launches are of one step: as many kernels, at least half of them the same
     function at the same place."""
-    mine, theirs = _kernels(trace), report.sort_values("launch_id", kind="stable")
+    mine, theirs = _kernels(trace), _kernels(report)
     if len(mine) != len(theirs) or not len(mine):
         return False
     return bool((_functions(mine) == _functions(theirs)).mean() >= 0.5)
@@ -88,7 +94,10 @@ def join_step(trace: ImportedSource, report: ImportedSource, top_clock_hz: float
         "and block): FLOPs and bytes at L1, L2 and HBM from ncu (its cache flushes make HBM bytes an upper bound), "
         f"times from {trace.info.path}"
     )
-    return joined_source(trace, report, frame, [note], [], top_clock_hz)
+    joined = joined_source(trace, report, frame, [note], [], top_clock_hz)
+    halves = [{"name": info.path, "sha256": info.sha256} for info in (trace.info, report.info)]
+    joined.info.files = [*trace.info.files, *report.info.files] or halves  # where both came from
+    return joined
 
 
 def join_same_steps(sources: list[ImportedSource], gpu: GpuName | None) -> list[ImportedSource]:
