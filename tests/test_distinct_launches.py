@@ -259,6 +259,7 @@ def test_a_trace_and_the_report_of_its_step_are_joined_not_added(
     assert "1,118 launches joined with" in joined.err
     run = RunStore(tmp_path / "s").load("both")
     assert len(run.meta.sources) == 1 and run.meta.sources[0].collection == "trace+ncu"
+    assert [Path(f["name"]).name for f in run.meta.sources[0].files] == [TRACE, REPORT]
     assert len(run.launches) == len(trace) and run.launches["time_s"].sum() == pytest.approx(trace["time_s"].sum())
     assert 0.030 < run.launches["time_s"].sum() < 0.040  # one ~34 ms step, not 71.7 ms
     kernels = run.launches[run.launches["category"] == "kernel"].sort_values("launch_id")

@@ -95,8 +95,8 @@ def join_step(trace: ImportedSource, report: ImportedSource, top_clock_hz: float
         f"times from {trace.info.path}"
     )
     joined = joined_source(trace, report, frame, [note], [], top_clock_hz)
-    halves = [{"name": info.path, "sha256": info.sha256} for info in (trace.info, report.info)]
-    joined.info.files = [*trace.info.files, *report.info.files] or halves  # where both came from
+    halves = (info.files or [{"name": info.path, "sha256": info.sha256}] for info in (trace.info, report.info))
+    joined.info.files = [file for half in halves for file in half]  # where both came from
     return joined
 
 
