@@ -140,3 +140,10 @@ def test_a_prediction_is_labelled_against_the_step_it_predicts(cli, h100_runs: P
     other = cli("compare", "r34", "p34-a100", "--store", store)
     assert other.out.startswith("r34 (base) -> p34-a100 (candidate, predicted)"), other.out
     assert "gpu: h100-sxm and a100" in other.out
+
+
+def test_an_adam_run_is_not_told_to_use_adamw(deepcam_store: Path) -> None:
+    """DeepCAM's optimizer is Adam, per parameter: the change keeps its class (AdamW decays weights otherwise)."""
+    (loops,) = [f for f in advise(RunStore(deepcam_store).load("deepcam-O0")) if f.rule.key == "optimizer_loops"]
+    assert "torch.optim.Adam(" in loops.code and "fused=True" in loops.code
+    assert "torch.optim.AdamW(" not in loops.code

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -280,3 +281,36 @@ def test_summary_counts_kernels_apart_from_copies(cli, gpt2_store: Path) -> None
     launches = RunStore(gpt2_store).load("trace").launches
     assert trace["total"]["copies"] == int((launches["category"] == "memset").sum()) == 107
     assert "copies" not in report["total"]  # an ncu report has no copies to count
+
+
+def test_a_trace_and_the_report_of_its_step_are_joined_not_added(
+    gpt2_store: Path, h100_dir: Path, tmp_path: Path, cli
+) -> None:
+    """Issue 45: imported into one run, the GPT-2 trace and the ncu report of the same step gave 2,343 launches and
+    71.7 ms (every launch twice). In one import they are joined launch for launch: the step's time once (the
+    trace's), ncu's counters on its kernels; a second import into a run holding the other is refused."""
+    store = RunStore(gpt2_store)
+    trace, report = store.load("trace").launches, store.load("ncu").launches
+    joined = cli("import", h100_dir / TRACE, h100_dir / REPORT, "--run", "both", store_dir=tmp_path / "s")
+    assert joined.code == 0, joined.err
+    assert "1,118 launches joined with" in joined.err
+    run = RunStore(tmp_path / "s").load("both")
+    assert len(run.meta.sources) == 1 and run.meta.sources[0].collection == "trace+ncu"
+    assert [Path(f["name"]).name for f in run.meta.sources[0].files] == [TRACE, REPORT]
+    assert len(run.launches) == len(trace) and run.launches["time_s"].sum() == pytest.approx(trace["time_s"].sum())
+    assert 0.030 < run.launches["time_s"].sum() < 0.040  # one ~34 ms step, not 71.7 ms
+    kernels = run.launches[run.launches["category"] == "kernel"].sort_values("launch_id")
+    ncu = report.sort_values("launch_id")
+    for column in ("flops_tensor_bf16", "bytes_hbm", "bytes_l2"):
+        assert np.allclose(kernels[column].fillna(0), ncu[column].fillna(0), rtol=1e-9), column
+    again = cli("import", h100_dir / REPORT, "--run", "both", store_dir=tmp_path / "s")
+    assert again.code == 1 and "joined with ncu's counters already" in again.err
+    # two imports into one run: the second refused, the run left as it was
+    copy = tmp_path / "copy"
+
+    shutil.copytree(gpt2_store, copy)
+    refused = cli("import", h100_dir / REPORT, "--run", "trace", store_dir=copy)
+    assert refused.code == 1 and not refused.out
+    (line,) = refused.err.splitlines()
+    assert "holds" in line and "of the same step (1,118 launches)" in line and "--replace" in line
+    assert len(RunStore(copy).load("trace").meta.sources) == 1

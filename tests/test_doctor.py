@@ -47,6 +47,50 @@ def test_doctor_passes_on_the_h100_calibrations(cli, h100_dir: Path, report: str
     assert "not in this run" in result.out  # the shared reports hold no copy
 
 
+NOT_CALIBRATIONS = (
+    "h100/resnet34-fp32-b32-step.ncu-rep.xz",
+    "h100/gpt2-amp-bf16-b8-s512-step.ncu-rep.xz",
+    "h100/gpt2-amp-bf16-b8-s512-trace.json.xz",
+    "ncu/titanv_cnn_conv_fp32_fullset.ncu-rep",  # Volta: no sparse tensor rate at all
+    "deepcam/pt-O1-Adam-fw",  # DeepCAM's forward, a folder of metric logs
+)
+
+
+@pytest.mark.parametrize("report", NOT_CALIBRATIONS)
+def test_doctor_refuses_a_report_that_is_no_calibration(cli, report: str) -> None:
+    """Issue 45: a training step's large GEMMs were judged as calibration cases (resnet34: "tf32 35.9% of its
+    roof FAILED", a sparse-rate hint, even on Volta). Refused in one line, before any table."""
+    from tests.conftest import SHARED, need
+
+    result = cli("doctor", "--report", need(SHARED / "fixtures" / report))
+    assert result.code == 1 and not result.out
+    (line,) = result.err.splitlines()
+    assert "is not hroofline's calibration run: it has launches in phase" in line
+    assert "how it knows: the calibration script's NVTX ranges and GEMM shapes" in line
+    assert "hroofline doctor --keep DIR" in line and "sparse" not in line
+
+
+def test_a_gemm_of_another_shape_is_no_calibration(h100_dir: Path) -> None:
+    """The GEMM shapes: a forward-only run without layers whose GEMM does a 4096³ BF16 GEMM's work, not the
+    calibration's 8192³ (8x less), is no calibration; a FLOP count off by 2x still is one (the FLOPs check
+    judges it)."""
+    from hroofline.analyze.doctor import case_of, not_calibration
+    from hroofline.cli.doctor_cmd import _read_report, _run_of
+
+    run = _run_of(_read_report(h100_dir / f"{CALIBRATIONS[0]}.ncu-rep", None, False), None)
+    assert not_calibration(run) is None
+    bf16 = run.launches.index[case_of(run.launches) == "bf16"][0]
+    columns = [c for c in run.launches.columns if c.startswith("flops_")]
+    answers = {}
+    for factor in (1 / 8, 1 / 2):
+        launches = run.launches.copy()
+        launches.loc[bf16, columns] = launches.loc[bf16, columns] * factor
+        answers[factor] = not_calibration(replace(run, launches=launches))
+    assert answers[1 / 2] is None
+    assert "1 of its 10 GEMMs do other work than the calibration's" in str(answers[1 / 8])
+    assert "one does 140 GFLOP as a bf16 GEMM, not 2·8192³ = 1,100 GFLOP)" in str(answers[1 / 8])
+
+
 def test_doctor_reads_a_compressed_report_as_it_travels() -> None:
     from tests.conftest import SHARED, need, run_program
 

@@ -121,6 +121,45 @@ def test_a_report_of_another_gpu_is_refused_unless_forced(cli, ncu_dir: Path) ->
     assert cli("import", h800, "--run", "h2", "--force-gpu").code == 2  # --force-gpu needs --gpu
 
 
+def test_a_gpu_of_the_same_sm_count_but_another_name_is_refused_unless_forced(cli, h100_dir: Path) -> None:
+    """An H100 SXM and an H200 both have 132 SMs and compute capability 9.0: the device name the file records tells
+    them apart (issue 45). Refused for an ncu report, a trace, doctor --report, either way round."""
+    from tests.conftest import REPO
+
+    h200 = REPO / "tests" / "data" / "gpu-2026-11-27" / "h200-doctor-calibration.ncu-rep.xz"
+    cases = [
+        (("import", h100_dir / "gemm-calibration-base-clock.ncu-rep", "--run", "a", "--gpu", "h200"), "H100", "h200"),
+        (("import", h100_dir / "gpt2-amp-bf16-b8-s512-trace.json", "--run", "b", "--gpu", "h200"), "H100", "h200"),
+        (("import", h200, "--run", "c", "--gpu", "h100-sxm"), "H200", "h100-sxm"),
+        (("doctor", "--report", h100_dir / "gemm-calibration-base-clock.ncu-rep", "--gpu", "h200"), "H100", "h200"),
+    ]
+    for args, device, named in cases:
+        refused = cli(*args)
+        assert refused.code == 1 and not refused.out, args
+        (line,) = refused.err.splitlines()
+        assert f"the profiled device is NVIDIA {device}" in line and f"not --gpu {named}" in line, line
+        assert "--force-gpu" in line
+    forced = cli(
+        "import", h100_dir / "gemm-calibration-base-clock.ncu-rep", "--run", "a", "--gpu", "h200", "--force-gpu"
+    )
+    assert forced.code == 0, forced.err
+    assert cli("import", h100_dir / "gemm-calibration-base-clock.ncu-rep", "--run", "d", "--gpu", "h100-sxm").code == 0
+
+
+def test_a_device_the_catalog_cannot_name_is_told_apart_by_its_memory(cli, h100_dir: Path, tmp_path: Path) -> None:
+    """The GPT-2 trace with its device renamed to one the catalog does not know: its 132 SMs fit an H200 as well
+    as an H100, its 79 GiB of memory (totalGlobalMem) only the H100's 80 GiB, not the H200's 141."""
+    text = (h100_dir / "gpt2-amp-bf16-b8-s512-trace.json").read_text()
+    assert text.count('"NVIDIA H100 80GB HBM3"') >= 1 and '"totalGlobalMem": 85017493504' in text
+    renamed = tmp_path / "renamed-trace.json"
+    renamed.write_text(text.replace('"NVIDIA H100 80GB HBM3"', '"NVIDIA Hopper Engineering Sample"'))
+    refused = cli("import", renamed, "--run", "a", "--gpu", "h200")
+    assert refused.code == 1 and not refused.out
+    (line,) = refused.err.splitlines()
+    assert "has 79 GiB of memory, --gpu h200 has 141 GiB" in line and "--force-gpu" in line
+    assert cli("import", renamed, "--run", "b", "--gpu", "h100-sxm").code == 0
+
+
 def test_a_kernel_without_flop_counts_has_no_bound(cli, ncu_dir: Path) -> None:
     """A console log of ncu's default sections: durations and throughputs, no FLOP counters. Its kernels'
     HBM bytes alone do not make them HBM-bound."""

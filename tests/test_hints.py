@@ -164,17 +164,26 @@ def test_ceilings_for_a_run_that_has_its_own_are_refused(cli, tmp_path: Path, de
     assert load("r", store=store).meta.ceilings["label"] == "second"
 
 
-def test_doctor_s_errors_and_notes_name_only_its_options(cli, deepcam_dir: Path, h100_dir: Path) -> None:
+def test_doctor_s_errors_and_notes_name_only_its_options(
+    cli, deepcam_dir: Path, h100_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 45 (8): doctor on a report without roofs named its internal run 'doctor' and --ceilings, which it
     lacks, and exited 2 (a usage error) for a problem of the data; its notes named --ceilings and import's
     --rank. Now: exit 1, one line, only doctor's options; every note's options are doctor's."""
+    import hroofline.analyze.doctor as doctor
     from hroofline.cli.doctor_cmd import OPTIONS, doctor_note
 
     assert options_of("doctor") - {"-h", "--help"} == OPTIONS
+    refused = cli("doctor", "--report", deepcam_dir / "pt-O0-Adam-fw")  # no calibration run: refused as such
+    assert refused.code == 1 and refused.err.count("\n") == 1 and "'doctor'" not in refused.err, refused.err
+    assert not named_options(refused.err) - OPTIONS, refused.err
+    # a calibration report that names no GPU and carries no peaks (DeepCAM's forward, taken for one)
+    monkeypatch.setattr(doctor, "not_calibration", lambda run: None)
     roofless = cli("doctor", "--report", deepcam_dir / "pt-O0-Adam-fw")
     assert roofless.code == 1 and roofless.err.count("\n") == 1, roofless.err
     assert "has no roofs" in roofless.err and "'doctor'" not in roofless.err
     assert_accepted(roofless.err, ("doctor",))
+    monkeypatch.undo()
     calibration = cli("doctor", "--report", h100_dir / "gemm-calibration-base-clock.ncu-rep")
     assert calibration.code == 0 and "2:4-sparse rate" in calibration.err, calibration.err
     assert not named_options(calibration.err) - OPTIONS, calibration.err

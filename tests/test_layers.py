@@ -284,7 +284,8 @@ def test_a_compiled_model_compiles_whole_under_the_layer_tracker() -> None:
     """A script that torch.compiles its annotated model: Dynamo traced the tracker's global hooks and failed
     ("UnspecializedNNModuleVariable(ResNet) is already tracked for mutation", on an H200 under PyTorch 2.11 and
     here under 2.14, tests/data/gpu-2026-11-28/README.md); the tracker steps aside inside the compiled region, which
-    then compiles as one graph, and the eager modules around it are still tracked."""
+    then compiles as one graph, its kernels labelled <compiled> (not the wrapper's class name, OptimizedModule), and
+    the eager modules around it are still tracked."""
     from torch._dynamo.utils import counters
 
     from hroofline.collect.module_tracking import LayerTracker
@@ -297,7 +298,7 @@ def test_a_compiled_model_compiles_whole_under_the_layer_tracker() -> None:
         output = torch.compile(model)(torch.randn(2, 16))
         loss(output, torch.zeros(2, 4))
     assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
-    assert "<loss>" in seen and "0" not in seen
+    assert "<loss>" in seen and "<compiled>" in seen and "0" not in seen
 
 
 @pytest.mark.parametrize(

@@ -342,3 +342,13 @@ def test_the_api_prediction_says_what_the_cli_prints(cli, tmp_path: Path) -> Non
     assert "estimate" not in repr(bare)
     with pytest.raises(UsageError, match="carries no prediction"):
         bare.describe()
+
+
+def test_advise_says_it_does_not_judge_a_predicted_run(cli, predicted: Path) -> None:
+    """advise does not say 'no rule found enough time to win' of a prediction (whose own output names its layout
+    conversions): it says it does not judge predictions, and why (issue 45)."""
+    assert RunStore(predicted).load("r50-amp").meta.predicted
+    out = cli("advise", "r50-amp", "--store", str(predicted)).out
+    assert "not judged: a predicted run" in out and "no rule found" not in out
+    data = json.loads(cli("advise", "r50-amp", "--format", "json", "--store", str(predicted)).out)
+    assert data["findings"] == [] and data["not_judged"].startswith("not judged")

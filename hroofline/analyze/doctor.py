@@ -104,6 +104,41 @@ def case_of(launches: pd.DataFrame) -> pd.Series:
     return cases.where(~copy, "copy")
 
 
+# A GEMM of a calibration run does its case's 2·M·N·K within this factor: far enough that a miscount (an FMA
+# counted once, a sparse count) still reaches the FLOPs check, near enough that a model's GEMMs do not pass.
+SHAPE_FACTOR = 4.0
+CALIBRATION_PHASE = "forward"
+
+
+def not_calibration(run: Run) -> str | None:
+    """Why the run is no calibration run, or None where it is one. A calibration run is what the calibration
+    script records: one profiled step in phase ``forward`` without module (layer) ranges (its NVTX ranges), whose
+    GEMMs each do about their case's 2·M·N·K (its GEMM shapes: 8192³ or 4096³)."""
+    launches = run.launches
+    phases = sorted(set(launches["phase"].dropna().astype(str)) - {CALIBRATION_PHASE})
+    if phases:
+        return f"it has launches in phase {', '.join(phases)} (the calibration's are all in {CALIBRATION_PHASE})"
+    if launches["layer"].notna().any():
+        return "it has module (layer) ranges (the calibration has none)"
+    cases = case_of(launches)
+    sizes = {case.name: case for case in CASES if case.name != "copy"}
+    gemms = cases.isin(list(sizes))
+    if not gemms.any():
+        return "it holds no GEMM of 1 GFLOP or more"
+    wanted = cases[gemms].map(lambda name: sizes[name].flops)
+    ratio = total_flops(launches)[gemms] / wanted
+    off = ~ratio.between(1 / SHAPE_FACTOR, SHAPE_FACTOR)
+    if off.any():
+        first = off.idxmax()
+        size = sizes[str(cases[first])].size
+        return (
+            f"{int(off.sum())} of its {int(gemms.sum())} GEMMs do other work than the calibration's (one does "
+            f"{total_flops(launches)[first] / 1e9:.3g} GFLOP as a {cases[first]} GEMM, not 2·{size}³ = "
+            f"{2 * size**3 / 1e9:,.0f} GFLOP)"
+        )
+    return None
+
+
 def diagnose(run: Run, roofs: RunRoofs, profiled: tuple[str, ...] = ()) -> Diagnosis:
     """The checks of every calibration case the run holds; a case in ``profiled`` (the calibration ran it
     under ncu here) that the run lacks fails: ncu recorded none of its launches."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hroofline.collect.same_step import is_joined, is_report, is_trace, join_same_steps, same_step
 from hroofline.errors import InputError, UsageError
 from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.importers.source import ImportedSource
@@ -70,6 +71,9 @@ def import_files(
     with _out_of_memory_names(", ".join(str(s.path) for s in read)):
         imported = import_sources(read, options, metric_set)
     read.clear()  # the raw metrics are not needed to write the run: their memory is freed first
+    imported = join_same_steps(imported, options.gpu)
+    if store.has_run(name) and not replacing:
+        _check_not_the_same_step(store, name, imported)
     if options.cpu_ops and not all(source.on_cpu for source in imported):
         other = next(source for source in imported if not source.on_cpu)
         raise UsageError(
@@ -82,6 +86,39 @@ def import_files(
         return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
     added = store.add_sources(name, imported, defaults.gpu, defaults.precision, defaults.ceilings)
     return Imported(added, skipped)
+
+
+def _check_not_the_same_step(store: RunStore, name: str, imported: list[ImportedSource]) -> None:
+    """A trace added to a run that holds an ncu report of the same step, or the other way round, would count
+    every launch twice: refused, with the way to join them (both in one import)."""
+    held = store.load_meta(name).sources
+    launches = None  # read once, where a source may be the other half of a step
+    for source in imported:
+        other = is_report if is_trace(source.info) else is_trace if is_report(source.info) else None
+        if other is None:
+            continue
+        for index, info in enumerate(held):
+            if not (other(info) or is_joined(info)):
+                continue
+            if launches is None:
+                launches = store.load(name, ["source", "launch_id", "kernel", "category"]).launches
+            theirs = launches[launches["source"] == index]
+            trace, report = (source.launches, theirs) if is_trace(source.info) else (theirs, source.launches)
+            if not same_step(trace, report):
+                continue
+            if is_joined(info):
+                raise InputError(
+                    f"{source.info.path}: run {name!r} holds {info.path} joined with ncu's counters already (the same "
+                    "step): added, every launch would count twice",
+                    "import it into another run",
+                )
+            pair = f"{source.info.path} {info.path}" if is_trace(source.info) else f"{info.path} {source.info.path}"
+            what = "a trace" if is_trace(info) else "an ncu report"
+            raise InputError(
+                f"{source.info.path}: run {name!r} holds {info.path}, {what} of the same step "
+                f"({len(report):,} launches): added, every launch would count twice",
+                f"join them launch for launch in one import: hroofline import {pair} --run {name} --replace",
+            )
 
 
 def _check_ceilings_taken(store: RunStore, name: str, ceilings: dict[str, Any]) -> None:

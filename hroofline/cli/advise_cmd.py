@@ -56,20 +56,23 @@ def _format(text: str) -> str:
 
 
 def run_advise(args: argparse.Namespace) -> int:
-    from hroofline.analyze.advice.base import advice_context
+    from hroofline.analyze.advice.rules import ON_GPU, advice_scope
     from hroofline.api.advice import advise, findings
-    from hroofline.render.advice import advice_text
+    from hroofline.render.advice import NOT_JUDGED, advice_text
     from hroofline.render.text import render_frame, to_json
 
     run = open_store(args).load(args.run)
     if args.format == "json":
-        write_out(to_json({"run": run.name, "findings": advise(run, args.ceilings).to_dict(orient="records")}))
+        data = {"run": run.name, "findings": advise(run, args.ceilings).to_dict(orient="records")}
+        if run.meta.predicted:
+            data["not_judged"] = NOT_JUDGED[advice_scope(run)]
+        write_out(to_json(data))
         return 0
     if args.format == "csv":
         write_out(render_frame(flat_findings(advise(run, args.ceilings)), "csv"))
         return 0
-    found = findings(run, args.ceilings)  # the context is asked for again only where nothing was found
-    write_out(advice_text(run.name, found, bool(found) or advice_context(run, args.ceilings).on_gpu))
+    found = findings(run, args.ceilings)  # the scope is asked for only where nothing was found
+    write_out(advice_text(run.name, found, ON_GPU if found else advice_scope(run, args.ceilings)))
     return 0
 
 

@@ -28,8 +28,9 @@ rate taken as dense, what ncu's .peak_sustained gives on Hopper.
 
 On a machine with an NVIDIA GPU and ncu, `hroofline doctor` profiles the calibration there and keeps its
 report (--keep DIR). Without one, `hroofline doctor --report FILE` checks a calibration report made on a GPU
-(by `hroofline doctor --keep DIR`, or ../shared/fixtures/h100/gemm-calibration-*.ncu-rep). Exit 0 when every
-check passes, 1 when one fails (each failure says what to look at).
+(by `hroofline doctor --keep DIR`, or ../shared/fixtures/h100/gemm-calibration-*.ncu-rep); any other report
+(the calibration's NVTX ranges and GEMM shapes tell it) is refused. Exit 0 when every check passes, 1 when one
+fails (each failure says what to look at).
 """
 
 EPILOG = """\
@@ -67,7 +68,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument("--ncu", metavar="PATH", help="the ncu to profile with (default: ncu on PATH)")
     doctor.add_argument("--keep", metavar="DIR", help="keep the calibration's ncu report and logs in DIR")
     doctor.add_argument(
-        "--force-gpu", action="store_true", help="judge it as --gpu even where its SM count differs (a MIG slice)"
+        "--force-gpu",
+        action="store_true",
+        help="judge it as --gpu even where its device name or SM count differs (a MIG slice)",
     )
     doctor.set_defaults(run_command=run)
 
@@ -90,7 +93,17 @@ def run(args: argparse.Namespace) -> int:
             source, profiled = _profile_calibration(args, gpu, Path(folder))
         where = "the calibration profiled here (--keep DIR keeps its report)"
     calibration = _run_of(source, gpu)
-    from hroofline.analyze.doctor import diagnose
+    from hroofline.analyze.doctor import diagnose, not_calibration
+
+    if args.report:
+        why = not_calibration(calibration)
+        if why is not None:
+            raise InputError(
+                f"{where} is not hroofline's calibration run: {why} (how it knows: the calibration script's NVTX "
+                "ranges and GEMM shapes)",
+                "doctor judges only its calibration: run `hroofline doctor` on the GPU, or `hroofline doctor "
+                "--report FILE` on the report `hroofline doctor --keep DIR` wrote",
+            )
     from hroofline.roofs.ceilings import roofs_unknown, run_roofs
 
     unknown = roofs_unknown(calibration)

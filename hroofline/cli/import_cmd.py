@@ -92,7 +92,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--force-gpu",
         action="store_true",
-        help="judge a report as --gpu even where the device it states has another SM count (default: refused)",
+        help="judge a report as --gpu even where the device it states is another (name or SM count; default: refused)",
     )
     parser.add_argument(
         "--merge",

@@ -12,6 +12,7 @@ from hroofline.cli.common import say, stage
 from hroofline.cli.profile_common import cpu_ceilings, store_profiled
 from hroofline.collect.distinct_launches import join_distinct, plan_distinct_launches, write_measure_calls
 from hroofline.collect.ncu_top import join_counters, kernel_filter_arguments, parse_kernels_option, top_kernel_names
+from hroofline.collect.same_step import highest_clock
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import ProfilingError
 from hroofline.importers.source import ImportedSource
@@ -148,8 +149,3 @@ def distinct_launches_pass(
         measure_calls=calls,
         expected_launches=plan.profiled,
     )
-
-
-def highest_clock(gpu: GpuName) -> float | None:
-    """The highest SM clock the GPU runs at (its datasheet's), where the measured launches' roofs are taken."""
-    return max(gpu.clocks.values(), default=None)

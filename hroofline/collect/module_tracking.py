@@ -19,7 +19,7 @@ from torch.nn.modules.loss import _Loss
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-from hroofline.model.layers import LOSS, MODEL, OPTIMIZER, label_outside_modules, layer_name
+from hroofline.model.layers import COMPILED, LOSS, MODEL, OPTIMIZER, label_outside_modules, layer_name
 
 _GLOBAL = "Global"  # ModuleTracker's name for "no module"
 
@@ -55,6 +55,8 @@ class LayerTracker(ModuleTracker):
                 self._known_modules[mod] = MODEL
             elif isinstance(mod, _Loss):
                 self._known_modules[mod] = LOSS
+            elif type(mod).__name__ == "OptimizedModule" and hasattr(mod, "_orig_mod"):
+                self._known_modules[mod] = COMPILED  # torch.compile's wrapper: its inner modules are never entered
         return super()._get_mod_name(mod)
 
     def _fw_pre_hook(self, mod: Any, input: Any) -> None:

@@ -26,6 +26,7 @@ from hroofline.importers.checks import (
 from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
 from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
+from hroofline.importers.named_gpu import check_named_gpu
 from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
 from hroofline.importers.ncu_rep import is_ncu_report, read_ncu_rep
@@ -327,20 +328,16 @@ SM_COUNT = "device__attribute_multiprocessor_count"
 
 
 def _source_gpu(profile: RawProfile, metrics: pd.DataFrame, options: ImportOptions, path: Path) -> GpuName | None:
-    """The catalog GPU of a source: the one the report states wins over ``--gpu``. A report whose SM count
-    differs from the named GPU's is refused unless ``force_gpu``: its roofs would be another GPU's."""
+    """The catalog GPU of a source: ``--gpu`` where given, else the one the report states. A report whose
+    device (name, SM count) is another GPU than the named one is refused unless ``force_gpu``: its roofs would be
+    another GPU's."""
     stated = gpu_from_display_name(profile.device_name) if profile.device_name else None
     named = options.gpu
     if named is None:
         return stated
     counts = metrics[SM_COUNT].dropna() if SM_COUNT in metrics else pd.Series(dtype=float)
     sms = int(counts.iloc[0]) if len(counts) else (stated.sms if stated is not None else None)
-    if sms is not None and named.sms is not None and sms != named.sms and not options.force_gpu:
-        device = f" ({profile.device_name})" if profile.device_name else ""
-        raise InputError(
-            f"{path}: the profiled device{device} has {sms} SMs, --gpu {named.name} has {named.sms}",
-            f"leave out --gpu (the report says which GPU it is), or add --force-gpu to judge it as {named.name} anyway",
-        )
+    check_named_gpu(str(path), profile.device_name, sms, named, options.force_gpu)
     return named
 
 

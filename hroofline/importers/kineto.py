@@ -225,9 +225,19 @@ def input_dims(args: dict[str, Any]) -> list[Any] | None:
 
 def device_sms(trace: TraceEvents, device: int | None) -> int | None:
     """The SM count of a GPU of the trace's ``deviceProperties``, where it says."""
+    count = _device_number(trace, device, "numSms")
+    return int(count) if count is not None else None
+
+
+def device_memory(trace: TraceEvents, device: int | None) -> float | None:
+    """The device memory (bytes) of a GPU of the trace's ``deviceProperties``, where it says."""
+    return _device_number(trace, device, "totalGlobalMem")
+
+
+def _device_number(trace: TraceEvents, device: int | None, key: str) -> float | None:
     properties = trace.devices.get(device if device is not None else -1) or next(iter(trace.devices.values()), None)
-    count = properties.get("numSms") if properties else None
-    return int(count) if isinstance(count, int | float) else None
+    value = properties.get(key) if properties else None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def device_description(trace: TraceEvents, device: int | None) -> tuple[str | None, str | None]:

@@ -27,9 +27,17 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
-from hroofline.importers.kineto import GpuActivity, TraceEvents, device_description, device_sms, input_dims
+from hroofline.importers.kineto import (
+    GpuActivity,
+    TraceEvents,
+    device_description,
+    device_memory,
+    device_sms,
+    input_dims,
+)
 from hroofline.importers.kineto_links import LaunchLink, link_activities, link_cpu_ops, process_ranges
 from hroofline.importers.launch_signature import launch_signatures, op_calls
+from hroofline.importers.named_gpu import check_named_gpu
 from hroofline.importers.source import ImportedSource
 from hroofline.model.layers import phase_label
 from hroofline.model.run import SourceInfo, conform_launches
@@ -81,12 +89,8 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
                 f"but the trace's device {result.device_name} has {result.cc}",
                 "leave out --gpu or name the GPU that was profiled",
             )
-        sms = device_sms(trace, None)
-        if sms is not None and gpu.sms is not None and sms != gpu.sms and not options.force_gpu:
-            raise InputError(
-                f"{trace.path}: the traced device {result.device_name} has {sms} SMs, --gpu {gpu.name} has {gpu.sms}",
-                f"leave out --gpu (the trace says which GPU it is), or add --force-gpu to judge it as {gpu.name}",
-            )
+        sms, memory = device_sms(trace, None), device_memory(trace, None)
+        check_named_gpu(str(trace.path), result.device_name, sms, gpu, options.force_gpu, memory)
         result.cc = gpu.cc
         result.launches["cc"] = gpu.cc
     elif result.cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:

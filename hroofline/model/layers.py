@@ -18,7 +18,8 @@ LOSS = "<loss>"  # the loss (an nn loss module, or what the forward phase runs a
 AUTOGRAD = "<autograd>"  # backward outside any module, after the loss's: gradient accumulation
 OPTIMIZER = "<optimizer>"  # zero_grad, the optimizer step, the gradient scaler
 OUTSIDE = "<outside>"  # ops outside the model and outside the step's phases
-NON_MODULE_LABELS: tuple[str, ...] = (MODEL, LOSS, AUTOGRAD, OPTIMIZER, OUTSIDE)
+COMPILED = "<compiled>"  # a torch.compile'd model's kernels: fused across its modules, placed on none of them
+NON_MODULE_LABELS: tuple[str, ...] = (MODEL, LOSS, AUTOGRAD, OPTIMIZER, OUTSIDE, COMPILED)
 
 
 def layer_name(tracked: str) -> str:

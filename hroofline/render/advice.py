@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from hroofline.analyze.advice.base import Confirmation, Finding
+from hroofline.analyze.advice.rules import GPU_WITHOUT_CC, ON_CPU, ON_GPU, PREDICTED
 from hroofline.model.numbers import si
 
 _KERNELS_SHOWN = 3
@@ -19,7 +20,7 @@ def finding_lines(rank: int, finding: Finding) -> list[str]:
     roof = f", at {evidence.roof_pct:.0f}% of their roofs" if evidence.roof_pct is not None else ""
     lines = [
         f"{rank}. {finding.rule.title}",
-        f"   can win: {si(finding.win_s, 's')} ({finding.rule.text('win')})",
+        f"   can win: {si(finding.win_s, 's')} ({_win_text(finding)})",
         f"   evidence: {evidence.launches:,} launches, {si(evidence.time_s, 's')} = "
         f"{100 * evidence.step_share:.1f}% of the step ({phases}){roof}",
     ]
@@ -33,6 +34,12 @@ def finding_lines(rank: int, finding: Finding) -> list[str]:
     return lines
 
 
+def _win_text(finding: Finding) -> str:
+    """The rule's words for the kind of win the finding has (a rule may have one text per kind)."""
+    per_kind = finding.rule.settings.get("win_" + finding.win_kind.replace(" ", "_"))
+    return str(per_kind) if per_kind else finding.rule.text("win")
+
+
 def detail_lines(finding: Finding) -> list[str]:
     """What a rule found besides its kernels, in words."""
     detail = finding.detail
@@ -42,8 +49,10 @@ def detail_lines(finding: Finding) -> list[str]:
             f"dimension to pad: {detail['dimension']:,} (no multiple of "
             f"{8 if detail.get('element_bits') == 16 else 4} elements) -> {detail['padded']:,}"
         )
-    elif "element_bits" in detail:
-        lines.append("dimension to pad: the run records no shapes (an ncu report); a trace of the step names it")
+    elif detail.get("no_shapes_in") == "trace":
+        lines.append("dimension to pad: the trace recorded no shapes (record_shapes=True names it)")
+    elif detail.get("no_shapes_in") == "ncu":
+        lines.append("dimension to pad: an ncu report records no shapes; a trace of the step names it")
     if detail.get("others_roof_pct") is not None:
         lines.append(f"this run's other matrix products reach {detail['others_roof_pct']:.0f}% of their roof")
     if detail.get("families"):
@@ -53,10 +62,25 @@ def detail_lines(finding: Finding) -> list[str]:
     return lines
 
 
-def advice_text(run: str, findings: Sequence[Finding], on_gpu: bool) -> str:
+_NOTHING_FOUND = {
+    ON_GPU: "",
+    GPU_WITHOUT_CC: " (the GPU's compute capability is unknown: the rules that compare architectures, fallback "
+    "matrix products and FP32 off the tensor cores, did not judge)",
+    ON_CPU: " (a CPU run: the GPU rules do not apply)",
+}
+NOT_JUDGED = {
+    PREDICTED: "not judged: a predicted run's kernel times are the roofs' own bound and fitted efficiencies, so "
+    "advise's 'time above the roof' would only repeat the prediction; predict's output names what it found (layout "
+    "conversions, tensor cores); advise a measured run of the step (hroofline profile or import)",
+}
+
+
+def advice_text(run: str, findings: Sequence[Finding], scope: str) -> str:
+    """The findings; where there are none, why (``scope``: what advise judged the run as, advice_scope)."""
+    if scope in NOT_JUDGED:
+        return f"{run}: {NOT_JUDGED[scope]}\n"
     if not findings:
-        what = "" if on_gpu else " (a CPU run: the GPU rules do not apply)"
-        return f"{run}: no advice: no rule found enough time to win{what}\n"
+        return f"{run}: no advice: no rule found enough time to win{_NOTHING_FOUND[scope]}\n"
     total = sum(f.win_s for f in findings)
     lines = [f"{run}: {len(findings)} finding(s), the most to win first (wins overlap: {si(total, 's')} is no sum)"]
     for rank, finding in enumerate(findings, start=1):

@@ -12,12 +12,11 @@ import pandas as pd
 
 from hroofline.analyze.binding import launch_roof_terms
 from hroofline.model.names import short_kernel_name
-from hroofline.model.run import PHASES, Run, ordered_phases
+from hroofline.model.run import Run, ordered_phases
 from hroofline.roofs.catalog import GpuName
 from hroofline.roofs.ceilings import CPU, run_gpu, run_roofs
 from hroofline.roofs.metricset import load_metric_set, metrics_dir
 
-STEP_PHASES: tuple[str, ...] = tuple(p for p in PHASES if p != "other")
 UPPER_BOUND = "upper bound"
 ESTIMATE = "estimate"
 _NOT_KERNELS = ("memcpy", "memset", "communication")
@@ -87,7 +86,8 @@ class Confirmation:
 
 @dataclass
 class AdviceContext:
-    """A run's step launches with each one's time at roof; the GPU it ran on (None: a CPU)."""
+    """A run's launches with each one's time at roof; the catalog GPU it ran on (None: a CPU, or a GPU the
+    catalog lacks, judged against its file's own roofs)."""
 
     run: Run
     launches: pd.DataFrame
@@ -99,7 +99,8 @@ class AdviceContext:
 
     @property
     def on_gpu(self) -> bool:
-        return self.gpu is not None or (self.run.meta.gpu not in (None, CPU) and self.cc is not None)
+        """Every run but a CPU's (hroofline's own CPU profile, ``--gpu cpu``): a GPU the catalog lacks is a GPU."""
+        return self.run.meta.gpu != CPU
 
     def evidence(self, mask: pd.Series) -> Evidence:
         chosen = self.launches[mask]
@@ -135,11 +136,11 @@ def _most(frame: pd.DataFrame, column: str) -> tuple[tuple[str, float], ...]:
 
 
 def advice_context(run: Run, ceilings: str | None = None) -> AdviceContext:
-    """The step's kernel launches of ``run`` (its phases; no copies, sets or communication) with their time at
+    """The kernel launches of ``run`` (every phase, ``other`` too: a report imported without ``--phase`` or a
+    forward outside any range is still the step's work; no copies, sets or communication) with their time at
     roof against the run's own roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file, as ``top``'s)."""
     launches = run.launches
-    in_step = launches["phase"].isin(STEP_PHASES) & ~launches["category"].isin(_NOT_KERNELS).fillna(False)
-    in_step &= launches["time_s"].notna()
+    in_step = ~launches["category"].isin(_NOT_KERNELS).fillna(False) & launches["time_s"].notna()
     roofs = run_roofs(run, ceilings)
     chosen = launches[in_step]
     terms = launch_roof_terms(chosen, roofs.per_launch.loc[chosen.index], load_metric_set().pipes_of(run.meta.cc))
@@ -171,6 +172,19 @@ def time_shrunk(finding: Finding, after: AdviceContext, mask: pd.Series, fractio
     or less."""
     after_s = float(after.launches.loc[mask, "time_s"].sum())
     return Confirmation(finding, finding.evidence.time_s, after_s, after_s <= fraction * finding.evidence.time_s)
+
+
+def matrix_products(launches: pd.DataFrame) -> pd.Series:
+    """Launches of matrix products (the patterns of metrics/advice.toml's gemm_fallbacks), not convolutions: not by
+    name (cuDNN's implicit GEMMs), nor by the op that launched them (a trace: cuDNN runs a 1x1 convolution on
+    cuBLAS's GEMM kernels)."""
+    settings = load_rules()["gemm_fallbacks"].settings
+    kernels = launches["kernel"].astype(str)
+    found = names_matching(kernels, settings["gemm"]) & ~names_matching(kernels, settings["not_gemm"])
+    if "op" in launches.columns:
+        ops = launches["op"].astype("string").str.contains("conv", regex=False).fillna(False).astype(bool)
+        found &= ~ops
+    return found
 
 
 def names_matching(kernels: pd.Series, patterns: list[str]) -> pd.Series:

@@ -13,6 +13,7 @@ from hroofline.analyze.advice.base import (
     Finding,
     Rule,
     enough_evidence,
+    matrix_products,
     names_matching,
 )
 from hroofline.analyze.families import kernel_family
@@ -26,7 +27,8 @@ def _in_families(context: AdviceContext, rule: Rule) -> pd.Series:
     a convolution it still runs on the FP32 units is cuDNN's choice, which no switch changes)."""
     families = context.launches["kernel"].astype(str).map(kernel_family)
     wanted = rule.settings["families"] if (context.cc or 0) < _TF32_FROM else rule.settings["tf32_families"]
-    return families.isin(wanted)
+    # cuBLAS's own names are no family 'gemm' (sm80_xmma_gemm_f32f32_..._ffma): its matrix products by pattern too
+    return families.isin(wanted) | matrix_products(context.launches)
 
 
 def detect(context: AdviceContext, rule: Rule) -> Finding | None:

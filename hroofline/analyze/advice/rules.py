@@ -28,9 +28,26 @@ RULES: dict[str, tuple[Detector, Confirmer]] = {
 }
 
 
+# What advise judges a run as (advice_scope): what its rules could look at, for saying so where none fired.
+ON_GPU = "gpu"
+GPU_WITHOUT_CC = "gpu without compute capability"  # the rules that compare architectures stay silent
+ON_CPU = "cpu"
+PREDICTED = "predicted"  # not judged: its times are the roofs' own bound and fitted efficiencies
+
+
+def advice_scope(run: Run, ceilings: str | None = None) -> str:
+    if run.meta.predicted:
+        return PREDICTED
+    context = advice_context(run, ceilings)
+    if not context.on_gpu:
+        return ON_CPU
+    return ON_GPU if context.cc is not None else GPU_WITHOUT_CC
+
+
 def advise(run: Run, ceilings: str | None = None) -> list[Finding]:
-    """Every rule that applies to ``run`` and fires, the one that can win most first, against the run's roofs (or
-    ``ceilings``). A predicted run has no measured kernels: no advice."""
+    """Every rule that applies to ``run`` and fires with something to win, the one that can win most first, against
+    the run's roofs (or ``ceilings``). A predicted run is not judged (advice_scope): its kernels' times come from
+    the roofs the rules would compare them with, so a 'time above the roof' would only repeat the prediction."""
     if run.meta.predicted:
         return []
     context = advice_context(run, ceilings)
@@ -41,7 +58,7 @@ def advise(run: Run, ceilings: str | None = None) -> list[Finding]:
         if rule.applies_to == "gpu" and not context.on_gpu:
             continue
         finding = RULES[key][0](context, rule)
-        if finding is not None:
+        if finding is not None and finding.win_s > 0:  # a finding that can win nothing is no advice
             found.append(finding)
     return sorted(found, key=lambda f: -f.win_s)
 
