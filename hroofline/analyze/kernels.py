@@ -238,6 +238,7 @@ def empty_detail_columns(summary: dict[str, dict[str, float | int | None]]) -> s
 # not the names or the raw ncu metrics, which are most of a large run's memory.
 SUMMARY_READS: tuple[str, ...] = (
     *SUMMED,
+    "work_source",
     "time_bound_s",
     "bytes_link",
     "launches",
