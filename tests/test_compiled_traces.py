@@ -12,10 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.importers.kineto import parse_trace
+from hroofline.importers.inductor_work import inductor_work
+from hroofline.importers.kineto import CpuEvent, parse_trace
 from hroofline.importers.source import ImportedSource
 from hroofline.importers.trace_source import TraceOptions, trace_source
 from hroofline.importers.trace_work import op_work
+from hroofline.roofs.catalog import gpu_from_properties
 from hroofline.roofs.metricset import load_metric_set
 from tests.conftest import REPO, SHARED, need
 
@@ -104,6 +106,37 @@ def test_summary_says_where_the_work_came_from_and_the_run_is_judged_as_an_a100(
     summary = json.loads(cli("summary", "hta", "--format", "json").out)
     assert summary["work_sources"] == {"tensors": 1.0}
     assert summary["total"]["work_known"] == 1.0
-    assert "where its work came from (column work_source): tensors 100.0%" in cli("summary", "hta").out
+    assert "where its work came from (column work_source): tensors 100.0%" in cli("summary", "hta").err
     (run,) = json.loads(cli("runs", "--format", "json").out)
     assert run["gpu"] == "a100-40gb"
+
+
+def _event(name: str, **args: object) -> CpuEvent:
+    return CpuEvent(name, ("1", "1"), 0.0, 1e-6, False, dict(args))
+
+
+def test_a_gemm_template_without_inductors_count_gets_2mnk_and_an_unknown_op_leaves_flops_unknown() -> None:
+    template = _event(
+        "triton_tem_fused_mm_0",
+        **{"Input Dims": [[64, 32], [32, 16], [64, 16]], "Input type": ["c10::BFloat16"] * 3},
+    )
+    found = inductor_work(template)
+    assert found is not None and found.flops_known and found.source == "tensors"
+    assert found.work.flops == {"flops_fp32": 0.0, "flops_fp16": 2 * 64 * 16 * 32}
+    assert found.work.matmul_flops == {"flops_fp16": 2 * 64 * 16 * 32} and found.work.bf16
+    assert found.work.bytes == 2 * (64 * 32 + 32 * 16 + 64 * 16)
+    # an op of no known cost in the name: bytes known, FLOPs unknown (not 0)
+    odd = _event("triton_poi_fused_erfinv_0", **{"Input Dims": [[8], [8]], "Input type": ["float"] * 2})
+    found = inductor_work(odd)
+    assert found is not None and not found.flops_known and found.work.bytes == 2 * 8 * 4
+    # a broadcast (stride-0) argument covers its distinct elements only; Inductor's kernel_num_gb wins where present
+    broadcast = {"Input Dims": [[4, 8]], "Input type": ["float"], "Input Strides": [[0, 1]]}
+    assert inductor_work(_event("triton_poi_fused_clone_0", **broadcast)).work.bytes == 8 * 4
+    estimated = inductor_work(_event("triton_poi_fused_clone_0", kernel_num_gb=0.5, **broadcast))
+    assert estimated.source == "inductor" and estimated.work.bytes == 0.5e9
+
+
+def test_a_device_is_resolved_by_its_properties_only_where_one_catalog_gpu_fits() -> None:
+    assert gpu_from_properties("8.0", 108, 42297524224).name == "a100-40gb"  # the HTA trace's A100-PG509-200
+    assert gpu_from_properties("8.0", 108, 79.2 * 2**30) is None  # the A100 80 GB SXM4 and PCIe both fit
+    assert gpu_from_properties("8.0", 100, 42297524224) is None

@@ -186,9 +186,12 @@ def show_summary(args: argparse.Namespace) -> int:
         work = {"work_sources": sources} if sources else {}
         write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work}))
     else:
-        for line in (provenance_line(provenance), work_sources_line(sources)):
-            if line:
-                write_out(f"note: {line}\n")
+        line = provenance_line(provenance)
+        if line:
+            write_out(f"note: {line}\n")
+        sources_line = work_sources_line(sources)
+        if sources_line:
+            say(f"note: {sources_line}")  # a note on stderr: the table on stdout stays as it was
         empty = empty_detail_columns(phases)
         present = {c for values in phases.values() for c in values}
         write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty and c in present]))
