@@ -65,6 +65,7 @@ GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
 LAUNCH_CONTEXT: tuple[str, ...] = (
     "layer",
     "op",
+    "work_source",  # traces: where its work came from (formula, inductor, tensors, ...)
     "nvtx",
     "grid",
     "block",
