@@ -140,3 +140,16 @@ def test_a_device_is_resolved_by_its_properties_only_where_one_catalog_gpu_fits(
     assert gpu_from_properties("8.0", 108, 42297524224).name == "a100-40gb"  # the HTA trace's A100-PG509-200
     assert gpu_from_properties("8.0", 108, 79.2 * 2**30) is None  # the A100 80 GB SXM4 and PCIe both fit
     assert gpu_from_properties("8.0", 100, 42297524224) is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": "10x10", "Input type": "float", "Concrete Inputs": "100"},
+        {"Input Dims": [[10, -10], [3]], "Input type": [["float"], "float"], "Input Strides": [[1], "x"]},
+        {"Input Dims": [[10]], "Input type": ["float"], "kernel_num_gb": "many", "kernel_flop": -3},
+    ],
+)
+def test_an_inductor_event_with_odd_args_gets_what_can_be_read_and_no_error(args: dict[str, object]) -> None:
+    found = inductor_work(_event("triton_poi_fused_add_0", **args))
+    assert found is None or (found.work.bytes >= 0 and found.source == "tensors")

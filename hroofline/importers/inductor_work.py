@@ -161,7 +161,7 @@ def inductor_work(event: CpuEvent) -> InductorWork | None:
         flops=flops,
         bytes=moved,
         main_op=event.name,
-        bf16="c10::BFloat16" in (args.get("Input type") or []),
+        bf16="c10::BFloat16" in _list(args.get("Input type")),
         matmul_flops={column: gemm} if gemm else {},
     )
     return InductorWork(work, source, flops_known=pointwise is not None and (kind != "tem" or gemm is not None))
@@ -170,12 +170,14 @@ def inductor_work(event: CpuEvent) -> InductorWork | None:
 def _tensors(args: dict[str, Any]) -> list[tuple[float, str]]:
     """(bytes, type name) of each tensor argument: the distinct elements its strides cover."""
     dims = input_dims(args) or []
-    types = args.get("Input type") or []
-    strides = args.get("Input Strides") or []
+    types = _list(args.get("Input type"))
+    strides = _list(args.get("Input Strides"))
     found = []
     for index, shape in enumerate(dims):
         kind = types[index] if index < len(types) else ""
-        if kind not in DTYPES or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        if not isinstance(kind, str) or kind not in DTYPES or not isinstance(shape, list):
+            continue
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
             continue
         stride = strides[index] if index < len(strides) and isinstance(strides[index], list) else []
         if len(stride) == len(shape):
@@ -184,6 +186,10 @@ def _tensors(args: dict[str, Any]) -> list[tuple[float, str]]:
             elements = math.prod(shape)
         found.append((float(elements * DTYPES[kind].itemsize), kind))
     return found
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _gemm_column(tensors: list[tuple[float, str]]) -> str:
@@ -203,7 +209,7 @@ def _number(value: Any) -> float | None:
 
 def _elements(args: dict[str, Any]) -> int | None:
     """The kernel's iteration space: the product of its trailing integer size arguments (xnumel, rnumel)."""
-    concrete = args.get("Concrete Inputs") or []
+    concrete = _list(args.get("Concrete Inputs"))
     sizes = []
     for value in reversed(concrete):
         if not isinstance(value, str) or not value.strip().isdigit():
