@@ -67,6 +67,7 @@ GROUPINGS: tuple[str, ...] = ("launch", "name", "layer")
 LAUNCH_CONTEXT: tuple[str, ...] = (
     "layer",
     "op",
+    "work_source",  # traces: where its work came from (formula, inductor, tensors, ...)
     "nvtx",
     "grid",
     "block",
@@ -240,6 +241,7 @@ def empty_detail_columns(summary: dict[str, dict[str, float | int | None]]) -> s
 # not the names or the raw ncu metrics, which are most of a large run's memory.
 SUMMARY_READS: tuple[str, ...] = (
     *SUMMED,
+    "work_source",
     "time_bound_s",
     "bytes_link",
     "launches",

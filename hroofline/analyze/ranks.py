@@ -122,3 +122,14 @@ def work_known_share(rows: pd.DataFrame) -> float | None:
     if not len(kernels) or total <= 0:
         return None
     return float(kernels.loc[kernels["flops_fp32"].notna(), "time_s"].sum()) / total
+
+
+def work_source_shares(rows: pd.DataFrame) -> dict[str, float]:
+    """Of the compute kernels' time, the share by where their work came from (the ``work_source`` column: formula,
+    inductor, tensors, unknown), largest first; empty for runs without it (not a trace, or imported before it)."""
+    kernels = rows[rows["category"] == "kernel"]
+    total = float(kernels["time_s"].sum())
+    if "work_source" not in kernels or kernels["work_source"].isna().all() or total <= 0:
+        return {}
+    times = kernels.groupby(kernels["work_source"].astype("string").fillna("unknown"))["time_s"].sum()
+    return {str(source): float(time) / total for source, time in times.sort_values(ascending=False).items()}

@@ -19,7 +19,7 @@ from hroofline.analyze.kernels import (
     shown_columns,
 )
 from hroofline.analyze.provenance import counter_provenance
-from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread
+from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread, work_source_shares
 from hroofline.api.options import (
     DEFAULT_KERNELS_GROUPING,
     FORMATS,
@@ -32,7 +32,7 @@ from hroofline.cli.common import add_selection_options, add_store_option, open_s
 from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
-from hroofline.render.roof_notes import provenance_line
+from hroofline.render.roof_notes import provenance_line, work_sources_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.roofs.ceilings import run_gpu
 from hroofline.store.reading import BrokenRun
@@ -183,14 +183,19 @@ def show_summary(args: argparse.Namespace) -> int:
         return 0
     phases = phase_summary(run)
     provenance = counter_provenance(run.launches)
+    sources = work_source_shares(run.launches)
     if args.format == "json":
         total = phases.pop("total")
         counters = {"counters": asdict(provenance)} if provenance else {}
-        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters}))
+        work = {"work_sources": sources} if sources else {}
+        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work}))
     else:
         line = provenance_line(provenance)
         if line:
             write_out(f"note: {line}\n")
+        sources_line = work_sources_line(sources)
+        if sources_line:
+            say(f"note: {sources_line}")  # a note on stderr: the table on stdout stays as it was
         empty = empty_detail_columns(phases)
         present = {c for values in phases.values() for c in values}
         write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty and c in present]))

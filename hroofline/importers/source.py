@@ -16,3 +16,4 @@ class ImportedSource:
     cc: str | None
     device_name: str | None
     on_cpu: bool = False  # its launches ran on the CPU (ATen ops), its run's roofs are a CPU's
+    gpu: str | None = None  # the catalog GPU found by the device's properties where its name is not known

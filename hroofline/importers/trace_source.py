@@ -41,7 +41,7 @@ from hroofline.importers.named_gpu import check_named_gpu
 from hroofline.importers.source import ImportedSource
 from hroofline.model.layers import phase_label
 from hroofline.model.run import SourceInfo, conform_launches
-from hroofline.roofs.catalog import GpuName, gpu_from_display_name
+from hroofline.roofs.catalog import GIB, GpuName, gpu_from_display_name, gpu_from_properties
 from hroofline.roofs.formulas import KernelTime, derive_quantities
 from hroofline.roofs.metricset import MetricSet
 from hroofline.roofs.rates import DenseRates, rates_for
@@ -61,6 +61,10 @@ CPU_TRACE_NOTE = (
 NO_SHAPES_WARNING = (
     "the trace recorded no op inputs (record_shapes=False): FLOPs and bytes are unknown, only times were "
     "measured; profile with record_shapes=True for the ops' work"
+)
+WORK_SOURCES = (
+    "formula: the launching op's formulas on its recorded shapes; inductor: Inductor's kernel_num_gb and "
+    "kernel_flop; tensors: a generated kernel's recorded tensors, each moved once; unknown: none applies"
 )
 FORMULAS = {
     "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml on the op's recorded shapes",
@@ -94,10 +98,29 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
         result.cc = gpu.cc
         result.launches["cc"] = gpu.cc
     elif result.cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
-        result.info.notes.append(
-            f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
-        )
+        found = _gpu_by_properties(trace, result.cc)
+        if found is not None:
+            gpu, sms, memory = found
+            result.gpu = gpu.name
+            result.info.notes.append(
+                f"the catalog does not know {result.device_name} by name; judged as {gpu.name} by its properties "
+                f"({sms} SMs, {memory / GIB:.1f} GiB, compute capability {result.cc}); --gpu NAME overrides"
+            )
+        else:
+            result.info.notes.append(
+                f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
+            )
     return result
+
+
+def _gpu_by_properties(trace: TraceEvents, cc: str) -> tuple[GpuName, int, float] | None:
+    """The catalog GPU the trace's first device is by its SM count, memory and compute capability."""
+    properties = next(iter(trace.devices.values()), None) or {}
+    sms, memory = properties.get("numSms"), properties.get("totalGlobalMem")
+    if not isinstance(sms, int | float) or not isinstance(memory, int | float):
+        return None
+    gpu = gpu_from_properties(cc, int(sms), float(memory))
+    return (gpu, int(sms), float(memory)) if gpu is not None else None
 
 
 def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
@@ -130,6 +153,8 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
 
     gpu = options.gpu or (gpu_from_display_name(name) if name else None)
+    if gpu is None and name and cc is not None:
+        gpu = (_gpu_by_properties(trace, cc) or (None,))[0]
     rates = DenseRates() if options.cpu_ops else rates_for(gpu.cc if options.gpu else cc, gpu, name)
     frame = pd.concat([frame, activity_work(activities, kept_links, metric_set, rates)], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
@@ -276,6 +301,10 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
             f"{_share(frame.loc[known, 'time_s'].sum(), compute_time)} of compute-kernel time has known work "
             f"({int(known.sum())} of {int(kernels.sum())} kernels); the rest is shown as work unknown",
         ]
+    if compute_time > 0:
+        by_source = frame.loc[kernels].groupby(frame.loc[kernels, "work_source"].fillna("unknown"))["time_s"].sum()
+        shares = ", ".join(f"{source} {_share(t, compute_time)}" for source, t in by_source.sort_values()[::-1].items())
+        notes.append(f"compute-kernel time by where its work came from ({WORK_SOURCES}): {shares}")
     communication = frame["category"] == "communication"
     if communication.any():
         with_bytes = communication & frame["bytes_link"].notna()

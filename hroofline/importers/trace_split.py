@@ -29,12 +29,19 @@ import numpy as np
 import pandas as pd
 
 from hroofline.importers.collectives import bus_bytes, collective_name, is_communication
+from hroofline.importers.inductor_work import inductor_work, is_inductor_kernel
 from hroofline.importers.kineto import CpuEvent, GpuActivity
 from hroofline.importers.kineto_links import LaunchLink
 from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, OpWork, op_work
 from hroofline.model.quantities import FLOP_QUANTITIES
 from hroofline.roofs.metricset import MetricSet, TensorKernelHints
 from hroofline.roofs.rates import DenseRates
+
+# Where a launch's work came from (the launch table's work_source).
+FORMULA = "formula"  # the launching ATen op's FLOP and byte formulas on its recorded shapes
+TRACE = "trace"  # a copy's or set's bytes as the trace gives them
+COLLECTIVE = "collective"  # a communication kernel's bus bytes from the collective's arguments
+UNKNOWN = "unknown"
 
 
 def activity_work(
@@ -45,20 +52,33 @@ def activity_work(
     count = len(activities)
     columns: dict[str, Any] = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
     columns["work_op"] = np.full(count, None, dtype=object)
+    columns["work_source"] = np.full(count, UNKNOWN, dtype=object)
     kernels_of_op: dict[int, list[int]] = defaultdict(list)
     works: dict[int, OpWork] = {}
+    unknown_flops: list[int] = []
     counted_ops = choose_counted_ops(links)
     for index, (activity, link) in enumerate(zip(activities, links, strict=True)):
         if activity.category in ("memcpy", "memset"):
             columns["bytes_hbm"][index] = copy_bytes(activity)
             columns["flops_fp32"][index] = 0.0
+            columns["work_source"][index] = TRACE
         elif is_communication(activity.name):
             args = activity.args if collective_name(activity.args) else (link.op.args if link.op else {})
             link_bytes = bus_bytes(args)
             columns["bytes_link"][index] = link_bytes if link_bytes is not None else np.nan
+            columns["work_source"][index] = COLLECTIVE if link_bytes is not None else UNKNOWN
+        elif link.op is not None and is_inductor_kernel(link.op):
+            # a kernel Inductor generated: its own launch event says its work (each launches one kernel)
+            if (found := inductor_work(link.op)) is not None:
+                kernels_of_op[id(link.op)].append(index)
+                works[id(link.op)] = found.work
+                columns["work_source"][index] = found.source
+                if not found.flops_known:
+                    unknown_flops.append(index)
         elif (counted := counted_ops[index]) is not None:
             kernels_of_op[id(counted[0])].append(index)
             works[id(counted[0])] = counted[1]
+            columns["work_source"][index] = FORMULA
     names = KernelNames([a.name.lower() for a in activities], metric_set.tensor_hints)
     for key, indices in kernels_of_op.items():
         work = works[key]
@@ -78,6 +98,9 @@ def activity_work(
                     columns[target][index] += moved
             columns["bytes_hbm"][index] = work.bytes * share
             columns["work_op"][index] = work.main_op
+    for index in unknown_flops:
+        for column in FLOP_QUANTITIES:
+            columns[column][index] = np.nan
     return pd.DataFrame(columns)
 
 
@@ -132,7 +155,7 @@ def choose_counted_ops(links: list[LaunchLink]) -> list[tuple[CpuEvent, OpWork] 
         enclosing = set()
         for link, pair in zip(links, chosen, strict=True):
             if pair is not None:
-                position = next(i for i, op in enumerate(link.candidates) if op is pair[0])
+                position = next((i for i, op in enumerate(link.candidates) if op is pair[0]), len(link.candidates))
                 enclosing |= {id(op) for op in link.candidates[:position] if id(op) in counted}
         if not enclosing - passed_over:
             return chosen

@@ -126,8 +126,12 @@ def _op_work(key: str) -> OpWork | None:
         )
         for i in range(len(dims))
     ]
-    overloads = [getattr(packet, o) for o in packet.overloads() if "out" not in o]
-    for overload in sorted(overloads, key=lambda o: len(o._schema.arguments) != len(recorded)):
+    # An out= overload counts as its op (Inductor calls aten::mm(a, b, out=c): 3 recorded inputs, the profiler
+    # recording every argument in schema order, out last), tried after the functional overloads. Other overloads
+    # whose names say "out" (aten::to's dtype_layout) stay out: their recorded dtype and layout are not replayable.
+    overloads = [getattr(packet, name) for name in packet.overloads()]
+    overloads = [o for o in overloads if "out" not in o._overloadname or _is_out(o)]
+    for overload in sorted(overloads, key=lambda o: (len(o._schema.arguments) != len(recorded), _is_out(o))):
         try:
             positional, keywords, guessed = _arguments(overload._schema, recorded)
         except Exception:  # _Unreplayable, or recorded values PyTorch refuses (negative or huge sizes)
@@ -136,6 +140,10 @@ def _op_work(key: str) -> OpWork | None:
         if work is not None:
             return replace(work, bf16="c10::BFloat16" in types)
     return None
+
+
+def _is_out(overload: Any) -> bool:
+    return any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in overload._schema.arguments)
 
 
 def _packet(name: str) -> Any:

@@ -59,6 +59,7 @@ IDENTITY_COLUMNS: dict[str, str] = {
     "launches": "int64",
     "op": "string",
     "work_op": "string",
+    "work_source": "string",
     "category": "string",
     "rank": "Int64",
     "step": "Int64",

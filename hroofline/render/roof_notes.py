@@ -79,3 +79,11 @@ def provenance_line(provenance: CounterProvenance | None) -> str | None:
         "copied from identical launches (same kernel, grid, block, op and op inputs; column counters_from)"
         + (f", {rest:,} with no measured counters" if rest > 0 else "")
     )
+
+
+def work_sources_line(shares: dict[str, float]) -> str | None:
+    """'compute-kernel time by where its work came from: formula 53.8%, inductor 37.5%, unknown 8.7%'."""
+    if not shares:
+        return None
+    listed = ", ".join(f"{source} {100.0 * share:.1f}%" for source, share in shares.items())
+    return f"compute-kernel time by where its work came from (column work_source): {listed}"

@@ -117,3 +117,19 @@ def gpu_from_display_name(display_name: str) -> GpuName | None:
                 continue
             best = (len(fragment), gpu)
     return best[1] if best else None
+
+
+def gpu_from_properties(cc: str, sms: int, memory_bytes: float) -> GpuName | None:
+    """The catalog GPU a device of this compute capability, SM count and memory is (an OEM part such as the
+    'NVIDIA A100-PG509-200', 108 SMs, 39.4 GiB, compute capability 8.0, is an A100 40 GB); None unless exactly
+    one entry fits. The memory a device reports is what the driver leaves usable: within 10% below the
+    catalog's."""
+    fits = [
+        gpu
+        for gpu in load_gpu_names().values()
+        if gpu.cc == cc
+        and gpu.sms == sms
+        and gpu.memory_bytes is not None
+        and 0.9 * gpu.memory_bytes <= memory_bytes <= gpu.memory_bytes
+    ]
+    return fits[0] if len(fits) == 1 else None

@@ -151,7 +151,7 @@ class RunStore(StoreReader):
             frames.append(frame)
             known.add(source.info.sha256)
             added.append(source)
-        meta.gpu = meta.gpu or defaults.gpu
+        meta.gpu = meta.gpu or defaults.gpu or next((s.gpu for s in added if s.gpu), None)
         meta.precision = meta.precision or defaults.precision
         meta.ceilings = meta.ceilings or defaults.ceilings
         if added:
