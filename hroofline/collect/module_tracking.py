@@ -10,6 +10,7 @@ keeps one process-wide start/end range open, named after the innermost module, w
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -44,6 +45,13 @@ class LayerTracker(ModuleTracker):
         self.phase = "other"
         self._model_done = False  # a root finished its forward in this phase: what follows is the loss
         self._entered_at_reset = 0
+
+    def __enter__(self) -> LayerTracker:
+        # torch.compile(module) warns that global hooks (these) fire once more, on its wrapper: that call is what
+        # labels the compiled region <compiled>, so the warning would only puzzle the user of a compiled script.
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
+        super().__enter__()
+        return self
 
     def add_root(self, module: Any) -> None:
         if all(module is not root for root in self._roots):
