@@ -323,3 +323,18 @@ def test_unrelated_runs_get_no_advice_verdict(cli, ncu_dir: Path, tmp_path: Path
     assert bare.code == 0 and "forward" in bare.out and "--ceilings" not in bare.out + bare.err, bare.err
     assert "advice for drop-bare: not judged: run 'drop-bare' has no roofs" in bare.out
     assert "hroofline import FILE --run drop-bare --replace --gpu NAME" in bare.out
+
+
+def test_one_model_across_a_layout_change_is_judged(cli, tmp_path: Path) -> None:
+    """The same-model check of issue 45 (10) fell back to kernel families for traces, which share only 38% across
+    NCHW -> channels_last (a layout change replaces most kernels), so compare stopped confirming the very advice it
+    gives. Traces are matched by the ops that launch their kernels: the H100 resnet50 AMP steps (tests/data/
+    gpu-2026-11-27) are one model, and the NCHW conversions are done."""
+    store = tmp_path / "store"
+    data = Path(__file__).parent / "data" / "gpu-2026-11-27"
+    for layout in ("nchw", "channels_last"):
+        trace = data / f"h100-resnet50-amp-b32-{layout}-trace.json.xz"
+        assert cli("import", trace, "--run", layout, "--gpu", "h100-sxm", "--store", store).code == 0
+    said = cli("compare", "nchw", "channels_last", "--store", store)
+    assert said.code == 0 and "not judged" not in said.out, said.out
+    assert re.search(r"done: NCHW to NHWC conversions around tensor-core convolutions: \S+ ms -> 0 s", said.out)
