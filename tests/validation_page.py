@@ -14,8 +14,8 @@ from pathlib import Path
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
 KEY_LINE = re.compile(r"^<!-- figures: ([a-z0-9-]+) -->$")
 # a number not inside a word or a name (H100, fp32, 3x3, v2): optionally an error factor's x, then digits with
-# thousands' commas and decimals
-NUMBER = re.compile(r"(?<![\w.\-])x?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
+# thousands' commas, decimals and an exponent (1.73e9), optionally a ratio's x (2.75x)
+NUMBER = re.compile(r"(?<![\w.\-])x?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:[eE]([+-]?\d+))?x?(?!\w)")
 # what is not prose: code spans, links' targets, comments
 NOT_FIGURES = re.compile(r"`[^`]*`|\]\([^)]*\)|<!--.*?-->")
 
@@ -26,10 +26,11 @@ class Figure:
     text: str
     value: float
     decimals: int
+    exponent: int = 0  # of 10, as printed (1.73e9: 9)
 
     def matches(self, computed: float) -> bool:
         """``computed`` printed to the page's rounding is this figure (half a last digit either way)."""
-        return abs(computed - self.value) <= 0.5 * 10.0**-self.decimals + 1e-9
+        return abs(computed - self.value) <= (0.5 * 10.0**-self.decimals + 1e-9) * 10.0**self.exponent
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,9 @@ def line_figures(number: int, line: str) -> list[Figure]:
     prose = NOT_FIGURES.sub(lambda found: " " * len(found.group()), line)
     found = []
     for match in NUMBER.finditer(prose):
-        whole, decimals = match.group(1).replace(",", ""), match.group(2) or ""
-        found.append(Figure(number, match.group(), float(whole + decimals), max(len(decimals) - 1, 0)))
+        whole, decimals, exponent = match.group(1).replace(",", ""), match.group(2) or "", int(match.group(3) or 0)
+        value = float(whole + decimals) * 10.0**exponent
+        found.append(Figure(number, match.group(), value, max(len(decimals) - 1, 0), exponent))
     return found
 
 
