@@ -49,6 +49,7 @@ help:
 	@echo "             (studies predict here; MEASURE_GPU=NAME also profiles them on this machine's GPU)"
 	@echo "make test    run the test suite (ruff, then pytest; the figure checks under tests/figures left out)"
 	@echo "make check-figures  recompute the validation figures (docs/validation.md) from the measured steps and check them"
+	@echo "             against the page; run the guides' shell sessions (docs/guides) and compare what they print"
 	@echo "make test-spark  read a store with Spark (installs PySpark and a Java runtime when missing)"
 	@echo "make docs    build the documentation site into site/ (strict, offline) and check its links"
 	@echo "make docs-reference  regenerate the CLI and API reference pages (docs/reference/) from the code"
@@ -146,7 +147,9 @@ test: $(STAMP) browser docs-extra
 
 # The figures of the validation page (docs/validation.md), recomputed and checked: the estimate's held-out protocols
 # and the sweeps over hundreds of steps measured on GPUs, each step traced on the meta device (about a second or
-# more each). Out of `make test`, which checks behaviour on a few real steps; CI runs both.
+# more each), compared with the page where it reads them (tests/figures/test_validation_page.py); and the guides'
+# `$ command` sessions run after `make demo` (tests/figures/test_guides.py). Out of `make test`, which checks
+# behaviour on a few real steps; CI runs both.
 check-figures: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_XDIST) tests/figures
 

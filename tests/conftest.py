@@ -274,6 +274,8 @@ SLOWEST_FIRST = (
     "figures/test_hopper_estimate.py",
     "figures/test_timm_step_times.py",
     "figures/test_layout_conversions.py",
+    "figures/test_validation_page.py",
+    "figures/test_guides.py",
     "test_readme.py",
     "test_import_limits.py",
     "test_browser.py",

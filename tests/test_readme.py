@@ -5,7 +5,7 @@ only counted, since its times, and so what ranks first, are this machine's: its 
 the README's; everything else (imports of recorded files, predictions) must print what the README shows, to the last
 digit. The README's torch.profiler snippet is run too, and its trace imported and read as the README says; the
 notebook guide's Python example (docs/guides/notebook.md) runs as a notebook. What the reader runs, not every
-variant: the other pages of docs/ are not run here."""
+variant: the guides' sessions (docs/guides/*.md) run in tests/figures/test_guides.py (make check-figures)."""
 
 from __future__ import annotations
 
@@ -56,10 +56,11 @@ class Step:
     expected: list[str] | None  # the output the README shows, or None where it shows none
 
 
-def readme_steps(text: str) -> list[Step]:
+def readme_steps(text: str, prose_checked: bool = True) -> list[Step]:
     """The shell commands of the README in order, each with the output shown after it: in a block of `$ `
     lines, the lines up to the next `$ `; for a ```sh block, the plain block right after it (its last
-    command's output), if any."""
+    command's output), if any. ``prose_checked``: fail on a command in the prose (a fence out of place; the
+    guides' prose names commands)."""
     lines = text.splitlines()
     blocks: list[tuple[int, str, list[str]]] = []  # (first line number, language, lines)
     start, language, prose = None, "", []
@@ -74,7 +75,7 @@ def readme_steps(text: str) -> list[Step]:
             prose.append(line)
     assert start is None, f"README.md:{start}: a code block that is never closed"
     outside = [line for line in prose if re.match(r"(\$ )?hroofline [a-z]+ .*--[a-z]", line)]
-    assert not outside, f"commands outside code blocks (a fence out of place?): {outside[:3]}"
+    assert not (outside and prose_checked), f"commands outside code blocks (a fence out of place?): {outside[:3]}"
     steps: list[Step] = []
     for index, (first, language, body) in enumerate(blocks):
         if any(line.startswith("$ ") for line in body):
@@ -182,35 +183,45 @@ def reader_env() -> dict[str, str]:
     return env
 
 
+def run_step(
+    step: Step, where: str, cwd: Path, env: dict[str, str], measured: tuple[str, ...] = MEASURED_HERE, shell: str = ""
+) -> str | None:
+    """Runs a page's command as its reader would (after ``shell``: the page's earlier variables) and compares what it
+    prints with what the page shows: None, or what differs. Output of a command naming one of ``measured`` (runs made
+    on this machine) is compared without its numbers."""
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{shell}{step.command}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    where = f"{where}:{step.line}: {step.command}"
+    if done.returncode != 0:
+        return f"{where}\n  exit {done.returncode}: {done.stderr[-600:]}"
+    if step.expected is None:
+        return None
+    expected, actual, notes = step.expected, done.stdout.rstrip("\n").splitlines(), done.stderr.splitlines()
+    if any(name in step.command for name in measured):
+        expected, actual, notes = without_numbers(expected), without_numbers(actual), without_numbers(notes)
+    expected = [line for line in expected if line.rstrip() not in notes]  # notes the page shows (stderr)
+    if not matches(expected, actual):
+        shown, printed = "\n".join(expected), "\n".join(actual)
+        return f"{where}\n  the page shows:\n{shown}\n  it prints:\n{printed}"
+    return None
+
+
 def test_the_readme_runs_in_order_and_prints_what_it_shows(after_demo: Path, reader_env: dict[str, str]) -> None:
-    env = reader_env
     steps = readme_steps(README.read_text())
     run, failures = 0, []
     for step in steps:
         if why_not_run(step.command):
             continue
-        done = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", step.command],
-            cwd=after_demo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
         run += 1
-        where = f"README.md:{step.line}: {step.command}"
-        if done.returncode != 0:
-            failures.append(f"{where}\n  exit {done.returncode}: {done.stderr[-600:]}")
-            continue
-        if step.expected is None:
-            continue
-        expected, actual, notes = step.expected, done.stdout.rstrip("\n").splitlines(), done.stderr.splitlines()
-        if any(name in step.command for name in MEASURED_HERE):
-            expected, actual, notes = without_numbers(expected), without_numbers(actual), without_numbers(notes)
-        expected = [line for line in expected if line.rstrip() not in notes]  # notes the README shows (stderr)
-        if not matches(expected, actual):
-            shown, printed = "\n".join(expected), "\n".join(actual)
-            failures.append(f"{where}\n  README shows:\n{shown}\n  it prints:\n{printed}")
+        failure = run_step(step, "README.md", after_demo, reader_env)
+        if failure:
+            failures.append(failure)
     assert not failures, f"{len(failures)} of {run} README commands differ:\n\n" + "\n\n".join(failures)
     assert run >= 10, f"only {run} README commands ran: is the README parsed as it is written?"
 
