@@ -303,6 +303,7 @@ def test_a_trace_and_the_report_of_its_step_are_joined_not_added(
     ncu = report.sort_values("launch_id")
     for column in ("flops_tensor_bf16", "bytes_hbm", "bytes_l2"):
         assert np.allclose(kernels[column].fillna(0), ncu[column].fillna(0), rtol=1e-9), column
+    assert set(kernels["work_source"]) == {"ncu"}  # measured, not the trace's formulas (review of issue 45)
     again = cli("import", h100_dir / REPORT, "--run", "both", store_dir=tmp_path / "s")
     assert again.code == 1 and "joined with ncu's counters already" in again.err
     # two imports into one run: the second refused, the run left as it was

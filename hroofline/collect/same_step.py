@@ -88,6 +88,8 @@ def join_step(trace: ImportedSource, report: ImportedSource, top_clock_hz: float
             frame[column] = np.nan
     frame.loc[mine.index, columns] = theirs[columns].to_numpy(dtype=float)
     frame.loc[mine.index, "work_op"] = pd.NA
+    if "work_source" in frame.columns:
+        frame.loc[mine.index, "work_source"] = "ncu"  # measured counters, no longer the trace's estimate
     frame.loc[mine.index, "counters_from"] = frame.loc[mine.index, "launch_id"]
     note = (
         f"{len(mine):,} launches joined with {report.info.path}'s, one to one in launch order (same function, grid "
