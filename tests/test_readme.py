@@ -288,62 +288,6 @@ def empty_columns(table: list[list[str]]) -> list[str]:
     ]  # column 0 is the index
 
 
-def test_the_notebook_guide_runs_as_a_notebook_whose_html_export_works_offline(
-    after_demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Executed with nbclient, exported with nbconvert, opened in Chromium with the network cut: each chart
-    renders (its page inside the export, offline), no output is longer than 60 lines, no table shows a column
-    that says nothing, and Tab completion (`dir(hroofline)`) offers the API."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbconvert import HTMLExporter
-
-    from tests.test_browser import _chromium, _open
-    from tests.test_notebook import chart_page
-
-    _chromium()  # skip or fail (HROOFLINE_REQUIRE_BROWSER=1) before a minute of notebook, not after
-    kernels = tmp_path / "jupyter" / "kernels" / "hroofline-test"  # this interpreter, whatever is installed
-    kernels.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "python"}
-    (kernels / "kernel.json").write_text(json.dumps({**spec, "display_name": "hroofline test"}))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    cells = [*readme_notebook_cells(NOTEBOOK_GUIDE.read_text()), "dir(hroofline)"]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
-    # run in the reader's folder: demo-runs/, samples/ and ../shared
-    NotebookClient(notebook, timeout=600, kernel_name="hroofline-test").execute(cwd=str(after_demo))
-    export = tmp_path / "readme.html"
-    export.write_text(HTMLExporter().from_notebook_node(notebook)[0])
-
-    charts: list[str] = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            text = data.get("text/plain", output.get("text", ""))
-            shown = data.get("text/html", "")
-            assert output.get("output_type") != "error", f"{cell.source}: {output.get('evalue')}"
-            lines = shown.count("<tr") if shown else text.count("\n") + 1  # a notebook shows the HTML when there is
-            assert lines <= 60, f"{cell.source}: {lines} lines"
-            if shown.startswith("<iframe"):
-                charts.append(chart_page(shown))
-            parser = _Tables()
-            parser.feed(shown)
-            for table in parser.tables:
-                assert not empty_columns(table), f"{cell.source}: columns saying nothing: {empty_columns(table)}"
-    assert len(charts) == 1  # run.chart(...)
-    listed = ast.literal_eval(notebook.cells[-1].outputs[0]["data"]["text/plain"])  # dir(hroofline)
-    assert {"load", "predict", "compare", "report", "import_run"} <= set(listed)
-
-    offline = ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--dump-dom"]
-    opened = _open(export.resolve().as_uri(), tmp_path / "profile-export", *offline)
-    assert opened.returncode == 0 and "Error loading script" not in opened.stdout + opened.stderr
-    for number, page in enumerate(charts):
-        path = tmp_path / f"chart-{number}.html"
-        path.write_text(page)
-        shown = _open(path.resolve().as_uri(), tmp_path / f"profile-{number}", *offline)
-        assert shown.returncode == 0 and 'data-rendered="ok"' in shown.stdout, shown.stderr[-1000:]
-        assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
-
-
 def readme_trace_snippet(text: str) -> tuple[str, list[str]]:
     """The README's torch.profiler snippet (its ```python block that writes trace.json) and the shell commands of
     the ```sh block right after it, which read that trace."""

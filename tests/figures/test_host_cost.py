@@ -1,8 +1,13 @@
 """The host's time per op measured beside the steps it served: the H200's host-bound steps judged with the fitted
 host floor and with each of the three floors measured on that machine (the validation page's figures,
-docs/validation.md). tests/test_host_cost.py checks the host files and predict's --host in make test."""
+docs/validation.md), and `ceilings --measure` writing this machine's host table (15 s, so not in make test).
+tests/test_host_cost.py checks the host files and predict's --host in make test."""
 
 from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +16,7 @@ import pytest
 from hroofline.analyze.calibrate import percentiles
 from hroofline.analyze.estimate import EstimateModel, load_estimate_model
 from hroofline.collect.host_cost import probe_host_weight
-from hroofline.model.host import step_kind
+from hroofline.model.host import STEP_KINDS, HostCost, step_kind
 from hroofline.roofs.host_file import load_host_cost
 from tests.conftest import REPO, estimate_error_bench
 
@@ -50,3 +55,17 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     assert medians(1, published) == pytest.approx([1.45, 1.35, 1.54, 1.20], abs=0.005)
     assert medians(32, hopper) == pytest.approx([1.23, 1.22, 1.36, 1.23], abs=0.005)
     assert medians(32, published) == pytest.approx([1.25, 1.30, 1.49, 1.32], abs=0.005)
+
+
+def test_ceilings_measure_writes_the_host_table(cli, tmp_path: Path) -> None:
+    out = tmp_path / "mine.toml"
+    result = cli("ceilings", "--measure", "--quick", "--out", str(out))
+    assert result.code == 0, result.err
+    printed = dict(re.findall(r"^  (train_fp32|train_amp|forward_fp32|forward_amp) +([\d.]+ [µm]s)$", result.out, re.M))
+    assert set(printed) == set(STEP_KINDS)
+    table = tomllib.loads(out.read_text())["host"]
+    assert table["device"] == "cpu" and "slope of the median of 10 steps" in table["probe"]
+    cost: HostCost = load_host_cost(out)
+    for kind, shown in printed.items():  # what it prints is what the file holds, to the digits printed
+        value, unit = shown.split()
+        assert float(value) * {"µs": 1e-6, "ms": 1e-3}[unit] == pytest.approx(cost.seconds_per_op[kind], rel=5e-3)
