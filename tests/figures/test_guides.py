@@ -95,21 +95,18 @@ def test_the_guide_commands_left_out_are_the_trace_snippets() -> None:
     """What the guides show and this test does not run is said here: the commands on the trace the README's
     torch.profiler snippet makes (tests/test_readme.py runs the snippet and those commands) and the CPU profiles
     whose output names the default store and cache (NOT_RUN), nothing else."""
-    left_out = {
-        f"{guide.name}:{step.line}": guide_why_not_run(step.command)
+    left_out = sorted(
+        (guide.name, guide_why_not_run(step.command))
         for guide in GUIDES
         for step in guide_sessions(guide)
         if guide_why_not_run(step.command)
-    }
+    )  # by guide and reason, not line: a guide's lines move as it is edited
     snippet = "the trace snippet's test runs it"
-    assert left_out == {
-        "traces.md:65": snippet,
-        "traces.md:69": snippet,
-        "traces.md:141": MEASURED_ELSEWHERE,
-        "traces.md:145": MEASURED_ELSEWHERE,
-        "traces.md:146": "compares the two profiles above",
-        "traces.md:172": MEASURED_ELSEWHERE,
-    }
+    assert left_out == sorted(
+        [("traces.md", snippet)] * 2
+        + [("traces.md", MEASURED_ELSEWHERE)] * 3
+        + [("traces.md", "compares the two profiles above")]
+    )
 
 
 def test_the_notebook_guide_runs_as_a_notebook_whose_html_export_works_offline(
