@@ -153,3 +153,23 @@ def test_a_device_is_resolved_by_its_properties_only_where_one_catalog_gpu_fits(
 def test_an_inductor_event_with_odd_args_gets_what_can_be_read_and_no_error(args: dict[str, object]) -> None:
     found = inductor_work(_event("triton_poi_fused_add_0", **args))
     assert found is None or (found.work.bytes >= 0 and found.source == "tensors")
+
+
+def test_a_graph_replayed_trace_says_how_much_was_replayed() -> None:
+    """Issue 46 (3), where no capture trace is given: vLLM's piecewise replay (ROCm, hipGraphLaunch) imported with
+    about 4% of its GPU time linked to an op and no word why. One warning now names the share replayed from graphs;
+    checked against the file read here on its own: the kernels whose correlation is a graph launch's."""
+    path = need(SHARED / "fixtures" / "compiled" / "vllm-mi300x-piecewise-replay.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    launches = {
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "runtime") and e.get("name", "").endswith("GraphLaunch")
+    }
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    replayed = [e for e in gpu if e["args"].get("correlation") in launches]
+    share = 100 * sum(e["dur"] for e in replayed) / sum(e["dur"] for e in gpu)
+    (said,) = [w for w in _imported(path).info.warnings if "replayed from CUDA graphs" in w]
+    assert f"{share:.1f}% of GPU time was replayed from CUDA graphs ({len(replayed)} kernels under 25 graph" in said
+    assert len(launches) == 25 and 90 < share < 100
+    assert not any("graphs" in w for w in _imported(H200 / "gpt2-bf16-compiled-trace.json.xz").info.warnings)

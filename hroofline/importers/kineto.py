@@ -64,6 +64,7 @@ class GpuActivity:
 class RuntimeCall:
     thread: tuple[str, str]
     start_s: float
+    name: str = ""  # cudaLaunchKernel, cudaGraphLaunch, hipExtModuleLaunchKernel, ...
 
 
 @dataclass
@@ -184,7 +185,7 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     elif lowered in RUNTIME_CATEGORIES:
         correlation = _integer(args.get("correlation"))
         if correlation is not None:
-            trace.runtime[correlation] = RuntimeCall(_thread(event), start)
+            trace.runtime[correlation] = RuntimeCall(_thread(event), start, str(event.get("name", "")))
     elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
         name = str(event.get("name", ""))
         is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))

@@ -19,6 +19,7 @@ source's notes give the share of kernel time with known work.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -325,6 +326,9 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
+    replayed = _graph_replay_warning(trace, total)
+    if replayed:
+        warnings.append(replayed)
     if options.rank is None and trace.rank is None and not options.cpu_ops:
         notes.append("rank 0 assumed: the trace has no distributedInfo and its file name no rank (--rank N sets it)")
     formulas = {k.replace("bytes_hbm", "bytes_l1") if options.cpu_ops else k: v for k, v in FORMULAS.items()}
@@ -339,6 +343,24 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         notes=notes,
         warnings=warnings,
         phase=options.phase,
+    )
+
+
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+
+
+def _graph_replay_warning(trace: TraceEvents, total_s: float) -> str | None:
+    """One line saying how much GPU time was replayed from CUDA (or HIP) graphs: every kernel of a replay shares its
+    graph launch's correlation, so none is linked to the op that launched it at capture, and none has work."""
+    launches = {c for c, call in trace.runtime.items() if call.name.startswith(GRAPH_LAUNCHES)}
+    if not launches:
+        return None
+    replayed = [a for a in trace.gpu if a.correlation in launches and math.isfinite(a.duration_s)]
+    seconds = sum(a.duration_s for a in replayed)
+    return (
+        f"{trace.path}: {_share(seconds, total_s)} of GPU time was replayed from CUDA graphs ({len(replayed)} "
+        f"kernels under {len(launches)} graph launches): a replayed kernel is linked to no op and its work is "
+        "unknown; trace a step without graphs (eager) for its work and layers"
     )
 
 
