@@ -93,12 +93,7 @@ def other_step(base: Run, candidate: Run) -> str | None:
     gpus = [_gpu_of(run) for run in (base, candidate)]
     if gpus[0] != gpus[1]:
         return f"gpu: {gpus[0] or 'unknown'} and {gpus[1] or 'unknown'}"
-    settings = [_step_settings(run) for run in (base, candidate)]
-    for name in STEP_SETTINGS:
-        values = [found.get(name) for found in settings]
-        if None not in values and values[0] != values[1]:
-            return f"{name}: {values[0]} and {values[1]}"
-    return None
+    return _differing_setting(base, candidate, STEP_SETTINGS)
 
 
 # How much of each run's time two runs of one model have on layers (module paths), else on launching ops (traces),
@@ -115,11 +110,9 @@ def unlike_models(base: Run, candidate: Run) -> str | None:
     """Why two runs are not one model: a model their sources record that differs, or too little of either run's
     time on layers (both on modules), else launching ops (both traces or ops), else kernel families, that the other
     has. None where they share it."""
-    settings = [_step_settings(run) for run in (base, candidate)]
-    for name in ("model", "arch"):
-        values = [found.get(name) for found in settings]
-        if None not in values and values[0] != values[1]:
-            return f"{name}: {values[0]} and {values[1]}"
+    differs = _differing_setting(base, candidate, ("model", "arch"))
+    if differs:
+        return differs
     runs = (base, candidate)
     if all(_mostly_on_modules(run) for run in runs):
         what, least = "layers", SAME_MODEL_LAYERS
@@ -131,8 +124,7 @@ def unlike_models(base: Run, candidate: Run) -> str | None:
         what, least = "kernel families", SAME_MODEL_FAMILIES
         keys = [run.launches["kernel"].astype(str).map(kernel_family) for run in runs]
     for run, own, other in ((base, keys[0], keys[1]), (candidate, keys[1], keys[0])):
-        weights = run.launches["time_s"] if run.launches["time_s"].notna().any() else run.launches["launches"]
-        weights = weights.fillna(0).astype(float)
+        weights = _weights(run.launches)
         total = float(weights.sum())
         shared = float(weights[own.isin(set(other)).to_numpy()].sum()) / total if total > 0 else 0.0
         if shared < least:
@@ -149,6 +141,22 @@ def _gpu_of(run: Run) -> str | None:
         return CPU
     gpu = run_gpu(run.meta)
     return gpu.name if gpu else run.meta.gpu
+
+
+def _weights(launches: pd.DataFrame) -> pd.Series:
+    """Each launch's weight in a run's shares: its time, or one per launch where the run has no times."""
+    weights = launches["time_s"] if launches["time_s"].notna().any() else launches["launches"]
+    return weights.fillna(0).astype(float)
+
+
+def _differing_setting(base: Run, candidate: Run, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` both runs record with different values, said with the two values."""
+    settings = [_step_settings(run) for run in (base, candidate)]
+    for name in names:
+        values = [found.get(name) for found in settings]
+        if None not in values and values[0] != values[1]:
+            return f"{name}: {values[0]} and {values[1]}"
+    return None
 
 
 def _step_settings(run: Run) -> dict[str, str]:
@@ -221,16 +229,16 @@ def _mostly_on_modules(run: Run) -> bool:
     kernels only)."""
     layers = run.launches["layer"].astype("string")
     on_modules = (layers.notna() & (layers != OUTSIDE)).fillna(False).astype(bool)
-    weights = run.launches["time_s"] if run.launches["time_s"].notna().any() else run.launches["launches"]
-    total = float(weights.fillna(0).sum())
-    return total > 0 and float(weights[on_modules].fillna(0).sum()) > 0.5 * total
+    weights = _weights(run.launches)
+    total = float(weights.sum())
+    return total > 0 and float(weights[on_modules].sum()) > 0.5 * total
 
 
 def _op_kind(run: Run) -> str:
     """'ops' for a run whose launches are ATen ops (predicted, CPU-recorded), 'kernels with ops' for a trace
     whose kernels mostly know their launching op, else 'kernels'."""
     launches = run.launches
-    weights = launches["time_s"].fillna(0.0) if launches["time_s"].notna().any() else launches["launches"] * 1.0
+    weights = _weights(launches)
     total = float(weights.sum())
     if total <= 0:
         return "kernels"

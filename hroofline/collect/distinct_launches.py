@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source
+from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source, same_launches
 from hroofline.collect.op_calls import CALL_NVTX_PREFIX
 from hroofline.collect.workload import STEP_PHASES
 from hroofline.errors import ProfilingError
@@ -159,21 +159,16 @@ def pair_measured(trace: pd.DataFrame, measured: pd.DataFrame, plan: LaunchPlan)
             "trace pass and the ncu pass did not line up",
             "profile again with --every-launch (ncu measures each launch, no plan)",
         )
-    mine = planned["kernel"].astype(str).map(function_name).to_numpy()
-    theirs = results["kernel"].astype(str).map(function_name).to_numpy()
-    same = mine == theirs
-    for column in ("grid", "block"):
-        a, b = planned[column].astype("string").to_numpy(), results[column].astype("string").to_numpy()
-        known = ~(pd.isna(a) | pd.isna(b))
-        same &= ~known | (a == b)
+    same = same_launches(planned, results)
     calls = results["nvtx"].astype("string").str.extract(_CALL_IN_STACK, expand=False)
     if calls.notna().all():  # ncu recorded the call#n range each launch ran in: the same call as planned?
         same &= calls.astype(int).to_numpy() == planned["op_call"].astype(int).to_numpy()
     if not same.all():
         first = int(np.flatnonzero(~same)[0])
+        theirs, mine = (function_name(str(t["kernel"].iloc[first])) for t in (results, planned))
         raise ProfilingError(
-            f"ncu's launch {first + 1} of {len(results)} is {theirs[first]} {results['grid'].iloc[first]} (op call "
-            f"{calls.iloc[first] if pd.notna(calls.iloc[first]) else '?'}), the plan expected {mine[first]} "
+            f"ncu's launch {first + 1} of {len(results)} is {theirs} {results['grid'].iloc[first]} (op call "
+            f"{calls.iloc[first] if pd.notna(calls.iloc[first]) else '?'}), the plan expected {mine} "
             f"{planned['grid'].iloc[first]} (op call {planned['op_call'].iloc[first]}): the two passes ran different "
             "kernels",
             "profile again with --every-launch (cudnn.benchmark or data-dependent kernels differ between runs)",

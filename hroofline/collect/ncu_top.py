@@ -60,6 +60,20 @@ def parse_kernels_option(text: str) -> int:
     return int(found.group(1))
 
 
+def same_launches(mine: pd.DataFrame, theirs: pd.DataFrame) -> np.ndarray:
+    """Position by position, whether two launch tables (a trace's and ncu's, in launch order) hold the same launch:
+    the same function (:func:`function_name`), grid and block where both record them."""
+    same = (
+        mine["kernel"].astype(str).map(function_name).to_numpy()
+        == theirs["kernel"].astype(str).map(function_name).to_numpy()
+    )
+    for column in ("grid", "block"):
+        a, b = mine[column].astype("string").to_numpy(), theirs[column].astype("string").to_numpy()
+        known = ~(pd.isna(a) | pd.isna(b))
+        same &= ~known | (a == b)
+    return same
+
+
 @cache  # once per kernel name: a step repeats a few hundred names over thousands of launches
 def function_name(kernel: str) -> str:
     """A kernel's function, qualified, without return type, template arguments or parameters: the part of

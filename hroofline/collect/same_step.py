@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source
+from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source, same_launches
 from hroofline.errors import MergeError
 from hroofline.importers.source import ImportedSource
 from hroofline.model.run import JOINED_KIND, PEAK_COLUMNS, RAW_METRIC_PREFIX, SourceInfo
@@ -68,11 +68,7 @@ def join_step(trace: ImportedSource, report: ImportedSource, top_clock_hz: float
     frame = trace.launches.copy()
     mine = _kernels(frame)
     theirs = at_top_clock(report.launches.sort_values("launch_id", kind="stable"), top_clock_hz)
-    same = _functions(mine) == _functions(theirs)
-    for column in ("grid", "block"):
-        a, b = mine[column].astype("string").to_numpy(), theirs[column].astype("string").to_numpy()
-        known = ~(pd.isna(a) | pd.isna(b))
-        same &= ~known | (a == b)
+    same = same_launches(mine, theirs)
     if not same.all():
         k = int(np.flatnonzero(~same)[0])
         raise MergeError(

@@ -9,10 +9,7 @@ part).
 from __future__ import annotations
 
 from hroofline.errors import InputError
-from hroofline.roofs.catalog import GpuName, gpu_from_display_name
-
-# What the driver reports against the size as sold: an H100 80GB's 79.2 GiB, a board's reserved memory.
-MEMORY_TOLERANCE = 0.1
+from hroofline.roofs.catalog import MEMORY_TOLERANCE, GpuName, gpu_from_display_name
 
 
 def check_named_gpu(

@@ -116,12 +116,11 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
 
 def _gpu_by_properties(trace: TraceEvents, cc: str) -> tuple[GpuName, int, float] | None:
     """The catalog GPU the trace's first device is by its SM count, memory and compute capability."""
-    properties = next(iter(trace.devices.values()), None) or {}
-    sms, memory = properties.get("numSms"), properties.get("totalGlobalMem")
-    if not isinstance(sms, int | float) or not isinstance(memory, int | float):
+    sms, memory = device_sms(trace, None), device_memory(trace, None)
+    if sms is None or memory is None:
         return None
-    gpu = gpu_from_properties(cc, int(sms), float(memory))
-    return (gpu, int(sms), float(memory)) if gpu is not None else None
+    gpu = gpu_from_properties(cc, sms, memory)
+    return (gpu, sms, memory) if gpu is not None else None
 
 
 def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:

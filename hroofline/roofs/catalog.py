@@ -119,6 +119,10 @@ def gpu_from_display_name(display_name: str) -> GpuName | None:
     return best[1] if best else None
 
 
+# What the driver reports against the memory size as sold: an H100 80GB's 79.2 GiB, a board's reserved memory.
+MEMORY_TOLERANCE = 0.1
+
+
 def gpu_from_properties(cc: str, sms: int, memory_bytes: float) -> GpuName | None:
     """The catalog GPU a device of this compute capability, SM count and memory is (an OEM part such as the
     'NVIDIA A100-PG509-200', 108 SMs, 39.4 GiB, compute capability 8.0, is an A100 40 GB); None unless exactly
@@ -130,6 +134,6 @@ def gpu_from_properties(cc: str, sms: int, memory_bytes: float) -> GpuName | Non
         if gpu.cc == cc
         and gpu.sms == sms
         and gpu.memory_bytes is not None
-        and 0.9 * gpu.memory_bytes <= memory_bytes <= gpu.memory_bytes
+        and (1 - MEMORY_TOLERANCE) * gpu.memory_bytes <= memory_bytes <= gpu.memory_bytes
     ]
     return fits[0] if len(fits) == 1 else None
