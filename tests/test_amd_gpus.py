@@ -186,3 +186,14 @@ def test_ncu_refuses_an_amd_gpu_in_one_line(tmp_path: Path) -> None:
         assert result.code == 2 and len(result.err.strip().splitlines()) == 1, args
         assert "is an AMD GPU, and ncu profiles NVIDIA GPUs only" in result.err and "Traceback" not in result.err
     assert not store.exists()
+
+
+def test_the_gpus_command_lists_the_amd_gpus_with_their_sources(cli) -> None:
+    table = cli("gpus").out
+    rows = {line.split()[0]: line.split() for line in table.splitlines() if line.startswith("mi3")}
+    # gpu, cc, arch, SMs (CUs), GHz, fp64, fp32, fp16, tensor_tf32, tensor_fp16 ... in TFLOP/s
+    assert rows["mi300x"][:10] == ["mi300x", "9.4", "cdna3", "304", "2.1", "81.7", "163.4", "-", "653.7", "1,307"]
+    assert rows["mi355x"][:10] == ["mi355x", "9.5", "cdna4", "256", "2.4", "78.6", "157.3", "-", "-", "2,500"]
+    assert rows["mi325x"][1:4] == ["9.4", "cdna3", "304"]
+    (source,) = [line for line in table.splitlines() if line.startswith("  mi300x: ")]
+    assert "[AMD-CDNA3] Table 1 (dense)" in source and "2100 MHz" in source
