@@ -36,7 +36,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "a kernel ran at); the JSON gives SI values (FLOP/s, byte/s, Hz) and each entry's source. "
         "Tensor peaks are dense (2:4 sparsity runs at twice them), per input precision (H100 tensor peaks are "
         "quoted at 1.83 GHz); each equals its per-SM rate (metrics/rates.toml) x SMs x that clock. Each GPU's "
-        "sources follow the table; GPUs listed apart get their roofs from their own ncu reports only.",
+        "sources follow the table; GPUs listed apart get their roofs from their own ncu reports only. AMD Instinct "
+        "GPUs (MI300X, MI325X, MI355X; arch cdna3, cdna4) are judged from PyTorch profiler traces, not ncu: their "
+        "SMs are compute units and their tensor peaks the Matrix Cores'.",
     )
     gpus.add_argument(
         "--format", choices=FORMATS, default="table", help="table: for people; csv: one row per GPU; json: as nested"

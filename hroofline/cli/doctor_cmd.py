@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from hroofline.cli.common import say, write_out
 from hroofline.errors import InputError, MergeError, ProfilingError, UsageError
-from hroofline.roofs.catalog import GpuName, gpu_from_display_name, resolve_gpu
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name, refuse_for_ncu, resolve_gpu
 from hroofline.roofs.metricset import load_metric_set
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu and args.gpu.lower() == "cpu":
         raise UsageError("--gpu cpu: doctor checks a GPU's counters and roofs", "give the GPU, or leave --gpu out")
     gpu = resolve_gpu(args.gpu) if args.gpu else None
+    if gpu is not None:
+        refuse_for_ncu(gpu, "doctor")
     if args.report and args.keep:
         raise UsageError("--keep: only when doctor profiles (without --report)")
     profiled: tuple[str, ...] = ()

@@ -31,7 +31,7 @@ from hroofline.collect.models import check_model
 from hroofline.collect.ncu_top import parse_kernels_option
 from hroofline.collect.workload import canonical_precision
 from hroofline.errors import UsageError
-from hroofline.roofs.catalog import GpuName, resolve_gpu
+from hroofline.roofs.catalog import GpuName, refuse_for_ncu, resolve_gpu
 from hroofline.roofs.ceilings import CPU, Ceilings
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import check_run_name
@@ -189,7 +189,7 @@ def run_profile(args: argparse.Namespace) -> int:
     gpu_only = [f"--{name.replace('_', '-')}" for name in GPU_ONLY_OPTIONS if getattr(args, name) not in (None, False)]
     if on_cpu and gpu_only:
         raise UsageError(f"{', '.join(gpu_only)}: only for profiling a GPU with ncu, not for --gpu cpu")
-    _check_backend(args, on_cpu)
+    _check_backend(args, on_cpu, gpu_only)
     if args.measure_ceilings and (not on_cpu or args.ceilings):
         what = "--ceilings FILE" if args.ceilings else f"--gpu {args.gpu} (a GPU's roofs are its catalog's)"
         raise UsageError(f"--measure-ceilings: measures this CPU's ceilings, not with {what}")
@@ -243,13 +243,16 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_backend(args: argparse.Namespace, on_cpu: bool) -> None:
+def _check_backend(args: argparse.Namespace, on_cpu: bool, gpu_only: list[str]) -> None:
     if args.backend == "recorder" and not on_cpu:
         raise UsageError("--backend recorder: only with --gpu cpu", "on a GPU use --backend ncu or trace")
     if args.backend == "ncu" and on_cpu:
         raise UsageError(
             "--backend ncu: not with --gpu cpu (ncu profiles NVIDIA GPUs)", "use --backend trace or recorder"
         )
+    if not on_cpu and args.backend != "trace" and (args.backend == "ncu" or gpu_only):
+        # an AMD GPU is profiled with a trace only, its default backend
+        refuse_for_ncu(resolve_gpu(args.gpu), "--backend ncu" if args.backend == "ncu" else gpu_only[0])
 
 
 def _default_gpu_backend(args: argparse.Namespace) -> str:
@@ -257,6 +260,8 @@ def _default_gpu_backend(args: argparse.Namespace) -> str:
     stderr); without a GPU, ncu, whose checks then say what is missing."""
     from hroofline.collect.preflight import counters_denied, find_ncu, gpu_visible
 
+    if resolve_gpu(args.gpu).vendor != "nvidia":
+        return "trace"  # ncu profiles NVIDIA GPUs only
     if args.dry_run or args.ncu or args.kernels or args.every_launch:
         return "ncu"  # asked for ncu's options: ncu it is, or its checks say why not
     if find_ncu(None) is None:

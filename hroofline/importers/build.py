@@ -46,7 +46,7 @@ from hroofline.importers.values import check_values
 from hroofline.model.layers import layer_from_ranges, phase_label
 from hroofline.model.phases import phase_from_ranges
 from hroofline.model.run import RAW_METRIC_PREFIX, SourceInfo, conform_launches
-from hroofline.roofs.catalog import GpuName, gpu_from_display_name
+from hroofline.roofs.catalog import GpuName, gpu_from_display_name, refuse_for_ncu
 from hroofline.roofs.formulas import Derived, derive_quantities, kernel_time
 from hroofline.roofs.metricset import MetricSet, normalize_cc
 from hroofline.roofs.rates import rates_for
@@ -210,6 +210,8 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     if isinstance(source.profile, TraceEvents):
         return _trace_source(source, source.profile, options, metric_set)
     path, profile = source.path, source.profile
+    if options.gpu is not None:
+        refuse_for_ncu(options.gpu, str(path))
     cc = _compute_capability(profile, options, path)
     arch = metric_set.arch_of(cc)
     time = kernel_time(profile.metrics, metric_set)

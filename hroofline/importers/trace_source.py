@@ -91,25 +91,30 @@ def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_
         if result.cc is not None and result.cc != gpu.cc:
             raise InputError(
                 f"{trace.path}: --gpu {gpu.name} has compute capability {gpu.cc}, "
-                f"but the trace's device {result.device_name} has {result.cc}",
+                f"but the trace's device{' ' + result.device_name if result.device_name else ''} has {result.cc}",
                 "leave out --gpu or name the GPU that was profiled",
             )
         sms, memory = device_sms(trace, None), device_memory(trace, None)
         check_named_gpu(str(trace.path), result.device_name, sms, gpu, options.force_gpu, memory)
         result.cc = gpu.cc
         result.launches["cc"] = gpu.cc
-    elif result.cc is not None and result.device_name and gpu_from_display_name(result.device_name) is None:
+    elif result.cc is not None and not (result.device_name and gpu_from_display_name(result.device_name)):
+        # ROCm builds record an empty device name: the properties say which GPU it is
+        name, unnamed = result.device_name, "the trace records no device name"
         found = _gpu_by_properties(trace, result.cc)
         if found is not None:
             gpu, sms, memory = found
             result.gpu = gpu.name
+            units = "compute units" if gpu.vendor == "amd" else "SMs"
             result.info.notes.append(
-                f"the catalog does not know {result.device_name} by name; judged as {gpu.name} by its properties "
-                f"({sms} SMs, {memory / GIB:.1f} GiB, compute capability {result.cc}); --gpu NAME overrides"
+                f"{f'the catalog does not know {name} by name' if name else unnamed}; judged as {gpu.name} by its "
+                f"properties ({sms} {units}, {memory / GIB:.1f} GiB, compute capability {result.cc}); --gpu NAME "
+                "overrides"
             )
         else:
             result.info.notes.append(
-                f"the catalog does not know {result.device_name}: pass --gpu NAME to judge it against a GPU's roofs"
+                f"{f'the catalog does not know {name}' if name else unnamed}: pass --gpu NAME to judge it against a "
+                "GPU's roofs"
             )
     return result
 
@@ -153,7 +158,7 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
 
     gpu = options.gpu or (gpu_from_display_name(name) if name else None)
-    if gpu is None and name and cc is not None:
+    if gpu is None and cc is not None:
         gpu = (_gpu_by_properties(trace, cc) or (None,))[0]
     rates = DenseRates() if options.cpu_ops else rates_for(gpu.cc if options.gpu else cc, gpu, name)
     frame = pd.concat([frame, activity_work(activities, kept_links, metric_set, rates)], axis=1)

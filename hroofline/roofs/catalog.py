@@ -36,6 +36,7 @@ class GpuName:
     sms: int | None = None  # streaming multiprocessors
     l2_bytes: float | None = None  # L2 cache
     consumer: bool = False  # a GeForce part (half-rate FP32 accumulation: metrics/rates.toml [consumer])
+    vendor: str = "nvidia"  # "amd": an Instinct GPU, its SMs compute units; ncu cannot profile it
     roofs_from_reports_only: str | None = None  # why the catalog gives it no peaks (a laptop's clock varies)
     derived: frozenset[str] = frozenset()  # keys whose peak or quoted clock was computed from a per-SM rate
 
@@ -72,10 +73,21 @@ def load_gpu_names() -> dict[str, GpuName]:
             sms=int(value["sms"]) if "sms" in value else None,
             l2_bytes=float(value["l2_mib"]) * 2**20 if "l2_mib" in value else None,
             consumer=bool(value.get("consumer", False)),
+            vendor=str(value.get("vendor", "nvidia")),
             roofs_from_reports_only=value.get("roofs_from_reports_only"),
             derived=frozenset(derived),
         )
     return gpus
+
+
+def refuse_for_ncu(gpu: GpuName, where: str) -> None:
+    """ncu profiles NVIDIA GPUs only: an AMD GPU named for an ncu report, profile or check is refused in one line."""
+    if gpu.vendor != "nvidia":
+        raise UsageError(
+            f"{where}: --gpu {gpu.name} is an {gpu.vendor.upper()} GPU, and ncu profiles NVIDIA GPUs only",
+            "judge it from a PyTorch profiler trace, which ROCm builds of PyTorch write: "
+            "hroofline profile --backend trace, or hroofline import TRACE.json",
+        )
 
 
 def _canon(text: str) -> str:
