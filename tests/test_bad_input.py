@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -174,20 +175,23 @@ def test_usage_and_lookup_errors(tmp_path: Path, args: list[str], code: int) -> 
     assert "Traceback" not in result.err
 
 
-def test_unknown_names_get_did_you_mean_quickly(tmp_path: Path) -> None:
-    """A misspelt model, GPU or run: one line naming the closest known names, before torch is imported."""
-    import time
-
-    started = time.perf_counter()
-    model = run_program("predict", "--arch", "resnt50", "--gpu", "v100", "--store", str(tmp_path / "s"))
-    elapsed = time.perf_counter() - started
+def test_unknown_names_get_did_you_mean_before_torch_is_imported(tmp_path: Path) -> None:
+    """A misspelt model, GPU or run: one line naming the closest known names, before torch is imported (a torch
+    that fails on import is first on the path: the line must come without it; a time limit here was flaky under
+    load and measured the machine, not the order)."""
+    blocker = tmp_path / "no-torch" / "torch"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('torch was imported')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")])}
+    store = str(tmp_path / "s")
+    model = run_program("predict", "--arch", "resnt50", "--gpu", "v100", "--store", store, env=env)
     assert model.code == 2 and "did you mean resnet50" in model.err and model.err.count("\n") == 1
-    assert elapsed < 2.0  # the issue's bound is 1 s; a loaded CI machine gets slack
-    gpu = run_program("predict", "--arch", "resnet50", "--gpu", "a1000", "--store", str(tmp_path / "s"))
+    gpu = run_program("predict", "--arch", "resnet50", "--gpu", "a1000", "--store", store, env=env)
     assert gpu.code == 2 and "did you mean a100" in gpu.err and "`hroofline gpus` lists them" in gpu.err
     (tmp_path / "s").mkdir()  # a store (an empty one): the run is what is misspelt
-    run = run_program("summary", "resnet5O", "--store", str(tmp_path / "s"))
+    run = run_program("summary", "resnet5O", "--store", store, env=env)
     assert run.code == 1 and "no run named 'resnet5O'" in run.err and run.err.count("\n") == 1
+    assert "torch was imported" not in model.err + gpu.err + run.err
 
 
 def test_torchvision_names_are_checked_without_torchvision() -> None:
