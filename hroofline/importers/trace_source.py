@@ -379,7 +379,7 @@ def _unknown_ops_note(frame: pd.DataFrame, links: list[LaunchLink]) -> str:
     names = [link.candidates[0].name if link.candidates else link.op.name if link.op else "no op" for link in links]
     by_op = frame.loc[unknown, "time_s"].groupby([n for n, u in zip(names, unknown, strict=True) if u]).sum()
     if by_op.empty:
-        return "every kernel linked to an op with a formula has its work"
+        return "every compute kernel has known work"
     by_op = by_op.sort_values()[::-1]
     shown = by_op[by_op >= SHOWN_SHARE * compute_time]
     shares = ", ".join(f"{op} {_share(t, compute_time)}" for op, t in shown.items())
