@@ -23,6 +23,9 @@ import pytest
 import hroofline.api as api
 from hroofline.cli.main import main
 from hroofline.errors import InputError
+from hroofline.importers.graph_capture import captured_graphs, graph_launches, join_capture
+from hroofline.importers.kineto import parse_trace
+from hroofline.importers.kineto_links import link_activities
 from hroofline.store.runs import RunStore
 from tests.conftest import SHARED, need, tree_digest
 
@@ -34,8 +37,13 @@ LAUNCH_CALLS = ("hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchK
 
 
 @cache
+def _json_bytes(path: Path) -> bytes:
+    return gzip.decompress(need(path).read_bytes())
+
+
+@cache
 def _events(path: Path) -> list[dict[str, Any]]:
-    return json.loads(gzip.decompress(need(path).read_bytes()))["traceEvents"]
+    return json.loads(_json_bytes(path))["traceEvents"]
 
 
 def _graph_launches() -> list[list[dict[str, Any]]]:
@@ -180,3 +188,18 @@ def test_the_python_api_takes_the_capture_as_the_cli_does(tmp_path: Path) -> Non
     with pytest.raises(InputError, match="not the capture of this replay"):
         api.import_run(need(REPLAY), "v", store=tmp_path / "store", capture=other)
     assert tree_digest(tmp_path / "store") == ""
+
+
+def test_graphs_with_the_same_kernels_are_taken_in_capture_order() -> None:
+    """23 of vLLM's piecewise graphs (one per layer) hold the same 15 kernels: each graph launch takes the next in
+    capture order, so the k-th launch's kernels are on ops captured between the k-th hipStreamBeginCapture and
+    its hipStreamEndCapture (their times read from the JSON here)."""
+    replay, capture = parse_trace(_json_bytes(REPLAY), REPLAY), parse_trace(_json_bytes(CAPTURE), CAPTURE)
+    joined = join_capture(replay, replay.gpu, link_activities(replay, replay.gpu), captured_graphs(capture))
+    calls = sorted((e for e in _events(CAPTURE) if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    begins = [e["ts"] * 1e-6 for e in calls if e["name"] == "hipStreamBeginCapture"]
+    ends = [e["ts"] * 1e-6 for e in calls if e["name"] == "hipStreamEndCapture"]
+    index = {id(activity): i for i, activity in enumerate(replay.gpu)}
+    for k, launch in enumerate(graph_launches(replay, replay.gpu).values()):
+        ops = [joined.links[index[id(replay.gpu[i])]].op for i in launch]
+        assert all(op is not None and begins[k] < op.start_s < ends[k] for op in ops), k
