@@ -44,6 +44,8 @@ FILES = {
     "dpflops.ncu-rep": "fixtures/ncu/v100_gene_dgdxy_dpflops_nvtx.ncu-rep",
     "logs": "fixtures/deepcam/pt-O1-Adam-opt",
     "trace.json.gz": "fixtures/kineto/kineto_a100_ddp2_nccl_rank0.json.gz",
+    "replay.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-replay.json.gz",
+    "capture.pt.trace.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-capture.json.gz",
 }
 
 

@@ -60,6 +60,11 @@ def import_files(
         # Only an existing run can already hold the source; then its digest is needed up front.
         digest = source_digest(path) if already and path.exists() else None
         prefix = f"[{index}/{len(sources)}] {source}"
+        if digest in already and options.captures:  # held without its capture: added again, it would count twice
+            raise UsageError(
+                f"{source}: run {name!r} holds it already, imported without --capture",
+                "import it with --capture into another run, or add --replace to make the run anew",
+            )
         if digest in already:
             skipped.append(prefix)
             continue

@@ -81,10 +81,12 @@ def import_run(
     store: str | Path | None = None,
     replace: bool = False,
     ceilings: str | Path | None = None,
+    capture: list[str | Path] | str | Path | None = None,
 ) -> RunView:
     """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
     ``replace`` made of these alone), as ``hroofline import``; returns the run. A trace recorded on the CPU alone
-    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs."""
+    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs.
+    ``capture``: for a trace replayed from CUDA graphs, the trace(s) written while capturing them (``--capture``)."""
     from hroofline.api.imports import import_files
     from hroofline.importers.build import ImportOptions
     from hroofline.model.phases import parse_phase_option
@@ -95,7 +97,13 @@ def import_run(
     paths = [sources] if isinstance(sources, str | Path) else list(sources)
     on_cpu = gpu is not None and gpu.strip().lower() == CPU
     named = resolve_gpu(gpu) if gpu and not on_cpu else None
-    options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named, cpu_ops=on_cpu)
+    captures = [capture] if isinstance(capture, str | Path) else list(capture or [])
+    options = ImportOptions(
+        phase=parse_phase_option(phase) if phase else None,
+        gpu=named,
+        cpu_ops=on_cpu,
+        captures=tuple(Path(c) for c in captures),
+    )
     measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
     target = store_at(store, writing=True)
     import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, measured), replace)

@@ -10,7 +10,7 @@ from typing import Any
 from hroofline.api.imports import CpuCeilings, import_files
 from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.cli.profile_common import this_cpu_ceilings
-from hroofline.errors import UsageError
+from hroofline.errors import InputError, UsageError
 from hroofline.importers.build import ImportOptions
 from hroofline.importers.source import ImportedSource
 from hroofline.model.phases import parse_phase_option
@@ -53,6 +53,7 @@ examples:
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
+  hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
 """
 
 
@@ -108,6 +109,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--rank", type=int, help="traces: the rank of a trace that does not say (default: its distributedInfo, else 0)"
     )
+    parser.add_argument(
+        "--capture",
+        nargs="+",
+        default=[],
+        metavar="CAPTURE",
+        help="traces replayed from CUDA (or HIP) graphs: the trace(s) written while the graphs were captured "
+        "(vLLM's capture_traces/*.pt.trace.json.gz); each graph launch's kernels get the ops that launched them "
+        "at capture, matched in launch order by kernel names (grid and block where both record them)",
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--replace",
@@ -152,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         rank=args.rank,
         cpu_ops=on_cpu,
         force_gpu=args.force_gpu,
+        captures=tuple(_existing_captures(args.capture)),
     )
     gpu = options.gpu.name if options.gpu else None
     defaults = RunDefaults(gpu, args.precision, ceilings)
@@ -194,6 +205,15 @@ def run(args: argparse.Namespace) -> int:
         say(f"note: --measure-ceilings: nothing measured: run {name!r} is not a CPU run (its roofs are its GPU's)")
     _warn_without_roofs(result.run, unknown)
     return 0
+
+
+def _existing_captures(names: list[str]) -> list[Path]:
+    """The capture traces, each checked to exist before anything is read."""
+    paths = [Path(name) for name in names]
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"--capture {path}: no such file")
+    return paths
 
 
 def _cpu_ceilings(unknown: list[str], measure_again: bool = False) -> CpuCeilings:

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from hroofline.errors import InputError, MergeError
+from hroofline.errors import InputError, MergeError, UsageError
 from hroofline.importers.checks import (
     failed_launch_warning,
     failed_launches,
     uncounted_tensor_work,
     uncounted_work_warning,
 )
+from hroofline.importers.graph_capture import captured_graphs
 from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
 from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
@@ -62,6 +63,7 @@ class ImportOptions:
     rank: int | None = None  # traces: the rank, where the trace does not say
     cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
     force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
+    captures: tuple[Path, ...] = ()  # traces replayed from CUDA graphs: the traces written while capturing them
 
 
 @dataclass(frozen=True)
@@ -201,14 +203,23 @@ def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricS
     where = " + ".join(str(s.path) for s in group)
     profile = join_passes(passes, options.merge, metric_set, where)
     files = [{"name": str(s.path), "sha256": s.digest} for s in group]
-    digest = hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in files).encode()).hexdigest()
-    return ReadSource(Path(where), profile, digest, files)
+    return ReadSource(Path(where), profile, _files_digest(files), files)
+
+
+def _files_digest(files: list[dict[str, str]]) -> str:
+    """The identity of a source made of several files: one sha256 over their names and digests."""
+    return hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in files).encode()).hexdigest()
 
 
 def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
     """The formulas, the report's roofs and the import's checks, on one source as read."""
     if isinstance(source.profile, TraceEvents):
         return _trace_source(source, source.profile, options, metric_set)
+    if options.captures:
+        raise UsageError(
+            f"{source.path}: --capture is for a PyTorch profiler trace replayed from CUDA graphs, not an ncu source",
+            "import the ncu source without --capture",
+        )
     path, profile = source.path, source.profile
     if options.gpu is not None:
         refuse_for_ncu(options.gpu, str(path))
@@ -271,10 +282,28 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
 def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
+    captured = tuple(graph for path in options.captures for graph in captured_graphs(_capture_trace(path)))
     trace_options = TraceOptions(
-        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu
+        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu, captured
     )
-    return trace_source(trace, source.digest, trace_options, metric_set)
+    if not options.captures:
+        return trace_source(trace, source.digest, trace_options, metric_set)
+    # the replay and its captures are one source: its identity is theirs together, each file listed
+    files = [{"name": str(source.path), "sha256": source.digest}]
+    files += [{"name": str(path), "sha256": sha256_of_file(path)} for path in options.captures]
+    imported = trace_source(trace, _files_digest(files), trace_options, metric_set)
+    imported.info.files = files
+    return imported
+
+
+def _capture_trace(path: Path) -> TraceEvents:
+    """A capture trace, read as a trace; refused in one line where it is none."""
+    if not path.exists():
+        raise InputError(f"--capture {path}: no such file")
+    data = read_source_data(path).data
+    if is_blank(data) or not looks_like_json(data):
+        raise InputError(f"--capture {path}: not a PyTorch profiler (Kineto) trace")
+    return parse_trace(data, path)
 
 
 def _stack_columns(stacks: pd.Series, phase: str | None) -> tuple[pd.Series, pd.Series, pd.Series]:

@@ -65,6 +65,8 @@ class RuntimeCall:
     thread: tuple[str, str]
     start_s: float
     name: str = ""  # cudaLaunchKernel, cudaGraphLaunch, hipExtModuleLaunchKernel, ...
+    # ROCm's launch calls name their kernel, grid and block (``kernel``, ``grid``, ``block``); CUDA's do not
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -185,7 +187,7 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
     elif lowered in RUNTIME_CATEGORIES:
         correlation = _integer(args.get("correlation"))
         if correlation is not None:
-            trace.runtime[correlation] = RuntimeCall(_thread(event), start, str(event.get("name", "")))
+            trace.runtime[correlation] = RuntimeCall(_thread(event), start, str(event.get("name", "")), args)
     elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
         name = str(event.get("name", ""))
         is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))

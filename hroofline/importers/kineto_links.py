@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from hroofline.importers.kineto import CpuEvent, GpuActivity, TraceEvents, input_dims
+from hroofline.importers.kineto import CpuEvent, GpuActivity, RuntimeCall, TraceEvents, input_dims
 from hroofline.model.phases import canonical_phase
 
 LAYER_RANGE_PREFIX = "hroofline.layer:"
@@ -116,9 +116,16 @@ def _stacks(events: list[CpuEvent], times: list[float]) -> list[list[CpuEvent]]:
 
 def link_activities(trace: TraceEvents, activities: list[GpuActivity]) -> list[LaunchLink]:
     """One link per activity, in order."""
+    return link_calls(
+        trace, [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
+    )
+
+
+def link_calls(trace: TraceEvents, calls: list[RuntimeCall | None]) -> list[LaunchLink]:
+    """One link per runtime call of ``trace``, in order: the ops and ranges open on its thread when it was made
+    (an empty link where the call is None)."""
     by_thread = _events_by_thread(trace)
     phases, steps, layers = process_ranges(trace)
-    calls = [trace.runtime.get(a.correlation) if a.correlation is not None else None for a in activities]
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for index, call in enumerate(calls):
         if call is not None:

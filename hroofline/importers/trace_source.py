@@ -28,6 +28,7 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
+from hroofline.importers.graph_capture import GRAPH_LAUNCHES, CapturedGraph, join_capture
 from hroofline.importers.kineto import (
     GpuActivity,
     TraceEvents,
@@ -81,6 +82,7 @@ class TraceOptions:
     cpu_ops: bool = False  # a CPU-only trace: every op is a launch, with its self time
     gpu: GpuName | None = None  # the GPU that was profiled, where the user names it
     force_gpu: bool = False  # judge it as ``gpu`` even where the trace's device has another SM count
+    captured: tuple[CapturedGraph, ...] = ()  # the graphs its graph launches replay, as captured (--capture)
 
 
 def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
@@ -141,6 +143,9 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
         ]
     else:
         every, links = trace.gpu, link_activities(trace, trace.gpu)
+    joined = join_capture(trace, every, links, list(options.captured)) if options.captured else None
+    if joined is not None:
+        links = joined.links
     keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
     # launch_id is launch order (the JSON lists activities per stream, not in the order they were launched):
     # a kernel's runtime call, a CPU op's start
@@ -165,6 +170,8 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
     info = _info(trace, digest, frame, options)
+    if joined is not None:
+        info.notes += [joined.summary, _unknown_ops_note(frame, kept_links)]
     if cpu_ops and trace.host_name:
         info.settings["host"] = trace.host_name
     if cpu_ops and not asked_for_cpu:
@@ -330,7 +337,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
-    replayed = _graph_replay_warning(trace, total)
+    replayed = _graph_replay_warning(trace, total) if not options.captured else None
     if replayed:
         warnings.append(replayed)
     if options.rank is None and trace.rank is None and not options.cpu_ops:
@@ -350,9 +357,6 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
     )
 
 
-GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
-
-
 def _graph_replay_warning(trace: TraceEvents, total_s: float) -> str | None:
     """One line saying how much GPU time was replayed from CUDA (or HIP) graphs: every kernel of a replay shares its
     graph launch's correlation, so none is linked to the op that launched it at capture, and none has work."""
@@ -364,8 +368,29 @@ def _graph_replay_warning(trace: TraceEvents, total_s: float) -> str | None:
     return (
         f"{trace.path}: {_share(seconds, total_s)} of GPU time was replayed from CUDA graphs ({len(replayed)} "
         f"kernels under {len(launches)} graph launches): a replayed kernel is linked to no op and its work is "
-        "unknown; trace a step without graphs (eager) for its work and layers"
+        "unknown; pass the trace written while the graphs were captured (--capture FILE) for their ops and work"
     )
+
+
+SHOWN_SHARE = 0.001  # an op with unknown work under this share of compute-kernel time is counted, not named
+
+
+def _unknown_ops_note(frame: pd.DataFrame, links: list[LaunchLink]) -> str:
+    """The ops whose kernels have unknown work, each by its share of compute-kernel time: the outermost op that
+    could be counted where the trace recorded one (``vllm::moe_forward``), else the launching op."""
+    kernels = (frame["category"] == "kernel").to_numpy()
+    compute_time = float(frame.loc[kernels, "time_s"].sum())
+    unknown = kernels & frame["flops_fp32"].isna().to_numpy()
+    names = [link.candidates[0].name if link.candidates else link.op.name if link.op else "no op" for link in links]
+    by_op = frame.loc[unknown, "time_s"].groupby([n for n, u in zip(names, unknown, strict=True) if u]).sum()
+    if by_op.empty:
+        return "every compute kernel has known work"
+    by_op = by_op.sort_values()[::-1]
+    shown = by_op[by_op >= SHOWN_SHARE * compute_time]
+    shares = ", ".join(f"{op} {_share(t, compute_time)}" for op, t in shown.items())
+    if len(by_op) > len(shown):
+        shares += f"{', ' if shares else ''}{len(by_op) - len(shown)} more ops under {SHOWN_SHARE:.1%} each"
+    return f"compute-kernel time with unknown work, by the op that launched it (no formula, or no op): {shares}"
 
 
 def _share(part: float, whole: float) -> str:

@@ -1,0 +1,205 @@
+"""A trace replayed from CUDA (HIP) graphs, joined with the trace written while the graphs were captured
+(``hroofline import REPLAY --capture CAPTURE``, issue 46 item 3).
+
+The files are vLLM's piecewise graphs on an MI300-class GPU, from AMD-AGI/TraceLens (MIT), copied byte for byte
+into ../shared/fixtures/compiled (its README gives the paths and blob ids): the replay's kernels share their
+``hipGraphLaunch``'s correlation; the capture trace's launch calls (``hipLaunchKernel``, ``hipModuleLaunchKernel``,
+``hipExtModuleLaunchKernel``) carry the kernel's name, grid and block, inside the ops that made them. The
+expected figures are counted here from the JSON on its own, not by hroofline's reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hroofline.api as api
+from hroofline.cli.main import main
+from hroofline.errors import InputError
+from hroofline.importers.graph_capture import captured_graphs, graph_launches, join_capture
+from hroofline.importers.kineto import parse_trace
+from hroofline.importers.kineto_links import link_activities
+from hroofline.store.runs import RunStore
+from tests.conftest import SHARED, need, tree_digest
+
+COMPILED = SHARED / "fixtures" / "compiled"
+REPLAY = COMPILED / "vllm-mi300x-piecewise-replay.json.gz"
+CAPTURE = COMPILED / "vllm-mi300x-piecewise-capture.json.gz"
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CALLS = ("hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipMemcpyAsync")
+
+
+@cache
+def _json_bytes(path: Path) -> bytes:
+    return gzip.decompress(need(path).read_bytes())
+
+
+@cache
+def _events(path: Path) -> list[dict[str, Any]]:
+    return json.loads(_json_bytes(path))["traceEvents"]
+
+
+def _graph_launches() -> list[list[dict[str, Any]]]:
+    """The replay's graph launches in the order they were made, each its activities in the order they ran."""
+    events = _events(REPLAY)
+    launches = sorted(
+        (e for e in events if e.get("cat") == "cuda_runtime" and e["name"] == "hipGraphLaunch"), key=lambda e: e["ts"]
+    )
+    activities = [e for e in events if e.get("cat") in GPU_CATEGORIES]
+    return [
+        sorted(
+            (a for a in activities if a["args"].get("correlation") == g["args"]["correlation"]), key=lambda a: a["ts"]
+        )
+        for g in launches
+    ]
+
+
+def _capture_windows() -> list[list[dict[str, Any]]]:
+    """The capture trace's launch calls between each hipStreamBeginCapture and its hipStreamEndCapture."""
+    calls = sorted((e for e in _events(CAPTURE) if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    windows: list[list[dict[str, Any]]] = []
+    for call in calls:
+        if call["name"] == "hipStreamBeginCapture":
+            windows.append([])
+        elif call["name"] == "hipStreamEndCapture":
+            windows.append(None)  # type: ignore[arg-type]  # closed: what follows is outside any capture
+        elif windows and windows[-1] is not None and call["name"] in LAUNCH_CALLS:
+            windows[-1].append(call)
+    return [w for w in windows if w is not None]
+
+
+@cache
+def _capture_ops(name: str) -> list[dict[str, Any]]:
+    return [e for e in _events(CAPTURE) if e.get("cat") == "cpu_op" and e["name"] == name]
+
+
+def _inside(call: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The CPU op named ``name`` open on the call's thread when it was made."""
+    return next(
+        (e for e in _capture_ops(name) if e["tid"] == call["tid"] and e["ts"] <= call["ts"] <= e["ts"] + e["dur"]),
+        None,
+    )
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Any]:
+    store = tmp_path_factory.mktemp("capture") / "store"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(["import", str(need(REPLAY)), "--capture", str(need(CAPTURE)), "--run", "v", "--store", str(store)])
+    assert code == 0, out.getvalue()
+    return out.getvalue(), RunStore(store).load("v").launches
+
+
+def test_each_graph_launch_is_its_captured_graph_by_kernel_names_in_capture_order() -> None:
+    """The premise of the join, checked on the files alone: the 25 graph launches replay the 25 captured graphs
+    in capture order, kernel for kernel by name (the replay records no grid or block on ROCm)."""
+    launches, windows = _graph_launches(), _capture_windows()
+    assert len(launches) == len(windows) == 25
+    for replayed, captured in zip(launches, windows, strict=True):
+        names = [a["name"] if a["cat"] == "kernel" else "copy" for a in replayed]
+        assert names == [c["args"].get("kernel", "copy") for c in captured]
+        assert all("grid" not in a["args"] for a in replayed)
+
+
+def test_a_replay_joined_with_its_capture_has_its_kernels_ops_and_their_work(joined: tuple[str, Any]) -> None:
+    """Before: 4.0% of GPU time linked to an op, 0.2% of compute-kernel time with known work, every GEMM unknown.
+    Joined: every replayed kernel on the op that launched it at capture; the 72 GEMMs' FLOPs equal 2 M N K of the
+    capture's aten::addmm shapes (each graph replayed once); the ops without a formula named with their share."""
+    said, launches = joined
+    activities = [e for e in _events(REPLAY) if e.get("cat") in GPU_CATEGORIES]
+    total = sum(a["dur"] for a in activities)
+    replayed = [a for launch in _graph_launches() for a in launch]
+    assert (
+        f"25 of 25 graph launches matched one of its 25 captured graphs by kernel names, {len(replayed)} kernels"
+        in said
+    )
+    linked = launches.loc[launches["op"].notna(), "time_s"].sum() / launches["time_s"].sum()
+    assert linked >= 0.95 and "100.0% of GPU time is linked to the CPU op that launched it" in said
+    assert "11.6% of compute-kernel time has known work (98 of 413 kernels)" in said  # docs/validation.md's
+    # the GEMMs: aten::addmm(bias [N], a [M, K], b [K, N]) at capture, 2 M N K each
+    gemms = [_inside(c, "aten::addmm") for window in _capture_windows() for c in window]
+    dims = [g["args"]["Input Dims"] for g in gemms if g is not None]
+    expected = sum(2 * m * k * n for _, (m, k), (_, n), *_ in dims)
+    flops = [c for c in launches.columns if c.startswith("flops_") and c != "flops_tensor"]
+    on_addmm = launches[launches["work_op"] == "aten::addmm"]
+    assert len(dims) == len(on_addmm) == 72
+    assert on_addmm[flops].sum().sum() == pytest.approx(expected, rel=1e-9)
+    # every kernel whose op has a formula has its work: the ATen GEMMs all have FLOPs
+    assert launches.loc[launches["op"].isin(["aten::addmm", "aten::mm"]), "flops_fp32"].notna().all()
+    # vllm::moe_forward (no formula yet): its kernels' share of kernel time, counted pairwise from the files
+    kernels = [a for a in activities if a["cat"] == "kernel"]
+    moe = sum(
+        a["dur"]
+        for launch, window in zip(_graph_launches(), _capture_windows(), strict=True)
+        for a, call in zip(launch, window, strict=True)
+        if a["cat"] == "kernel" and _inside(call, "vllm::moe_forward") is not None
+    )
+    share = 100 * moe / sum(k["dur"] for k in kernels)
+    assert f"(no formula, or no op): vllm::moe_forward {share:.1f}%" in said
+    assert round(share, 1) == 80.4 and sum(a["dur"] for a in replayed) / total > 0.95
+    assert "replayed from CUDA graphs" not in said  # the warning is for a replay without its capture
+
+
+def _without_last_launches(path: Path) -> Path:
+    """The capture, less the last launch call of each captured graph: a capture of other graphs."""
+    events = list(_events(CAPTURE))
+    last = {id(window[-1]) for window in _capture_windows()}
+    kept = [e for e in events if id(e) not in last]
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": kept}).encode()))
+    return path
+
+
+def test_a_capture_of_other_graphs_is_refused_in_one_line_and_nothing_is_stored(cli, tmp_path: Path) -> None:
+    # without --capture: the one warning, which says how to get the ops
+    plain = cli("import", need(REPLAY), "--run", "v")
+    assert plain.code == 0
+    (warning,) = [line for line in (plain.out + plain.err).splitlines() if "CUDA graphs" in line]
+    assert "96.0% of GPU time was replayed from CUDA graphs" in warning and "(--capture FILE)" in warning
+    assert "4.0% of GPU time is linked" in plain.err and "0.2% of compute-kernel time has known work" in plain.err
+    before = tree_digest(cli.store)
+    other = _without_last_launches(tmp_path / "other-capture.json.gz")
+    result = cli("import", need(REPLAY), "--capture", other, "--run", "w")
+    assert result.code == 1
+    (line,) = result.err.strip().splitlines()
+    assert "no graph launch matches a graph captured in" in line and "not the capture of this replay" in line
+    assert "25 captured graphs hold 3 to 14 launches" in line
+    # a trace that captured nothing, a capture that is no file: one line each, exit 1
+    result = cli("import", need(REPLAY), "--capture", need(COMPILED / "hta-a100-compile-triton.json.gz"), "--run", "w")
+    assert result.code == 1 and "the trace captured no CUDA graph" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    result = cli("import", need(REPLAY), "--capture", tmp_path / "missing.json.gz", "--run", "w")
+    assert result.code == 1 and "--capture" in result.err and "no such file" in result.err
+    # the replay held already without its capture: added with it, every kernel would count twice
+    result = cli("import", need(REPLAY), "--capture", need(CAPTURE), "--run", "v")
+    assert result.code == 2 and "holds it already, imported without --capture" in result.err
+    assert tree_digest(cli.store) == before
+
+
+def test_the_python_api_takes_the_capture_as_the_cli_does(tmp_path: Path) -> None:
+    other = _without_last_launches(tmp_path / "other-capture.json.gz")
+    with pytest.raises(InputError, match="not the capture of this replay"):
+        api.import_run(need(REPLAY), "v", store=tmp_path / "store", capture=other)
+    assert tree_digest(tmp_path / "store") == ""
+
+
+def test_graphs_with_the_same_kernels_are_taken_in_capture_order() -> None:
+    """23 of vLLM's piecewise graphs (one per layer) hold the same 15 kernels: each graph launch takes the next in
+    capture order, so the k-th launch's kernels are on ops captured between the k-th hipStreamBeginCapture and
+    its hipStreamEndCapture (their times read from the JSON here)."""
+    replay, capture = parse_trace(_json_bytes(REPLAY), REPLAY), parse_trace(_json_bytes(CAPTURE), CAPTURE)
+    joined = join_capture(replay, replay.gpu, link_activities(replay, replay.gpu), captured_graphs(capture))
+    calls = sorted((e for e in _events(CAPTURE) if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    begins = [e["ts"] * 1e-6 for e in calls if e["name"] == "hipStreamBeginCapture"]
+    ends = [e["ts"] * 1e-6 for e in calls if e["name"] == "hipStreamEndCapture"]
+    index = {id(activity): i for i, activity in enumerate(replay.gpu)}
+    for k, launch in enumerate(graph_launches(replay, replay.gpu).values()):
+        ops = [joined.links[index[id(replay.gpu[i])]].op for i in launch]
+        assert all(op is not None and begins[k] < op.start_s < ends[k] for op in ops), k
