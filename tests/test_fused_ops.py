@@ -16,7 +16,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from hroofline.importers.kineto import parse_trace
+from hroofline.importers.trace_source import TraceOptions, trace_source
 from hroofline.importers.trace_work import OpWork, op_work
+from hroofline.roofs.metricset import load_metric_set
 from tests.conftest import REPO, SHARED, need
 
 BF16 = "c10::BFloat16"
@@ -137,8 +139,12 @@ GPT2_BLOCK += [(3072, 768), (768,)]
 GPT2_BLOCK_ELEMENTS = 6 * 768 + 768 * 2304 + 2304 + 768 * 768 + 768 * 3072 + 3072 + 3072 * 768
 
 
-@cache
 def _cpu_trace_events(name: str) -> list[Any]:
+    return _cpu_trace(name).cpu
+
+
+@cache
+def _cpu_trace(name: str) -> Any:
     """CPU ops of a fused step recorded here by torch.profiler: the arguments exactly as a trace records them."""
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s)) for s in GPT2_BLOCK]
@@ -166,7 +172,7 @@ def _cpu_trace_events(name: str) -> list[Any]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{name}.json"
         prof.export_chrome_trace(str(path))
-        return parse_trace(path.read_bytes(), path).cpu
+        return parse_trace(path.read_bytes(), path)
 
 
 def test_fused_rms_norm_as_the_profiler_records_it() -> None:
@@ -217,6 +223,14 @@ def test_fused_adam_counts_its_update_per_parameter_element(step: str, op: str, 
     assert _flops(work) == per_element * GPT2_BLOCK_ELEMENTS
     # read p, g, m, v and write p, m, v (amsgrad: max read and written), float32; one step value per tensor
     assert work.bytes == state_lists * 4 * GPT2_BLOCK_ELEMENTS + 12 * 4
+
+
+def test_an_imported_trace_carries_the_fused_formulas_work() -> None:
+    """As a user imports it: a CPU trace of a fused AdamW step, each op's work split over the ops it ran."""
+    launches = trace_source(_cpu_trace("adamw"), "adamw", TraceOptions(cpu_ops=True), load_metric_set()).launches
+    adamw = launches[launches["work_op"] == "aten::_fused_adamw_"]
+    assert set(adamw["work_source"]) == {"formula"}
+    assert adamw["flops_fp32"].sum() == pytest.approx(15 * GPT2_BLOCK_ELEMENTS, rel=1e-12)
 
 
 def _vllm_capture_op(name: str) -> Any:
