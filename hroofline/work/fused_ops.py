@@ -113,15 +113,15 @@ class AttentionSchema:
 
 def _pairs(schema: AttentionSchema, args: list[Argument], q: tuple[int, ...], k: tuple[int, ...]) -> int | None:
     """Attended query-key pairs summed over the batch (per head)."""
-    window_args = schema.window or (None, None)
-    window = tuple(int(_get(args, i).value) if _get(args, i).value is not None else -1 for i in window_args)
+    bounds = [_get(args, i).value for i in schema.window or (None, None)]
+    window = (int(bounds[0]) if bounds[0] is not None else -1, int(bounds[1]) if bounds[1] is not None else -1)
     causal = bool(_get(args, schema.causal).value)
     cu_q, cu_k = (_get(args, i) for i in schema.cu_seqlens)
     if not _given(cu_q) and not _given(cu_k):
         if len(q) != 4 or len(k) != 4:
             return None
         batch, sq, sk = (q[0], q[2], k[2]) if schema.heads_first else (q[0], q[1], k[1])
-        return batch * attended_pairs(sq, sk, causal, window, schema.bottom_right)  # type: ignore[arg-type]
+        return batch * attended_pairs(sq, sk, causal, window, schema.bottom_right)
     # packed sequences: their lengths are in cu_seqlens' values, which a trace does not record; the pairs are
     # known only where every sequence has the recorded maximum length, or (unmasked) one side has
     if not _given(cu_q) or cu_q.tensor is None or len(q) != 3 or len(k) != 3:
@@ -132,7 +132,7 @@ def _pairs(schema: AttentionSchema, args: list[Argument], q: tuple[int, ...], k:
         return None
     equal_q, equal_k = q[0] == batch * max_q, k[0] == batch * max_k
     if equal_q and equal_k:
-        return batch * attended_pairs(max_q, max_k, causal, window, schema.bottom_right)  # type: ignore[arg-type]
+        return batch * attended_pairs(max_q, max_k, causal, window, schema.bottom_right)
     if causal or any(w >= 0 for w in window):
         return None
     return max_q * k[0] if equal_q else (max_k * q[0] if equal_k else None)
@@ -292,7 +292,8 @@ def _foreach(name: str) -> Formula:
     def formula(args: list[Argument]) -> FusedWork | None:
         """FLOPs: the op's per-element cost in metrics/cpu_ops.toml (add 1, addcmul 2, lerp 2, ...; +1 for an
         add or sub with alpha != 1, a multiply-add) x the elements of the first tensor list. Bytes: each tensor
-        list and tensor argument read once, the result (the first list, or a new list of its shapes) written once.
+        list and tensor argument read once (a list passed twice, as addcmul_(v, g, g), counts twice: the trace does
+        not say two arguments are one list), the result (the first list, or a new list of its shapes) written once.
         A tensor list the trace recorded without shapes (PyTorch drops those of lists over 30 tensors) leaves the
         work unknown."""
         lists = [a for a in args if a.listed]
