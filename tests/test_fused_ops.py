@@ -253,6 +253,14 @@ def test_vllms_rotary_embedding_and_fused_add_rms_norm_on_its_recorded_shapes() 
     assert work.bytes == 2 * (4 * elements + 2880)  # x, residual, weight read; out, residual out written
 
 
+def test_vllms_rocm_dense_gemm_on_its_recorded_shapes() -> None:
+    gemm = _vllm_capture_op("vllm::rocm_unquantized_gemm")
+    assert gemm.args["Input Dims"] == [[8192, 2880], [5120, 2880], [5120]]
+    work = op_work(gemm.name, gemm.args)
+    assert _flops(work) == 2 * 8192 * 5120 * 2880 and work.matmul_flops == {"flops_fp16": _flops(work)}
+    assert work.bytes == 2 * (8192 * 2880 + 5120 * 2880 + 5120 + 8192 * 5120)  # x, weight, bias read; out written
+
+
 def test_silu_and_mul_on_a_llama_mlp() -> None:
     tokens, inner = 4096, 11008  # Llama 2 7B's MLP
     work = op_work("_C::silu_and_mul", _args(_tensor(tokens, inner), _tensor(tokens, 2 * inner)))

@@ -283,6 +283,19 @@ def _silu_and_mul(args: list[Argument]) -> FusedWork | None:
     return FusedWork(flops, result.bytes + inputs.bytes, _column(inputs.dtype))
 
 
+def _linear(args: list[Argument]) -> FusedWork | None:
+    """vLLM's ROCm dense GEMM, rocm_unquantized_gemm(x, weight, bias) = F.linear (hipBLASLt or its skinny
+    kernels): 2 x rows x out_features x in_features, as PyTorch counts addmm (the bias add left out). Bytes: x,
+    weight and bias read, the (rows, out_features) output written."""
+    inputs, weight, bias = _get(args, 0), _get(args, 1), _get(args, 2)
+    if inputs.tensor is None or weight.tensor is None or len(weight.tensor) != 2 or not inputs.tensor:
+        return None
+    rows, (out_features, in_features) = math.prod(inputs.tensor[:-1]), weight.tensor
+    out = Argument(((rows, out_features),), inputs.dtype)
+    moved = inputs.bytes + weight.bytes + bias.bytes + out.bytes
+    return FusedWork(2.0 * rows * out_features * in_features, moved, _column(inputs.dtype), matmul=True)
+
+
 # _foreach_ ops that move data and compute nothing
 _FOREACH_NO_FLOPS = frozenset({"copy", "zero", "clone"})
 _FOREACH_OVERWRITES = frozenset({"copy", "zero"})  # write the first list without reading it
@@ -361,6 +374,7 @@ FORMULAS: dict[str, Formula] = {
     "_C::rotary_embedding": _rotary_embedding,
     "sgl_kernel::rotary_embedding": _rotary_embedding,
     "_C::silu_and_mul": _silu_and_mul,
+    "vllm::rocm_unquantized_gemm": _linear,
     "aten::_fused_adam_": _fused_adam,
     "aten::_fused_adamw_": _fused_adam,
 }
