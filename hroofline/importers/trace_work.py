@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_leaves
 
 from hroofline.importers.kineto import input_dims
 from hroofline.work.fused_attention import fused_attention
+from hroofline.work.fused_ops import Argument, Formula, formula_for
 from hroofline.work.op_names import MATMUL_OPS
 from hroofline.work.ops import OpRecorder
 
@@ -113,6 +114,9 @@ def op_work(name: str, args: dict[str, Any]) -> OpWork | None:
 @lru_cache(maxsize=65536)
 def _op_work(key: str) -> OpWork | None:
     name, dims, types, concrete, strides, output_dims = json.loads(key)
+    formula = formula_for(name)
+    if formula is not None:  # fused ops have no FLOP formula on the meta device (or none at all here)
+        return _fused_work(name, formula, dims, types, concrete)
     packet = _packet(name)
     if packet is None or not isinstance(dims, list):
         return None
@@ -140,6 +144,40 @@ def _op_work(key: str) -> OpWork | None:
         if work is not None:
             return replace(work, bf16="c10::BFloat16" in types)
     return None
+
+
+def _fused_work(name: str, formula: Formula, dims: Any, types: Any, concrete: Any) -> OpWork | None:
+    """The work of an op that :mod:`hroofline.work.fused_ops` counts, from its recorded arguments."""
+    if not isinstance(dims, list):
+        return None
+    types = types if isinstance(types, list) else []
+    concrete = concrete if isinstance(concrete, list) else []
+    arguments = [
+        _fused_argument(dims[i], types[i] if i < len(types) else "", concrete[i] if i < len(concrete) else "")
+        for i in range(len(dims))
+    ]
+    work = formula(arguments)
+    if work is None:
+        return None
+    return OpWork(
+        flops={work.column: work.flops},
+        bytes=work.bytes,
+        main_op=name,
+        bf16="c10::BFloat16" in types,
+        matmul_flops={work.column: work.flops} if work.matmul else {},
+    )
+
+
+def _fused_argument(dims: Any, kind: Any, text: Any) -> Argument:
+    if kind == "TensorList":  # its shapes, one per tensor; [] where the profiler left them out (over 30 tensors)
+        shapes = dims if isinstance(dims, list) and all(isinstance(d, list) for d in dims) else []
+        return Argument(tuple(tuple(d) for d in shapes), listed=True)
+    if kind in DTYPES and isinstance(dims, list) and all(isinstance(d, int) for d in dims):
+        return Argument((tuple(dims),), DTYPES[kind])
+    try:
+        return Argument(value=ast.literal_eval(text) if isinstance(text, str) and text else None)
+    except (ValueError, SyntaxError):
+        return Argument()
 
 
 def _is_out(overload: Any) -> bool:

@@ -34,7 +34,7 @@ from hroofline.work.op_names import ATTENTION_OPS
 TIME_METHOD = "wall time of the ATen op at the dispatcher (TorchDispatchMode, time.perf_counter)"
 
 NO_PHASE = "other"
-_PRECISION_COLUMN = {
+PRECISION_COLUMN = {
     torch.float64: "flops_fp64",
     torch.float32: "flops_fp32",
     torch.float16: "flops_fp16",
@@ -365,7 +365,7 @@ def op_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
 
 def _flop_column(args: tuple[Any, ...], out: Any) -> str | None:
     for tensor in _tensors(out) + _tensors(args):
-        column = _PRECISION_COLUMN.get(tensor.dtype)
+        column = PRECISION_COLUMN.get(tensor.dtype)
         if column:
             return column
     return None
