@@ -129,7 +129,9 @@ def test_a_replay_joined_with_its_capture_has_its_kernels_ops_and_their_work(joi
     dims = [g["args"]["Input Dims"] for g in gemms if g is not None]
     expected = sum(2 * m * k * n for _, (m, k), (_, n), *_ in dims)
     flops = [c for c in launches.columns if c.startswith("flops_") and c != "flops_tensor"]
-    on_addmm = launches[launches["work_op"] == "aten::addmm"]
+    # the work is the op vLLM wraps its GEMM in (vllm::rocm_unquantized_gemm, whose aten::addmm launched it)
+    on_addmm = launches[launches["op"] == "aten::addmm"]
+    assert set(on_addmm["work_op"]) == {"vllm::rocm_unquantized_gemm"}
     assert len(dims) == len(on_addmm) == 72
     assert on_addmm[flops].sum().sum() == pytest.approx(expected, rel=1e-9)
     # every kernel whose op has a formula has its work: the ATen GEMMs all have FLOPs
