@@ -192,3 +192,19 @@ def test_a_compiled_step_under_ncu_profiles_every_launch_and_graph_nodes_as_kern
     settings = RunStore(tmp_path / "store").load(run).meta.sources[0].settings
     assert settings["compile"] == mode and settings["launches"] == "every launch"
     assert settings.get("graph_profiling") == ("node" if graphs else None)
+
+
+def test_the_dry_run_of_a_compiled_step_says_its_graph_profiling_and_a_short_warm_up(cli) -> None:
+    result = cli("profile", "--arch", "resnet50", "--gpu", "a100", "--compile", "reduce-overhead", "--dry-run")
+    assert result.code == 0, result.err
+    assert "--graph-profiling node" in result.out and "--compile reduce-overhead" in result.out
+    assert (
+        "--warmup 3" in result.out and "hroofline-profiles/resnet50-fp32-a100-compiled-reduce-overhead/" in result.out
+    )
+    short = cli("profile", "--arch", "resnet50", "--gpu", "a100", "--compile", "--warmup", "0", "--dry-run")
+    assert "--graph-profiling" not in short.out  # default mode: no CUDA graphs
+    assert "hroofline: warning: --warmup 0: the measured step compiles the model (--compile wants 1)" in short.err
+    graphs = cli(
+        "profile", "--arch", "resnet50", "--gpu", "a100", "--compile", "max-autotune", "--warmup", "1", "--dry-run"
+    )
+    assert "--warmup 1: the measured step records its CUDA graphs (--compile wants 3)" in graphs.err
