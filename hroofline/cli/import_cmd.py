@@ -12,6 +12,7 @@ from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.cli.profile_common import this_cpu_ceilings
 from hroofline.errors import UsageError
 from hroofline.importers.build import ImportOptions
+from hroofline.importers.inductor_provenance import layers_from_compile_log
 from hroofline.importers.source import ImportedSource
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
@@ -53,6 +54,7 @@ examples:
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
+  hroofline import trace.json --run c --compile-log torch-trace/   # torch.compile'd: kernels on their modules
 """
 
 
@@ -108,6 +110,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--rank", type=int, help="traces: the rank of a trace that does not say (default: its distributedInfo, else 0)"
     )
+    parser.add_argument(
+        "--compile-log",
+        metavar="LOG",
+        help="traces of a torch.compile'd model: its TORCH_TRACE log (the folder TORCH_TRACE=DIR wrote, a .tar.xz of "
+        "it, or one .log), which places each compiled kernel on its module (default: the compiled region's label)",
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--replace",
@@ -152,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         rank=args.rank,
         cpu_ops=on_cpu,
         force_gpu=args.force_gpu,
+        compiled=layers_from_compile_log(args.compile_log) if args.compile_log else None,
     )
     gpu = options.gpu.name if options.gpu else None
     defaults = RunDefaults(gpu, args.precision, ceilings)

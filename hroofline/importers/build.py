@@ -9,7 +9,7 @@ evaluates the metric formulas and the report's own roofs on each result.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from hroofline.importers.checks import (
     uncounted_tensor_work,
     uncounted_work_warning,
 )
+from hroofline.importers.inductor_provenance import CompiledGraph
 from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
 from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
@@ -62,6 +63,7 @@ class ImportOptions:
     rank: int | None = None  # traces: the rank, where the trace does not say
     cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
     force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
+    compiled: Mapping[str, CompiledGraph] | None = None  # traces: a compile log's graphs, for compiled layers
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,7 @@ def _trace_source(
     source: ReadSource, trace: TraceEvents, options: ImportOptions, metric_set: MetricSet
 ) -> ImportedSource:
     trace_options = TraceOptions(
-        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu
+        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu, options.compiled
     )
     return trace_source(trace, source.digest, trace_options, metric_set)
 
