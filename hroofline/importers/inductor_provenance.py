@@ -49,7 +49,7 @@ _ENTRY = re.compile(r"^[VIWEC]\d{4} [^{]*(\{.*\})\s*$")
 _NODE = re.compile(r"^\s+(\w+)(?:: \"[^\"]*\")? = (.*)$")
 _FILE = re.compile(r"^\s+# File: (.*?):(\d+) in (\w+), code: (.*)$")
 _PLACEHOLDER = re.compile(r"(\w+): \"")
-_IDENT = re.compile(r"[A-Za-z_]\w*")
+_IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name, not an attribute (the op in 'torch.ops.aten.mm')
 _SOURCE_NODES = re.compile(r"# Topologically Sorted Source Nodes: \[([^\]]*)\]")
 _HANDLE = re.compile(r"# \[Provenance debug handles\] (\S+):(\d+)\s*$")
 _AOT_ID = re.compile(r"# AOT ID: \['(\d+)_(\w+)'\]")
@@ -211,6 +211,7 @@ def _parse_graph(text: str) -> _Graph:
             continue
         name, rhs = node.groups()
         expression = rhs.split(";  ", 1)[0]
+        expression = expression.split("(", 1)[1] if "(" in expression else expression  # the arguments
         graph.nodes.append(name)
         graph.line[name] = line
         graph.reads[name] = [t for t in dict.fromkeys(_IDENT.findall(expression)) if t in known]
@@ -243,10 +244,20 @@ def _placed_graph(
     post_nodes = mappings.get("cppCodeToPost", {})
     for handle, ordinal, source_nodes in _calls(code):
         # the output code names a forward kernel's nodes by their pre-grad names; the mappings by post-grad ones
-        nodes = post_nodes.get(f"{handle}:{ordinal}", source_nodes)
+        nodes = _own_nodes(handle, post_nodes.get(f"{handle}:{ordinal}", source_nodes))
         layers = [placed.modules[n] for n in nodes if n in placed.modules]
         result.calls.append(CompiledCall(handle, trace_op_name(handle), common_ancestor(layers) if layers else None))
     return result
+
+
+def _own_nodes(handle: str, nodes: list[str]) -> list[str]:
+    """A library call's nodes are those of its op ('convolution_backward_3' of aten::convolution_backward): its
+    source nodes list the nodes of the Triton kernels that feed it too. A Triton kernel's are all it lists."""
+    if handle.startswith("triton_"):
+        return nodes
+    op = trace_op_name(handle).removeprefix("aten::")
+    own = [n for n in nodes if re.fullmatch(rf"{re.escape(op)}(_\d+)?", n)]
+    return own or nodes
 
 
 def _own_lines(stacks: dict[str, list[str]]) -> set[tuple[str, int]]:
@@ -267,14 +278,18 @@ def place_nodes(graph: _Graph, before: _Placed, own_lines: set[tuple[str, int]])
     lines = {**before.lines, **graph.line}
     for name in graph.nodes:
         line = graph.line[name]
-        found = []
+        # evidence, strongest first: parameters read; saved forward nodes of the same line; this graph's nodes
+        found: tuple[list[str], list[str], list[str]] = ([], [], [])
         for read in graph.reads[name]:
             if read in before.parameters:
-                found.append(_shared_parameter_owner(before.modules[read], line, own_lines))
-            elif line is not None and lines.get(read) == line and (read in modules or read in before.modules):
-                found.append(modules.get(read, before.modules.get(read, "")))
-        if found:
-            modules[name] = common_ancestor(found)
+                found[0].append(_shared_parameter_owner(before.modules[read], line, own_lines))
+            elif line is not None and lines.get(read) == line and read in before.modules:
+                found[1].append(before.modules[read])
+            elif line is not None and lines.get(read) == line and read in modules:
+                found[2].append(modules[read])
+        strongest = next((evidence for evidence in found if evidence), None)
+        if strongest:
+            modules[name] = common_ancestor(strongest)
     order = {name: index for index, name in enumerate(graph.nodes)}
     by_line: dict[tuple, list[str]] = {}
     for name in graph.nodes:
@@ -341,7 +356,7 @@ def _calls(code: str) -> list[tuple[str, int, list[str]]]:
 
 def trace_op_name(handle: str) -> str:
     """What the profiler names a launch site: a Triton kernel by its name, a library call by its ATen op
-    ('extern_kernels.mm' -> 'aten::mm', 'torch.ops.aten.convolution_backward.default' -> 'aten::convolution_backward')."""
+    ('extern_kernels.mm' -> 'aten::mm'; 'torch.ops.aten.convolution_backward.default' -> its ATen op)."""
     if handle.startswith("triton_"):
         return handle
     parts = [p for p in handle.split(".") if p not in ("extern_kernels", "torch", "ops", "aten")]

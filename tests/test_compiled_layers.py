@@ -1,0 +1,94 @@
+"""Compiled kernels on their layers (issue 46, item 2): the TORCH_TRACE compile log places each kernel of a
+torch.compile'd graph on the module it came from. Real data: the H200 traces and compile logs of
+tests/data/gpu-2026-11-28 (README there: recorded with hroofline, PyTorch 2.11.0, Inductor's provenance on)."""
+
+from __future__ import annotations
+
+import lzma
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hroofline.importers.inductor_provenance import common_ancestor, layers_from_compile_log, parameter_module
+from hroofline.importers.kineto import parse_trace
+from hroofline.importers.trace_source import TraceOptions, trace_source
+from hroofline.roofs.metricset import load_metric_set
+from tests.conftest import REPO
+
+DATA = REPO / "tests" / "data" / "gpu-2026-11-28"
+# the ops whose FLOPs are a layer's matmuls and convolutions (Inductor's out= GEMMs count as their op)
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::convolution", "aten::convolution_backward")
+NOT_PLACED = ("<compiled>", "OptimizedModule")  # the compiled region's label (OptimizedModule before 2026-11-28)
+
+
+@cache
+def _launches(model: str, mode: str, with_log: bool = False) -> pd.DataFrame:
+    path = DATA / "traces" / f"{model}-bf16-{mode}-trace.json.xz"
+    log = DATA / "compile-logs" / f"{model}-bf16-compiled-torch-trace.tar.xz"
+    options = TraceOptions(compiled=layers_from_compile_log(log) if with_log else None)
+    return trace_source(parse_trace(lzma.open(path).read(), path), "test", options, load_metric_set()).launches
+
+
+def _placed_share(launches: pd.DataFrame) -> float:
+    kernels = launches[launches["category"] == "kernel"]
+    placed = kernels["layer"].notna() & ~kernels["layer"].isin(NOT_PLACED)
+    return kernels.loc[placed, "time_s"].sum() / kernels["time_s"].sum()
+
+
+def _matmul_flops_by_layer(launches: pd.DataFrame) -> pd.Series:
+    columns = [c for c in launches.columns if c.startswith("flops_") and c != "flops_tensor"]
+    matmuls = launches[launches["work_op"].isin(MATMULS)]
+    return matmuls[columns].sum(axis=1).groupby(matmuls["layer"]).sum()
+
+
+@pytest.mark.parametrize(("model", "least_same_layer"), [("resnet50", 1.0), ("gpt2", 0.97)])
+def test_a_compiled_steps_kernels_land_on_the_eager_steps_layers(model: str, least_same_layer: float) -> None:
+    without = _launches(model, "compiled")
+    # before: the compiled model's kernels on its region's label; on a layer only the eager loss and optimizer (8.7%)
+    assert _placed_share(without) < 0.10
+    compiled, eager = _launches(model, "compiled", True), _launches(model, "eager")
+    # measured: resnet50 99.0%, GPT-2 98.8% (the rest: the loss and optimizer's eager kernels outside modules)
+    assert _placed_share(compiled) >= 0.95
+    by_layer = pd.concat({"compiled": _matmul_flops_by_layer(compiled), "eager": _matmul_flops_by_layer(eager)}, axis=1)
+    by_layer = by_layer.fillna(0.0)
+    assert by_layer["compiled"].sum() == pytest.approx(by_layer["eager"].sum(), rel=1e-3)
+    # the FLOPs each layer has in both runs: every layer's in resnet50; in GPT-2 one backward GEMM of each
+    # attn.c_proj lands on its attn.c_attn (1.9% of the step's matmul FLOPs)
+    same = by_layer.min(axis=1).sum() / by_layer["eager"].sum()
+    assert same >= least_same_layer - 1e-9
+    assert (
+        by_layer.loc[by_layer["eager"] > 0].index.str.contains(r"conv|downsample|fc|c_attn|c_proj|c_fc|lm_head").all()
+    )
+    if model == "gpt2":  # the tied lm_head (its weight is wte's) keeps its own layer (0.014% apart: Inductor's
+        # logits are padded from 50257 to 50264 columns)
+        assert by_layer.at["lm_head", "compiled"] == pytest.approx(by_layer.at["lm_head", "eager"], rel=1e-3)
+
+
+def test_the_phase_of_a_compiled_kernel_is_its_graphs() -> None:
+    """The forward graph's kernels run in the forward phase, the backward graph's in backward."""
+    graphs = layers_from_compile_log(DATA / "compile-logs" / "resnet50-bf16-compiled-torch-trace.tar.xz")
+    kinds = {graph.kind for graph in graphs.values()}
+    assert kinds == {"forward", "backward"}
+    compiled = _launches("resnet50", "compiled", True)
+    backward = next(g for g in graphs.values() if g.kind == "backward")
+    names = {call.op for call in backward.calls if call.op.startswith("triton_")}
+    assert (compiled.loc[compiled["kernel"].isin(names), "phase"] == "backward").all()
+
+
+def test_module_paths_from_dynamos_input_names_and_their_common_ancestor() -> None:
+    assert parameter_module("L_self_modules_layer1_modules_0_modules_conv1_parameters_weight_") == "layer1.0.conv1"
+    assert parameter_module("L_self_modules_bn1_buffers_running_mean_") == "bn1"
+    assert parameter_module("L_self_parameters_scale_") == ""
+    assert parameter_module("L_x_") is None
+    assert common_ancestor(["layer1.0.bn3", "layer1.0.downsample.1"]) == "layer1.0"
+    assert common_ancestor(["layer1.0.bn3", "fc"]) == ""
+
+
+def test_import_refuses_a_compile_log_that_is_not_one(cli, tmp_path: Path) -> None:
+    log = tmp_path / "not-a-log.log"
+    log.write_text("hello\n")
+    result = cli("import", DATA / "traces" / "resnet50-bf16-compiled-trace.json.xz", "--run", "r", "--compile-log", log)
+    assert result.code == 1
+    assert "no TORCH_TRACE log entries" in result.err and "Traceback" not in result.err
