@@ -43,8 +43,8 @@ def _matmul_flops_by_layer(launches: pd.DataFrame) -> pd.Series:
     return matmuls[columns].sum(axis=1).groupby(matmuls["layer"]).sum()
 
 
-@pytest.mark.parametrize(("model", "least_same_layer"), [("resnet50", 1.0), ("gpt2", 0.97)])
-def test_a_compiled_steps_kernels_land_on_the_eager_steps_layers(model: str, least_same_layer: float) -> None:
+@pytest.mark.parametrize("model", ["resnet50", "gpt2"])
+def test_a_compiled_steps_kernels_land_on_the_eager_steps_layers(model: str) -> None:
     without = _launches(model, "compiled")
     # before: the compiled model's kernels on its region's label; on a layer only the eager loss and optimizer (8.7%)
     assert _placed_share(without) < 0.10
@@ -54,10 +54,10 @@ def test_a_compiled_steps_kernels_land_on_the_eager_steps_layers(model: str, lea
     by_layer = pd.concat({"compiled": _matmul_flops_by_layer(compiled), "eager": _matmul_flops_by_layer(eager)}, axis=1)
     by_layer = by_layer.fillna(0.0)
     assert by_layer["compiled"].sum() == pytest.approx(by_layer["eager"].sum(), rel=1e-3)
-    # the FLOPs each layer has in both runs: every layer's in resnet50; in GPT-2 one backward GEMM of each
-    # attn.c_proj lands on its attn.c_attn (1.9% of the step's matmul FLOPs)
-    same = by_layer.min(axis=1).sum() / by_layer["eager"].sum()
-    assert same >= least_same_layer - 1e-9
+    # every layer's matmul and convolution FLOPs (forward and backward) as in the eager step: 54 layers of
+    # resnet50, 49 of GPT-2 (12 blocks' c_attn, c_proj, c_fc, c_proj and the tied lm_head)
+    assert len(by_layer) == {"resnet50": 54, "gpt2": 49}[model]
+    assert ((by_layer["compiled"] - by_layer["eager"]).abs() <= 0.01 * by_layer["eager"]).all()
     assert (
         by_layer.loc[by_layer["eager"] > 0].index.str.contains(r"conv|downsample|fc|c_attn|c_proj|c_fc|lm_head").all()
     )

@@ -12,13 +12,15 @@ computes) and ``# [Provenance debug handles] NAME:N`` (N: the call's place in th
 
 A post-grad node's module, in this order (forward graph, then backward, which reads the forward's saved nodes):
 
-1. a node reading a parameter or buffer belongs to its module; one reading another node of its own source line
-   whose module is known belongs to that module (a weight's cast and the convolution that reads it; a gradient
-   reading the saved activation of its forward op);
-2. else the module of the nearest node of the same source line that has one (before it, else after);
-3. else the common ancestor of the modules of the nearest placed nodes before and after it: the op ran between
-   their work, so inside that ancestor's forward. A node before the first or after the last placed node runs in
-   the compiled module's own code (``""``: the model's own).
+1. a node reading a parameter or buffer belongs to its module; a backward node reading saved forward nodes of
+   its own source line belongs to the module most of them are in (a gradient reading what its forward op saved);
+2. else that of the nodes of its own source line it reads or is read by (a GEMM's reshaped input and output),
+   else that of the nearest node of its line (before it, else after) -- either only where that module lies
+   inside the node's bounds: the common ancestor of the modules of the nodes placed by 1 before and after it
+   (it ran between their work, so inside that ancestor's forward; a line of a module class's code runs in every
+   instance of the class);
+3. else its bounds. A node before the first or after the last placed node runs in the compiled module's own
+   code (``""``: the model's own).
 
 A parameter shared by two modules (GPT-2's ``lm_head`` and ``wte``) is named after the first; a node on a line of
 the compiled function itself that calls ``self.NAME(...)`` and reads a parameter of no module NAME belongs to NAME.
@@ -27,12 +29,12 @@ A kernel fused from nodes of several modules goes to their common ancestor.
 
 from __future__ import annotations
 
-import bisect
 import io
 import json
 import lzma
 import re
 import tarfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -276,40 +278,91 @@ def place_nodes(graph: _Graph, before: _Placed, own_lines: set[tuple[str, int]])
     (parameters, and a backward graph's saved forward nodes) and their modules and source lines."""
     modules: dict[str, str] = {}
     lines = {**before.lines, **graph.line}
-    for name in graph.nodes:
+    for name in graph.nodes:  # 1. parameters read, else saved forward nodes of its own line
         line = graph.line[name]
-        # evidence, strongest first: parameters read; saved forward nodes of the same line; this graph's nodes
-        found: tuple[list[str], list[str], list[str]] = ([], [], [])
+        parameters = [
+            _shared_parameter_owner(before.modules[r], line, own_lines)
+            for r in graph.reads[name]
+            if r in before.parameters
+        ]
+        saved = [
+            before.modules[r]
+            for r in graph.reads[name]
+            if r in before.modules and line is not None and lines.get(r) == line
+        ]
+        if parameters or saved:
+            modules[name] = common_ancestor(parameters) if parameters else _most_read(saved)
+    neighbours: dict[str, list[str]] = {name: [] for name in graph.nodes}  # data flow within one source line
+    for name in graph.nodes:
         for read in graph.reads[name]:
-            if read in before.parameters:
-                found[0].append(_shared_parameter_owner(before.modules[read], line, own_lines))
-            elif line is not None and lines.get(read) == line and read in before.modules:
-                found[1].append(before.modules[read])
-            elif line is not None and lines.get(read) == line and read in modules:
-                found[2].append(modules[read])
-        strongest = next((evidence for evidence in found if evidence), None)
-        if strongest:
-            modules[name] = common_ancestor(strongest)
+            if read in neighbours and graph.line[name] is not None and graph.line[read] == graph.line[name]:
+                neighbours[name].append(read)
+                neighbours[read].append(name)
     order = {name: index for index, name in enumerate(graph.nodes)}
+    bounds = _bounds(graph.nodes, modules)
+    _spread(list(modules), neighbours, modules, bounds)  # 2. along each line's data flow
     by_line: dict[tuple, list[str]] = {}
     for name in graph.nodes:
         if name in modules and graph.line[name] is not None:
             by_line.setdefault(graph.line[name], []).append(name)
-    for name in graph.nodes:
+    for name in graph.nodes:  # 2. the nearest node of its line, before it else after, inside its bounds
         line = graph.line[name]
-        if name in modules or line is None or line not in by_line:
+        if name in modules or line not in by_line:
             continue
-        earlier = [n for n in by_line[line] if order[n] < order[name]]
-        modules[name] = modules[earlier[-1] if earlier else by_line[line][0]]
-    placed = [n for n in graph.nodes if n in modules]
-    positions = [order[n] for n in placed]
-    for name in graph.nodes:
+        same = sorted(by_line[line], key=lambda n: (order[n] > order[name], abs(order[n] - order[name])))
+        inside = [n for n in same if _within(modules[n], bounds[name])]
+        if inside:
+            modules[name] = modules[inside[0]]
+            _spread([name], neighbours, modules, bounds)
+    for name in graph.nodes:  # 3. between the placed nodes around it, with the rest of its line's data flow
         if name in modules:
             continue
-        at = bisect.bisect_left(positions, order[name])
-        sides = [modules[placed[i]] for i in (at - 1, at) if 0 <= i < len(placed)]
-        modules[name] = common_ancestor(sides) if len(sides) == 2 else ""
+        modules[name] = bounds[name]
+        _spread([name], neighbours, modules, bounds)
     return _Placed({**before.modules, **modules}, lines, before.parameters)
+
+
+def _most_read(modules: list[str]) -> str:
+    """The module most of a node's saved inputs come from: a gradient reads its forward op's saved outputs, and
+    maybe a tensor made once and read by every instance (GPT-2's attention mask); a tie, their common ancestor."""
+    counts = Counter(modules).most_common()
+    tied = [module for module, count in counts if count == counts[0][1]]
+    return tied[0] if len(tied) == 1 else common_ancestor(tied)
+
+
+def _bounds(nodes: list[str], modules: dict[str, str]) -> dict[str, str]:
+    """Each unplaced node's sure module: the common ancestor of the placed nodes before and after it (it ran
+    between their work); the compiled module's own ('') before the first or after the last."""
+    bounds: dict[str, str] = {}
+    previous: str | None = None
+    waiting: list[str] = []
+    for name in nodes:
+        if name not in modules:
+            waiting.append(name)
+            continue
+        for unplaced in waiting:
+            bounds[unplaced] = common_ancestor([previous, modules[name]]) if previous is not None else ""
+        waiting, previous = [], modules[name]
+    bounds.update(dict.fromkeys(waiting, ""))
+    return bounds
+
+
+def _within(module: str, bound: str) -> bool:
+    return not bound or module == bound or module.startswith(bound + ".")
+
+
+def _spread(
+    seeds: list[str], neighbours: dict[str, list[str]], modules: dict[str, str], bounds: dict[str, str]
+) -> None:
+    """Places the unplaced nodes reachable from ``seeds`` along ``neighbours`` on the module of the seed that
+    reaches them first (breadth first), where it lies inside their bounds (a mask every block's attention reads
+    on one line of shared code links the blocks, but each block's attention runs inside its own block)."""
+    queue = list(seeds)
+    for name in queue:
+        for other in neighbours.get(name, []):
+            if other not in modules and _within(modules[name], bounds.get(other, "")):
+                modules[other] = modules[name]
+                queue.append(other)
 
 
 def _shared_parameter_owner(module: str, line: tuple[str, int, str, str] | None, own: set) -> str:
