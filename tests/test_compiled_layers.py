@@ -92,3 +92,67 @@ def test_import_refuses_a_compile_log_that_is_not_one(cli, tmp_path: Path) -> No
     result = cli("import", DATA / "traces" / "resnet50-bf16-compiled-trace.json.xz", "--run", "r", "--compile-log", log)
     assert result.code == 1
     assert "no TORCH_TRACE log entries" in result.err and "Traceback" not in result.err
+
+
+STEP = """
+import sys
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = self.act(h)
+        return x + self.fc2(h)
+
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(Block(), Block())
+compiled = torch.compile(model)
+x = torch.randn(8, 32)
+compiled(x).sum().backward()  # compiles
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    compiled(x).sum().backward()
+prof.export_chrome_trace(sys.argv[1])
+"""
+
+
+def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(cli, tmp_path: Path) -> None:
+    """What a user who compiles on their own gets: TORCH_TRACE and INDUCTOR_PROVENANCE set, the step profiled,
+    the trace imported with --compile-log. Inductor's C++ kernels leave no profiler event; its GEMMs do
+    (addmm and mm with out=), each on the Linear that made it, forward and backward."""
+    import os
+    import subprocess
+    import sys
+
+    script, trace, log = tmp_path / "step.py", tmp_path / "trace.json", tmp_path / "torch-trace"
+    script.write_text(STEP)
+    environment = {
+        **os.environ,
+        "TORCH_TRACE": str(log),
+        "INDUCTOR_PROVENANCE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    done = subprocess.run([sys.executable, str(script), str(trace)], env=environment, capture_output=True, text=True)
+    if done.returncode != 0 and "CppCompileError" in done.stderr:
+        pytest.skip("Inductor's C++ compile cannot run here: " + done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = cli("import", trace, "--run", "mine", "--compile-log", log)
+    assert imported.code == 0, imported.err
+    assert "compiled kernels placed on their layers by the compile log" in imported.out + imported.err
+    launches = pd.read_parquet(next(cli.store.rglob("launches-*.parquet")))
+    gemms = launches[launches["kernel"].isin(["aten::addmm", "aten::mm"])]
+    # forward: one addmm per Linear; backward: the input's and the weight's gradient, one mm each (the first
+    # Linear's input needs none: 3 mm), counted by hand from the model
+    by_layer = gemms.groupby(["layer", "phase"]).size().to_dict()
+    linears = [f"{block}.{fc}" for block in ("0", "1") for fc in ("fc1", "fc2")]
+    assert {layer for layer, _ in by_layer} == set(linears)
+    assert all(by_layer[(layer, "forward")] == 1 for layer in linears)
+    assert sum(by_layer.get((layer, "backward"), 0) for layer in linears) == 2 * 4 - 1

@@ -113,8 +113,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--compile-log",
         metavar="LOG",
-        help="traces of a torch.compile'd model: its TORCH_TRACE log (the folder TORCH_TRACE=DIR wrote, a .tar.xz of "
-        "it, or one .log), which places each compiled kernel on its module (default: the compiled region's label)",
+        help="traces of a torch.compile'd model: its compile log (the folder TORCH_TRACE=DIR wrote, with "
+        "INDUCTOR_PROVENANCE=1 set; a .tar.xz of it, or one .log), which places each compiled kernel on its module "
+        "(default: the compiled region's label)",
     )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(

@@ -125,6 +125,11 @@ def layers_from_compile_log(path: Path | str) -> dict[str, CompiledGraph]:
             f"{path}: no Inductor output code with its FX cache key in the log",
             "compile with Inductor (the default backend) under TORCH_TRACE=DIR",
         )
+    if not any(graph.calls for graph in graphs.values()):
+        raise InputError(
+            f"{path}: the log's output code names no kernel's provenance ('# [Provenance debug handles]')",
+            "compile again with INDUCTOR_PROVENANCE=1 set as well as TORCH_TRACE=DIR",
+        )
     return graphs
 
 
@@ -231,6 +236,7 @@ def _placed_graph(
     stacks = json.loads(pending.get("inductor_provenance_tracking_kernel_stack_traces") or "{}")
     mappings = json.loads(pending.get("inductor_provenance_tracking_node_mappings") or "{}")
     graph = _parse_graph(pending.get("inductor_post_grad_graph", ""))
+    _lines_from_stacks(graph, _calls(code), stacks)
     if kind == "backward" and aot in forwards:
         before = forwards[aot]
     else:
@@ -252,10 +258,23 @@ def _placed_graph(
     return result
 
 
+def _lines_from_stacks(graph: _Graph, calls: list[tuple[str, int, list[str]]], stacks: dict[str, list[str]]) -> None:
+    """Gives the nodes a graph prints without a source line (PyTorch 2.14's backward graphs print few) the line
+    of their launch site's stack, where it has one: the innermost frame."""
+    for handle, ordinal, nodes in calls:
+        traces = stacks.get(f"{handle}:{ordinal}", [])
+        frames = _STACK_FRAME.findall(traces[0]) if len(traces) == 1 else []
+        if frames:
+            file, line, function, code = frames[-1]
+            for node in _own_nodes(handle, nodes):
+                if node in graph.line and graph.line[node] is None:
+                    graph.line[node] = (file, int(line), function, code.strip())
+
+
 def _own_nodes(handle: str, nodes: list[str]) -> list[str]:
     """A library call's nodes are those of its op ('convolution_backward_3' of aten::convolution_backward): its
     source nodes list the nodes of the Triton kernels that feed it too. A Triton kernel's are all it lists."""
-    if handle.startswith("triton_"):
+    if handle.startswith(("triton_", "cpp_")):
         return nodes
     op = trace_op_name(handle).removeprefix("aten::")
     own = [n for n in nodes if re.fullmatch(rf"{re.escape(op)}(_\d+)?", n)]
@@ -295,7 +314,10 @@ def place_nodes(graph: _Graph, before: _Placed, own_lines: set[tuple[str, int]])
     neighbours: dict[str, list[str]] = {name: [] for name in graph.nodes}  # data flow within one source line
     for name in graph.nodes:
         for read in graph.reads[name]:
-            if read in neighbours and graph.line[name] is not None and graph.line[read] == graph.line[name]:
+            # a node printed without a source line (a view, a transpose) links to any line
+            if read not in neighbours:
+                continue
+            if graph.line[read] == graph.line[name] or graph.line[read] is None or graph.line[name] is None:
                 neighbours[name].append(read)
                 neighbours[read].append(name)
     order = {name: index for index, name in enumerate(graph.nodes)}
@@ -408,9 +430,9 @@ def _calls(code: str) -> list[tuple[str, int, list[str]]]:
 
 
 def trace_op_name(handle: str) -> str:
-    """What the profiler names a launch site: a Triton kernel by its name, a library call by its ATen op
+    """What the profiler names a launch site: a generated kernel by its name, a library call by its ATen op
     ('extern_kernels.mm' -> 'aten::mm'; 'torch.ops.aten.convolution_backward.default' -> its ATen op)."""
-    if handle.startswith("triton_"):
+    if handle.startswith(("triton_", "cpp_")):  # generated kernels: their own name
         return handle
     parts = [p for p in handle.split(".") if p not in ("extern_kernels", "torch", "ops", "aten")]
     return f"aten::{parts[0]}" if parts else handle

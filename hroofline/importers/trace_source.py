@@ -164,7 +164,7 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
     placed: tuple[list[str], list[str]] = ([], [])
-    if options.compiled is not None and not cpu_ops:
+    if options.compiled is not None:
         frame, *placed = with_compiled_layers(frame, kept_links, options.compiled)
     info = _info(trace, digest, frame, options)
     info.notes += placed[0]
