@@ -149,10 +149,13 @@ def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(
     assert "compiled kernels placed on their layers by the compile log" in imported.out + imported.err
     launches = pd.read_parquet(next(cli.store.rglob("launches-*.parquet")))
     gemms = launches[launches["kernel"].isin(["aten::addmm", "aten::mm"])]
-    # forward: one addmm per Linear; backward: the input's and the weight's gradient, one mm each (the first
-    # Linear's input needs none: 3 mm), counted by hand from the model
-    by_layer = gemms.groupby(["layer", "phase"]).size().to_dict()
-    linears = [f"{block}.{fc}" for block in ("0", "1") for fc in ("fc1", "fc2")]
-    assert {layer for layer, _ in by_layer} == set(linears)
-    assert all(by_layer[(layer, "forward")] == 1 for layer in linears)
-    assert sum(by_layer.get((layer, "backward"), 0) for layer in linears) == 2 * 4 - 1
+    backward = gemms["phase"] == "backward"  # the rest: the forward (the step marks no phase)
+    # forward: one addmm per Linear, counted by hand from the model
+    assert gemms.loc[~backward, "layer"].value_counts().to_dict() == {"0.fc1": 1, "0.fc2": 1, "1.fc1": 1, "1.fc2": 1}
+    # backward: each Linear's input and weight gradients, one GEMM each (the first Linear's input needs none);
+    # PyTorch 2.14's backward graph prints no source lines: the first Linear's weight gradient, last in backward,
+    # reading only its gradient and the model's input, lands on the other block's fc1 (the same line of code)
+    by_layer = gemms.loc[backward, "layer"].value_counts().to_dict()
+    assert by_layer["0.fc2"] == by_layer["1.fc2"] == 2
+    assert by_layer.get("0.fc1", 0) + by_layer["1.fc1"] == 3
+    assert sum(by_layer.values()) == 7

@@ -277,7 +277,7 @@ def _own_nodes(handle: str, nodes: list[str]) -> list[str]:
     if handle.startswith(("triton_", "cpp_")):
         return nodes
     op = trace_op_name(handle).removeprefix("aten::")
-    own = [n for n in nodes if re.fullmatch(rf"{re.escape(op)}(_\d+)?", n)]
+    own = [n for n in nodes if re.fullmatch(rf"{re.escape(op)}(_\w+)?", n)]  # mm_3, addmm_default
     return own or nodes
 
 
@@ -315,7 +315,7 @@ def place_nodes(graph: _Graph, before: _Placed, own_lines: set[tuple[str, int]])
     for name in graph.nodes:
         for read in graph.reads[name]:
             # a node printed without a source line (a view, a transpose) links to any line
-            if read not in neighbours:
+            if read not in neighbours or not graph.reads[read]:  # a constant, read anywhere, links nothing
                 continue
             if graph.line[read] == graph.line[name] or graph.line[read] is None or graph.line[name] is None:
                 neighbours[name].append(read)
