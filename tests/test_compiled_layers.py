@@ -160,7 +160,9 @@ def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(
     assert "compiled kernels placed on their layers by the compile log" in imported.out + imported.err
     launches = pd.read_parquet(next(cli.store.rglob("launches-*.parquet")))
     gemms = launches[launches["kernel"].isin(["aten::addmm", "aten::mm"])]
-    backward = gemms["phase"] == "backward"  # the rest: the forward (the step marks no phase)
+    # the step marks no phase: the compiled GEMMs' phases are their graphs', forward or backward
+    assert set(gemms["phase"]) == {"forward", "backward"}
+    backward = gemms["phase"] == "backward"
     # forward: one addmm per Linear, counted by hand from the model
     assert gemms.loc[~backward, "layer"].value_counts().to_dict() == {"0.fc1": 1, "0.fc2": 1, "1.fc1": 1, "1.fc2": 1}
     # backward: each Linear's input and weight gradients, one GEMM each (the first Linear's input needs none);

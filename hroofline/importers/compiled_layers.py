@@ -22,12 +22,11 @@ from hroofline.model.layers import MODEL
 
 @dataclass(frozen=True)
 class Placement:
-    """Each launch's layer from the compile log (None: in no compiled graph, or not placed), and how many
-    launches ran in compiled graphs, were placed, and ran in graphs the log does not hold."""
+    """Each launch's layer and phase from the compile log (None: in no compiled graph, or not placed; the phase:
+    its graph's, forward or backward), and the FX cache keys of the graphs the log does not hold."""
 
     layers: list[str | None]
-    compiled: int
-    placed: int
+    phases: list[str | None]
     graphs_missing: frozenset[str]
 
 
@@ -37,37 +36,39 @@ def place_compiled(links: list[LaunchLink], graphs: Mapping[str, CompiledGraph])
         if link.compiled_call is not None:
             key, start, op, op_start = link.compiled_call
             calls_of[(key, start)].add((op_start, op))
-    site_layer: dict[tuple[str, float, float, str], str | None] = {}
+    sites: dict[tuple[str, float, str, float], tuple[str | None, str]] = {}
     missing = set()
     for (key, start), calls in calls_of.items():
         graph = graphs.get(key)
         if graph is None:
             missing.add(key)
             continue
+        phase = "backward" if graph.kind == "backward" else "forward"
         position = 0
         for op_start, op in sorted(calls):
             found = next((i for i in range(position, len(graph.calls)) if graph.calls[i].op == op), None)
             if found is None:
                 continue
             layer = graph.calls[found].layer
-            site_layer[(key, start, op_start, op)] = (layer or MODEL) if layer is not None else None
+            sites[(key, start, op, op_start)] = ((layer or MODEL) if layer is not None else None, phase)
             position = found + 1
-    layers: list[str | None] = []
-    for link in links:
-        call = link.compiled_call
-        layers.append(site_layer.get((call[0], call[1], call[3], call[2])) if call is not None else None)
-    compiled = sum(link.compiled_call is not None for link in links)
-    return Placement(layers, compiled, sum(layer is not None for layer in layers), frozenset(missing))
+    placed = [sites.get(link.compiled_call, (None, None)) if link.compiled_call else (None, None) for link in links]
+    return Placement([p[0] for p in placed], [p[1] for p in placed], frozenset(missing))
 
 
 def with_compiled_layers(
     frame: pd.DataFrame, links: list[LaunchLink], graphs: Mapping[str, CompiledGraph]
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """The launches with their compiled kernels' layers from the compile log, a note saying the share of the
-    compiled graphs' kernel time placed, and a warning where launches ran in graphs the log does not hold."""
+    """The launches with their compiled kernels' layers from the compile log (and their graph's phase, where the
+    trace names none), a note saying the share of the compiled graphs' kernel time placed, and a warning where
+    launches ran in graphs the log does not hold."""
     placement = place_compiled(links, graphs)
     placed = pd.Series(placement.layers, index=frame.index, dtype=object)
-    frame = frame.assign(layer=placed.where(placed.notna(), frame["layer"]))
+    phases = pd.Series(placement.phases, index=frame.index, dtype=object)
+    unnamed = (frame["phase"] == "other") & phases.notna()
+    frame = frame.assign(
+        layer=placed.where(placed.notna(), frame["layer"]), phase=phases.where(unnamed, frame["phase"])
+    )
     compiled = pd.Series([link.compiled_call is not None for link in links], index=frame.index)
     kernels = compiled & (frame["category"] == "kernel")
     total = float(frame.loc[kernels, "time_s"].sum())
