@@ -114,10 +114,10 @@ def layers_from_compile_log(path: Path | str) -> dict[str, CompiledGraph]:
         elif name in _GRAPH_ARTIFACTS:
             pending[name] = payload
         elif name.startswith("fx_graph_cache_") and "inductor_output_code" in pending:
-            key = json.loads(payload or "{}").get("key")
+            key = _json(payload).get("key")
             graph = _placed_graph(pending, dynamo_inputs.get(compile_id, []), forwards, compile_id)
             pending = {}
-            if key and graph is not None:
+            if key:
                 graph.key = key
                 graphs[key] = graph
     if not graphs:
@@ -177,6 +177,15 @@ def _log_texts(path: Path) -> Iterator[str]:
         yield handle.read()
 
 
+def _json(payload: str) -> dict:
+    """A JSON artifact's payload; an empty or cut-off one (a log whose run was killed) as nothing."""
+    try:
+        value = json.loads(payload) if payload else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _kinds(meta: dict) -> list[str]:
     skip = {"frame_id", "frame_compile_id", "attempt", "has_payload", "rank", "compiled_autograd_id", "stack"}
     return [k for k in meta if k not in skip]
@@ -228,15 +237,18 @@ def _parse_graph(text: str) -> _Graph:
 
 def _placed_graph(
     pending: dict[str, str], dynamo_inputs: list[str], forwards: dict[tuple, _Placed], compile_id: tuple
-) -> CompiledGraph | None:
+) -> CompiledGraph:
     code = pending["inductor_output_code"]
     kind_match = _AOT_ID.search(code)
     kind = kind_match.group(2) if kind_match else "inference"
     aot = (compile_id[0], kind_match.group(1) if kind_match else "")
-    stacks = json.loads(pending.get("inductor_provenance_tracking_kernel_stack_traces") or "{}")
-    mappings = json.loads(pending.get("inductor_provenance_tracking_node_mappings") or "{}")
+    stacks = _json(pending.get("inductor_provenance_tracking_kernel_stack_traces", ""))
+    mappings = _json(pending.get("inductor_provenance_tracking_node_mappings", ""))
     graph = _parse_graph(pending.get("inductor_post_grad_graph", ""))
-    _lines_from_stacks(graph, _calls(code), stacks)
+    # the output code names a forward kernel's nodes by their pre-grad names; the mappings by post-grad ones
+    post_nodes = mappings.get("cppCodeToPost", {})
+    calls = [(handle, n, post_nodes.get(f"{handle}:{n}", nodes)) for handle, n, nodes in _calls(code)]
+    _lines_from_stacks(graph, calls, stacks)
     if kind == "backward" and aot in forwards:
         before = forwards[aot]
     else:
@@ -249,11 +261,8 @@ def _placed_graph(
     if kind == "forward":
         forwards[aot] = placed
     result = CompiledGraph("", kind)
-    post_nodes = mappings.get("cppCodeToPost", {})
-    for handle, ordinal, source_nodes in _calls(code):
-        # the output code names a forward kernel's nodes by their pre-grad names; the mappings by post-grad ones
-        nodes = _own_nodes(handle, post_nodes.get(f"{handle}:{ordinal}", source_nodes))
-        layers = [placed.modules[n] for n in nodes if n in placed.modules]
+    for handle, _, nodes in calls:
+        layers = [placed.modules[n] for n in _own_nodes(handle, nodes) if n in placed.modules]
         result.calls.append(CompiledCall(handle, trace_op_name(handle), common_ancestor(layers) if layers else None))
     return result
 
