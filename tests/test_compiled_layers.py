@@ -172,3 +172,13 @@ def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(
     assert by_layer["0.fc2"] == by_layer["1.fc2"] == 2
     assert by_layer.get("0.fc1", 0) + by_layer["1.fc1"] == 3
     assert sum(by_layer.values()) == 7
+
+
+def test_the_notebook_imports_with_the_compile_log_as_the_command(tmp_path: Path) -> None:
+    import hroofline
+
+    trace = DATA / "traces" / "resnet50-bf16-compiled-trace.json.xz"
+    log = DATA / "compile-logs" / "resnet50-bf16-compiled-torch-trace.tar.xz"
+    run = hroofline.import_run(trace, "compiled", gpu="h200", compile_log=log, store=tmp_path / "store")
+    layers = run.launches.set_index("launch_id")["layer"]
+    assert (layers == _launches("resnet50", "compiled", True).set_index("launch_id")["layer"]).all()

@@ -81,12 +81,15 @@ def import_run(
     store: str | Path | None = None,
     replace: bool = False,
     ceilings: str | Path | None = None,
+    compile_log: str | Path | None = None,
 ) -> RunView:
     """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
     ``replace`` made of these alone), as ``hroofline import``; returns the run. A trace recorded on the CPU alone
-    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs."""
+    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs;
+    ``compile_log`` (a torch.compile'd model's TORCH_TRACE folder or .tar.xz) places its kernels on their modules."""
     from hroofline.api.imports import import_files
     from hroofline.importers.build import ImportOptions
+    from hroofline.importers.inductor_provenance import layers_from_compile_log
     from hroofline.model.phases import parse_phase_option
     from hroofline.roofs.catalog import resolve_gpu
     from hroofline.roofs.ceilings import CPU, load_ceilings_file
@@ -95,7 +98,12 @@ def import_run(
     paths = [sources] if isinstance(sources, str | Path) else list(sources)
     on_cpu = gpu is not None and gpu.strip().lower() == CPU
     named = resolve_gpu(gpu) if gpu and not on_cpu else None
-    options = ImportOptions(phase=parse_phase_option(phase) if phase else None, gpu=named, cpu_ops=on_cpu)
+    options = ImportOptions(
+        phase=parse_phase_option(phase) if phase else None,
+        gpu=named,
+        cpu_ops=on_cpu,
+        compiled=layers_from_compile_log(compile_log) if compile_log is not None else None,
+    )
     measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
     target = store_at(store, writing=True)
     import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, measured), replace)
