@@ -82,13 +82,16 @@ def import_run(
     replace: bool = False,
     ceilings: str | Path | None = None,
     capture: list[str | Path] | str | Path | None = None,
+    compile_log: str | Path | None = None,
 ) -> RunView:
     """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
     ``replace`` made of these alone), as ``hroofline import``; returns the run. A trace recorded on the CPU alone
     (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs.
-    ``capture``: for a trace replayed from CUDA graphs, the trace(s) written while capturing them (``--capture``)."""
+    ``capture``: for a trace replayed from CUDA graphs, the trace(s) written while capturing them (``--capture``);
+    ``compile_log`` (a torch.compile'd model's TORCH_TRACE folder or .tar.xz) places its kernels on their modules."""
     from hroofline.api.imports import import_files
     from hroofline.importers.build import ImportOptions
+    from hroofline.importers.inductor_provenance import layers_from_compile_log
     from hroofline.model.phases import parse_phase_option
     from hroofline.roofs.catalog import resolve_gpu
     from hroofline.roofs.ceilings import CPU, load_ceilings_file
@@ -103,6 +106,7 @@ def import_run(
         gpu=named,
         cpu_ops=on_cpu,
         captures=tuple(Path(c) for c in captures),
+        compiled=layers_from_compile_log(compile_log) if compile_log is not None else None,
     )
     measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
     target = store_at(store, writing=True)

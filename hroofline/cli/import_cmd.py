@@ -12,6 +12,7 @@ from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.cli.profile_common import this_cpu_ceilings
 from hroofline.errors import InputError, UsageError
 from hroofline.importers.build import ImportOptions
+from hroofline.importers.inductor_provenance import layers_from_compile_log
 from hroofline.importers.source import ImportedSource
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
@@ -54,6 +55,7 @@ examples:
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
   hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
+  hroofline import trace.json --run c --compile-log torch-trace/   # torch.compile'd: kernels on their modules
 """
 
 
@@ -118,6 +120,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "(vLLM's capture_traces/*.pt.trace.json.gz); each graph launch's kernels get the ops that launched them "
         "at capture, matched in launch order by kernel names (grid and block where both record them)",
     )
+    parser.add_argument(
+        "--compile-log",
+        metavar="LOG",
+        help="traces of a torch.compile'd model: its compile log (the folder TORCH_TRACE=DIR wrote, with "
+        "INDUCTOR_PROVENANCE=1 set; a .tar.xz of it, or one .log), which places each compiled kernel on its module "
+        "(default: the compiled region's label)",
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--replace",
@@ -163,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         cpu_ops=on_cpu,
         force_gpu=args.force_gpu,
         captures=tuple(_existing_captures(args.capture)),
+        compiled=layers_from_compile_log(args.compile_log) if args.compile_log else None,
     )
     gpu = options.gpu.name if options.gpu else None
     defaults = RunDefaults(gpu, args.precision, ceilings)

@@ -33,6 +33,7 @@ _DISPATCHABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z0-9_]+(\.[A-Za-z0-9
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
 _RANGE_TOKENS = re.compile(r"[^A-Za-z0-9_]+")
 _MODULE = re.compile(r"([A-Za-z0-9_]+)\(([^()]*)\)")
+_COMPILED_GRAPH = re.compile(r"^## Call CompiledFxGraph (\w+) ##$")
 
 
 @dataclass
@@ -47,6 +48,9 @@ class LaunchLink:
     step: int | None
     layer: str | None
     marked_call: int | None = None  # hroofline's number of the op call that launched it, where the trace marks it
+    # in a torch.compile'd graph: its FX cache key, when that call of the graph began, and the op (a Triton
+    # kernel's event, a library call's ATen op) the graph's code called: (key, graph start, op name, op start)
+    compiled_call: tuple[str, float, str, float] | None = None
 
 
 def range_phase(name: str) -> str | None:
@@ -188,7 +192,19 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
         step=int(step) if step is not None else None,
         layer=layer,
         marked_call=int(call[len(CALL_RANGE_PREFIX) :]) if call and call[len(CALL_RANGE_PREFIX) :].isdigit() else None,
+        compiled_call=_compiled_call(stack),
     )
+
+
+def _compiled_call(stack: list[CpuEvent]) -> tuple[str, float, str, float] | None:
+    """The compiled graph a launch ran in (Inductor's ``## Call CompiledFxGraph KEY ##`` range) and the first op
+    inside it: the graph's call that launched the kernel."""
+    for index, event in enumerate(stack):
+        match = _COMPILED_GRAPH.match(event.name) if event.is_range else None
+        if match:
+            op = next((e for e in stack[index + 1 :] if not e.is_range), None)
+            return (match.group(1), event.start_s, op.name, op.start_s) if op is not None else None
+    return None
 
 
 def _has_inputs(op: CpuEvent) -> bool:
