@@ -29,8 +29,8 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
-from hroofline.importers.graph_capture import GRAPH_LAUNCHES, CapturedGraph, join_capture
 from hroofline.importers.compiled_layers import with_compiled_layers
+from hroofline.importers.graph_capture import GRAPH_LAUNCHES, CapturedGraph, join_capture
 from hroofline.importers.inductor_provenance import CompiledGraph
 from hroofline.importers.kineto import (
     GpuActivity,
