@@ -12,11 +12,16 @@ from pathlib import Path
 
 from tests.validation_page import PAGE, keyed_blocks, page_blocks, table_row
 
-FIGURE_CHECKS = Path(__file__).resolve().parent / "figures" / "test_validation_page.py"
+FIGURES = Path(__file__).resolve().parent / "figures"
+FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 
 # Blocks whose figures a figure check compares with the page one by one (each table row: its figures after the
 # first cell; the first cell, what the row describes, is in NOT_READ below).
-CHECKED = {"held-out": FIGURE_CHECKS, "widest-band": FIGURE_CHECKS}
+CHECKED = {
+    "held-out": FIGURE_CHECKS,
+    "widest-band": FIGURE_CHECKS,
+    "sum-per-op-traces": FIGURES / "test_host_overlap.py",
+}
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
 RECORDED = "recorded, not recomputed"
@@ -40,7 +45,6 @@ NOT_READ = {
     "h100-host-dispatch.json); before/after figures of the fit, the before ones an earlier version's (history)",
     "host-weights-readings": "readings of the probe tried once from a scratch patch of the bench (not kept): "
     + RECORDED,
-    "sum-per-op-traces": "tests/test_host_overlap.py recomputes these with its own copy (make test)",
     "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
     "with its own copy",
     "host-probe": "the probe's shape and the host weights' means (hroofline/collect/host_cost.py); the default "
