@@ -22,6 +22,7 @@ CHECKED = {
     "widest-band": FIGURE_CHECKS,
     "sum-per-op-traces": FIGURES / "test_host_overlap.py",
     "layout-conversions": FIGURES / "test_layout_conversions.py",
+    "batch-norm": FIGURES / "test_batch_norm.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -54,8 +55,6 @@ NOT_READ = {
     "ones are history",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
-    "batch-norm": "tests/test_batch_norm.py and tests/figures/test_batch_norm.py recompute these with their own "
-    "copy; the rates " + RECORDED + " (H200 traces); before/after figures are history",
     "flops-reproduce": "the batch size of the memory check",
     "flops": "tests/test_predict.py and tests/figures/test_memory.py recompute these with their own copy; the "
     "course report's are " + RECORDED,
