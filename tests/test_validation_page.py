@@ -23,6 +23,7 @@ CHECKED = {
     "sum-per-op-traces": FIGURES / "test_host_overlap.py",
     "layout-conversions": FIGURES / "test_layout_conversions.py",
     "batch-norm": FIGURES / "test_batch_norm.py",
+    "host-probe-third-visit": FIGURES / "test_host_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -51,8 +52,6 @@ NOT_READ = {
     "with its own copy",
     "host-probe": "the probe's shape and the host weights' means (hroofline/collect/host_cost.py); the default "
     "floor's line as predict prints it",
-    "host-probe-third-visit": "tests/figures/test_host_cost.py recomputes these with its own copy; the earlier "
-    "ones are history",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "flops-reproduce": "the batch size of the memory check",
