@@ -24,6 +24,9 @@ CHECKED = {
     "layout-conversions": FIGURES / "test_layout_conversions.py",
     "batch-norm": FIGURES / "test_batch_norm.py",
     "host-probe-third-visit": FIGURES / "test_host_cost.py",
+    "flops": FIGURES / "test_flops.py",
+    "flops-reproduce": FIGURES / "test_flops.py",
+    "gpt2-flops": FIGURES / "test_flops.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -54,10 +57,6 @@ NOT_READ = {
     "floor's line as predict prints it",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
-    "flops-reproduce": "the batch size of the memory check",
-    "flops": "tests/test_predict.py and tests/figures/test_memory.py recompute these with their own copy; the "
-    "course report's are " + RECORDED,
-    "gpt2-flops": "tests/test_predict.py recomputes these with its own copy",
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
     "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
     "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
