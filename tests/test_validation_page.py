@@ -27,6 +27,7 @@ CHECKED = {
     "flops": FIGURES / "test_flops.py",
     "flops-reproduce": FIGURES / "test_flops.py",
     "gpt2-flops": FIGURES / "test_flops.py",
+    "h100-gemms": FIGURES / "test_h100.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -60,8 +61,9 @@ NOT_READ = {
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
     "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
     "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
-    "h100": RECORDED + ": the H100's software and what ran on it",
-    "h100-gemms": "tests/test_h100.py recomputes these from the shared reports with its own copy (make test)",
+    "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
+    "of the dense peak, ../shared/fixtures/h100/README.md)",
+    "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
     "h100-findings": "tests/test_h100.py checks these on the shared files with its own copy; the measured "
     "ceilings are " + RECORDED,
     "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
