@@ -28,6 +28,7 @@ CHECKED = {
     "flops-reproduce": FIGURES / "test_flops.py",
     "gpt2-flops": FIGURES / "test_flops.py",
     "h100-gemms": FIGURES / "test_h100.py",
+    "h100-findings": FIGURES / "test_h100.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -64,8 +65,6 @@ NOT_READ = {
     "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
     "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
-    "h100-findings": "tests/test_h100.py checks these on the shared files with its own copy; the measured "
-    "ceilings are " + RECORDED,
     "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
     "third-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_host_cost.py with its "
     "own copy",
