@@ -29,6 +29,7 @@ CHECKED = {
     "gpt2-flops": FIGURES / "test_flops.py",
     "h100-gemms": FIGURES / "test_h100.py",
     "h100-findings": FIGURES / "test_h100.py",
+    "host-probe": FIGURES / "test_host_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -55,8 +56,6 @@ NOT_READ = {
     + RECORDED,
     "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
     "with its own copy",
-    "host-probe": "the probe's shape and the host weights' means (hroofline/collect/host_cost.py); the default "
-    "floor's line as predict prints it",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",

@@ -15,9 +15,16 @@ import pytest
 
 from hroofline.analyze.calibrate import percentiles
 from hroofline.analyze.estimate import EstimateModel, load_estimate_model
-from hroofline.collect.host_cost import probe_host_weight
+from hroofline.collect.host_cost import (
+    DEEP_BLOCKS,
+    PROBE_BATCH,
+    PROBE_WIDTH,
+    SHALLOW_BLOCKS,
+    probe_host_weight,
+)
 from hroofline.model.host import STEP_KINDS, HostCost, step_kind
 from hroofline.roofs.host_file import load_host_cost
+from hroofline.work.host_weights import load_host_weights
 from tests.conftest import REPO, estimate_error_bench
 from tests.validation_page import assert_page_shows, page_figures
 
@@ -55,6 +62,28 @@ def test_host_bound_h200_steps_with_the_host_measured_beside_them() -> None:
     published, hopper = load_estimate_model(), load_estimate_model().for_cc("9.0")
     computed = [16, *medians(1, published), 22, *medians(32, hopper), *medians(32, published)]
     assert_page_shows(page_figures("host-probe-third-visit"), computed, "the H200's host-bound steps")
+
+
+def test_the_page_shows_the_probe_and_its_host_weights() -> None:
+    """The validation page's paragraph on your host's time per op (docs/validation.md, key host-probe): the probe's
+    shape, the mean host weight of its ops in each kind of step (on a GPU), and the default floors predict's
+    ``host:`` line gives."""
+    weights = [
+        probe_host_weight(step_kind(phases, precision), "cuda")
+        for phases in ("train", "forward")
+        for precision in ("fp32", "amp")
+    ]
+    floors = load_host_weights().floors(load_estimate_model().host_floor_s)
+    computed = [
+        PROBE_WIDTH,
+        SHALLOW_BLOCKS,
+        DEEP_BLOCKS,
+        PROBE_BATCH,
+        *weights,
+        floors["element-wise op"] * 1e6,
+        floors["convolution"] * 1e6,
+    ]
+    assert_page_shows(page_figures("host-probe"), computed, "the paragraph on your host's time per op")
 
 
 def test_ceilings_measure_writes_the_host_table(cli, tmp_path: Path) -> None:
