@@ -30,6 +30,7 @@ CHECKED = {
     "h100-gemms": FIGURES / "test_h100.py",
     "h100-findings": FIGURES / "test_h100.py",
     "host-probe": FIGURES / "test_host_cost.py",
+    "signatures-accuracy": FIGURES / "test_collection_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -60,7 +61,6 @@ NOT_READ = {
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
     "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
-    "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
     "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
     "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
