@@ -31,6 +31,8 @@ CHECKED = {
     "h100-findings": FIGURES / "test_h100.py",
     "host-probe": FIGURES / "test_host_cost.py",
     "signatures-accuracy": FIGURES / "test_collection_cost.py",
+    "host-weights": FIGURES / "test_host_cost.py",
+    "host-weights-readings": FIGURES / "test_host_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -51,10 +53,6 @@ NOT_READ = {
     "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); the fits' losses and errors "
     "recomputed by tests/figures/test_hopper_estimate.py and test_timm_step_times.py with their own copy",
     "timm-leaning": "leaning and per-GPU figures on timm's rows printed by bench/estimate_error.py, not read",
-    "host-weights": "the probe's times " + RECORDED + " (an H100's host, tests/data/gpu-2026-11-27/"
-    "h100-host-dispatch.json); before/after figures of the fit, the before ones an earlier version's (history)",
-    "host-weights-readings": "readings of the probe tried once from a scratch patch of the bench (not kept): "
-    + RECORDED,
     "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
     "with its own copy",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "

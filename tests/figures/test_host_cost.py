@@ -5,6 +5,7 @@ tests/test_host_cost.py checks the host files and predict's --host in make test.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -24,6 +25,7 @@ from hroofline.collect.host_cost import (
 )
 from hroofline.model.host import STEP_KINDS, HostCost, step_kind
 from hroofline.roofs.host_file import load_host_cost
+from hroofline.roofs.metricset import metrics_dir
 from hroofline.work.host_weights import load_host_weights
 from tests.conftest import REPO, estimate_error_bench
 from tests.validation_page import assert_page_shows, page_figures
@@ -84,6 +86,60 @@ def test_the_page_shows_the_probe_and_its_host_weights() -> None:
         floors["convolution"] * 1e6,
     ]
     assert_page_shows(page_figures("host-probe"), computed, "the paragraph on your host's time per op")
+
+
+def test_the_page_shows_the_host_weights_and_how_the_probe_reads() -> None:
+    """The validation page's paragraphs on the host's time by kind of op (docs/validation.md, keys host-weights and
+    host-weights-readings): metrics/host_cost.toml's seconds are the float32 section of the H100's host probe
+    (h100-host-dispatch.json), the weights and floors the code takes from them, and the file's autocast section
+    read the same way (a cast at an element-wise op's time)."""
+    dispatch = json.loads((GPU_DATA / "h100-host-dispatch.json").read_text())
+    single, autocast = dispatch["fp32"], dispatch["autocast_fp16"]
+    kept = tomllib.loads((metrics_dir() / "host_cost.toml").read_text())
+    seconds = kept["seconds_per_op"]
+    element_wise = ("add", "relu", "add_inplace")
+    assert seconds["elementwise"] == pytest.approx([single[op] for op in element_wise], rel=1e-3)
+    assert [seconds["convolution"], seconds["matmul"], seconds["batch_norm"], seconds["batch_norm_counter"]] == (
+        pytest.approx(
+            [single["conv2d_3x3"], single["linear"], single["batch_norm_train"], single["add_inplace"]], rel=1e-3
+        )
+    )
+    weights, floor = load_host_weights(), load_estimate_model().host_floor_s
+    unit = float(np.mean(seconds["elementwise"]))
+    calls = int(re.search(r"(\d+) each", kept["measured_on"]).group(1))  # type: ignore[union-attr]
+    computed = [
+        calls,
+        unit * 1e6,
+        seconds["convolution"] * 1e6,
+        weights.convolution,
+        seconds["matmul"] * 1e6,
+        weights.matmul,
+        (seconds["batch_norm"] - seconds["batch_norm_counter"]) * 1e6,
+        weights.batch_norm,
+        floor * 1e6,
+        weights.floors(floor)["batch norm"] * 1e6,
+    ]
+    assert_page_shows(page_figures("host-weights"), computed, "the host's time by kind of op")
+    cast = float(np.mean([autocast[op] for op in element_wise]))  # a cast taken at an element-wise op's time
+    fp32_element_wise = [single[op] for op in element_wise]
+    torch_version = re.match(r"(\d+\.\d+)", dispatch["info"]["torch"]).group(1)  # type: ignore[union-attr]
+    computed = [
+        cast * 1e6,
+        unit * 1e6,
+        autocast["conv2d_3x3"] * 1e6,
+        autocast["batch_norm_train"] * 1e6,
+        (autocast["conv2d_3x3"] - 2 * cast) / cast,  # the input's and the weight's casts
+        (autocast["linear"] - cast) / cast,  # the input's cast: the parameters' are cached
+        (autocast["batch_norm_train"] - autocast["add_inplace"]) / cast,
+        single["batch_norm_train"] * 1e6,
+        single["batch_norm_train"] / unit,
+        floor * 1e6,
+        floor / unit,
+        min(fp32_element_wise) * 1e6,
+        max(fp32_element_wise) * 1e6,
+        float(torch_version),
+    ]
+    assert_page_shows(page_figures("host-weights-readings"), computed, "how the host probe reads")
 
 
 def test_ceilings_measure_writes_the_host_table(cli, tmp_path: Path) -> None:
