@@ -33,6 +33,7 @@ CHECKED = {
     "signatures-accuracy": FIGURES / "test_collection_cost.py",
     "host-weights": FIGURES / "test_host_cost.py",
     "host-weights-readings": FIGURES / "test_host_cost.py",
+    "fourth-visit": FIGURES / "test_layout_conversions.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -65,8 +66,8 @@ NOT_READ = {
     "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
     "third-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_host_cost.py with its "
     "own copy",
-    "fourth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_layout_conversions.py "
-    "with its own copy",
+    "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
+    "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "fifth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_hopper_estimate.py with "
     "its own copy",
     "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "

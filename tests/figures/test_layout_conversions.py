@@ -184,3 +184,29 @@ def spatial_convolution_kernels() -> tuple[int, int]:
     forward = nchw_conversions(torch.ops.aten.convolution.default, forward_args, out)
     backward = nchw_conversions(torch.ops.aten.convolution_backward.default, backward_args, None)
     return forward.kernels, backward.kernels
+
+
+def test_the_page_shows_the_fourth_visits_figures() -> None:
+    """The fourth visit's traces and held-out steps (docs/validation.md, key fourth-visit): the NCHW steps'
+    conversion time from ConvNeXt's to resnet18 fp32 at batch 128's, that step's kernel time, and what
+    channels_last took off resnet34 amp at batch 128."""
+    traces = sorted(nchw_traces(), key=lambda t: t.conversion_s)
+    least, most = traces[0], traces[-1]
+    assert least.config.arch == "convnext_tiny"
+    assert (most.config.arch, most.config.precision) == ("resnet18", "fp32")
+    most_kernels_s = sum(k.seconds for k in linked_kernels(LAYOUTS / most.name)[1])
+    rows = pd.read_csv(LAYOUTS / "held-out-steps.csv")
+    assert set(rows["batch"]) == {128}
+    resnet34 = rows[(rows["model"] == "resnet34") & (rows["precision"] == "amp")].set_index("layout")["measured_s"]
+    computed = [
+        len(traces),
+        least.conversion_s * 1e3,
+        most.conversion_s * 1e3,
+        most.config.batch_size,
+        most_kernels_s * 1e3,
+        len(rows),
+        128,
+        resnet34["NCHW"] * 1e3,
+        resnet34["channels_last"] * 1e3,
+    ]
+    assert_page_shows(page_figures("fourth-visit"), computed, "the fourth visit")
