@@ -34,6 +34,7 @@ CHECKED = {
     "host-weights": FIGURES / "test_host_cost.py",
     "host-weights-readings": FIGURES / "test_host_cost.py",
     "fourth-visit": FIGURES / "test_layout_conversions.py",
+    "third-visit": FIGURES / "test_host_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -64,8 +65,8 @@ NOT_READ = {
     "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
     "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
-    "third-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_host_cost.py with its "
-    "own copy",
+    "third-visit-recorded": RECORDED + ": an H200's seven ceilings --measure runs (three kept as files, the ranges "
+    "not) and a first probe's readings, tried once",
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "fifth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_hopper_estimate.py with "

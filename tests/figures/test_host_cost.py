@@ -142,6 +142,43 @@ def test_the_page_shows_the_host_weights_and_how_the_probe_reads() -> None:
     assert_page_shows(page_figures("host-weights-readings"), computed, "how the host probe reads")
 
 
+def test_the_page_shows_the_third_visits_figures() -> None:
+    """The third visit's files (docs/validation.md, key third-visit): the host's time per op of the three
+    measurements, the batch-1 training steps on that machine and on the first call's, and the 78 steps' layouts."""
+    hosts = [load_host_cost(GPU_DATA / f"h200-ceilings-measured-{n}.toml") for n in (1, 2, 3)]
+    per_op_us = [host.seconds_per_op[kind] * 1e6 for kind in STEP_KINDS for host in hosts]
+    assert list(STEP_KINDS) == ["train_fp32", "train_amp", "forward_fp32", "forward_amp"]  # the page's order
+    host_bound = pd.read_csv(GPU_DATA / "h200-host-bound-steps.csv")
+    steps = pd.read_csv(GPU_DATA / "h200-step-times.csv")
+    single = [
+        rows[(rows["batch"] == 1) & (rows["phases"] == "train")]["measured_s"] * 1e3 for rows in (host_bound, steps)
+    ]
+    assert len(single[0]) == len(single[1]) == 10
+    layouts = steps.pivot_table(index=["model", "precision", "batch"], columns="layout", values="measured_s")
+    convnext = (layouts.loc["convnext_tiny"]["NCHW"] / layouts.loc["convnext_tiny"]["channels_last"] - 1) * 100
+    computed = [
+        *per_op_us,
+        single[0].min(),
+        single[0].max(),
+        single[1].min(),
+        single[1].max(),
+        (host_bound["batch"] == 1).sum(),
+        (host_bound["batch"] == 32).sum(),
+        len(steps),
+        steps["batch"].min(),
+        steps["batch"].max(),
+        128,
+        layouts.loc[("resnet50", "amp", 128), "NCHW"] * 1e3,
+        layouts.loc[("resnet50", "amp", 128), "channels_last"] * 1e3,
+        layouts.loc[("resnet18", "amp", 128), "NCHW"] * 1e3,
+        layouts.loc[("resnet18", "amp", 128), "channels_last"] * 1e3,
+        convnext.min(),
+        convnext.max(),
+    ]
+    assert steps["model"].nunique() == 11  # all eleven models
+    assert_page_shows(page_figures("third-visit"), computed, "the third visit")
+
+
 def test_ceilings_measure_writes_the_host_table(cli, tmp_path: Path) -> None:
     out = tmp_path / "mine.toml"
     result = cli("ceilings", "--measure", "--quick", "--out", str(out))
