@@ -35,6 +35,7 @@ CHECKED = {
     "host-weights-readings": FIGURES / "test_host_cost.py",
     "fourth-visit": FIGURES / "test_layout_conversions.py",
     "third-visit": FIGURES / "test_host_cost.py",
+    "second-visit": FIGURES / "test_real_gpu_runs.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -64,7 +65,6 @@ NOT_READ = {
     "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
     "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
-    "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
     "third-visit-recorded": RECORDED + ": an H200's seven ceilings --measure runs (three kept as files, the ranges "
     "not) and a first probe's readings, tried once",
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
