@@ -36,6 +36,7 @@ CHECKED = {
     "fourth-visit": FIGURES / "test_layout_conversions.py",
     "third-visit": FIGURES / "test_host_cost.py",
     "second-visit": FIGURES / "test_real_gpu_runs.py",
+    "signatures": FIGURES / "test_collection_cost.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -60,8 +61,12 @@ NOT_READ = {
     "with its own copy",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
-    "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
-    "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
+    "signatures": "the first column: what each step is (batch, tokens)",
+    "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
+    "(signatures-estimates)",
+    "signatures-estimates": RECORDED + ": a CPU trace of resnet34 run once (not kept: 109 of 514 op calls "
+    "distinct) applied to the H100 report's 260 / 421 / 6 launches per phase; 0.34 s a launch is GPT-2's 385 s "
+    "over its 1,118",
     "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
     "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",

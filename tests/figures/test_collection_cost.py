@@ -21,7 +21,24 @@ from hroofline.importers.build import ImportOptions, import_source
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.runs import RunDefaults, RunStore
 from tests.test_distinct_launches import REPORT, TRACE
-from tests.validation_page import assert_page_shows, page_figures
+from tests.test_real_gpu_runs import RESNET18, RESNET50_AMP, _unpacked
+from tests.validation_page import assert_page_shows, page_figures, table_row
+
+
+def test_the_page_shows_each_steps_signatures(h100_dir: Path, tmp_path: Path) -> None:
+    """The table of launches, signatures and ncu profiles (docs/validation.md, key signatures): each step's trace
+    pass planned again, one launch per signature (the optimizer's tensor-list launches each their own)."""
+    (tmp_path / "50").mkdir()
+    traces = {
+        "GPT-2 124M, bf16 AMP": h100_dir / TRACE,
+        "resnet18, fp32, batch 32": _unpacked(RESNET18 / "trace.json.xz", tmp_path),
+        "resnet50, amp, batch 32": _unpacked(RESNET50_AMP / "trace.json.xz", tmp_path / "50"),
+    }
+    for label, path in traces.items():
+        launches = import_source(path, ImportOptions(cpu_ops=False), load_metric_set()).launches
+        plan = plan_distinct_launches(launches)
+        computed = [plan.launches, plan.signatures, plan.profiled, 100 * plan.profiled / plan.launches]
+        assert_page_shows(table_row("signatures", label), computed, f"the signatures of {label!r}")
 
 
 def test_the_page_shows_what_the_copy_costs_in_accuracy(h100_dir: Path, tmp_path: Path) -> None:
