@@ -37,6 +37,7 @@ CHECKED = {
     "third-visit": FIGURES / "test_host_cost.py",
     "second-visit": FIGURES / "test_real_gpu_runs.py",
     "signatures": FIGURES / "test_collection_cost.py",
+    "large-runs": FIGURES / "test_large_runs.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -78,7 +79,7 @@ NOT_READ = {
     "its own copy",
     "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "
     "test_batch_norm.py with their own copy",
-    "large-runs": RECORDED + ": make bench's times and memory on a 2-core machine",
+    "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
     "benchmarks": "make bench's goals, and the held-out table's figures repeated (checked equal to the table's here)",
 }
 
