@@ -38,6 +38,7 @@ CHECKED = {
     "second-visit": FIGURES / "test_real_gpu_runs.py",
     "signatures": FIGURES / "test_collection_cost.py",
     "large-runs": FIGURES / "test_large_runs.py",
+    "benchmarks": FIGURES / "test_benchmarks.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -80,7 +81,6 @@ NOT_READ = {
     "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "
     "test_batch_norm.py with their own copy",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
-    "benchmarks": "make bench's goals, and the held-out table's figures repeated (checked equal to the table's here)",
 }
 
 
