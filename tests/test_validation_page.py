@@ -1,6 +1,6 @@
 """Every figure of the validation page (docs/validation.md) is accounted for: each block of the page holding a
-number is keyed (``<!-- figures: KEY -->``), and each key is here, either CHECKED (a figure check reads the page and
-compares each of the block's figures with what it computes now, tests/figures/test_validation_page.py) or, with
+number is keyed (``<!-- figures: KEY -->``), and each key is here, either CHECKED (a figure check under
+tests/figures/ reads the page and compares each of the block's figures with what it computes now) or, with
 why, NOT_READ (recomputed by the tests named, which keep their own copy of the figures, or recorded: measured on a
 lent GPU, timed on one machine, or the figures of an earlier version). A new block of figures, a key no test knows,
 or a table row no check computes fails here. Cheap: reads the page and the check's source (make test)."""
@@ -15,8 +15,8 @@ from tests.validation_page import PAGE, keyed_blocks, page_blocks, table_row
 FIGURES = Path(__file__).resolve().parent / "figures"
 FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 
-# Blocks whose figures a figure check compares with the page one by one (each table row: its figures after the
-# first cell; the first cell, what the row describes, is in NOT_READ below).
+# Blocks whose figures a figure check (the file named) compares with the page one by one (each table row: its
+# figures after the first cell; the first cell, what the row describes, is in NOT_READ below).
 CHECKED = {
     "held-out": FIGURE_CHECKS,
     "widest-band": FIGURE_CHECKS,
