@@ -39,6 +39,7 @@ CHECKED = {
     "signatures": FIGURES / "test_collection_cost.py",
     "large-runs": FIGURES / "test_large_runs.py",
     "benchmarks": FIGURES / "test_benchmarks.py",
+    "compiled-layers": FIGURES / "test_compiled_figures.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -64,7 +65,6 @@ NOT_READ = {
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
-    "compiled-layers": "tests/test_compiled_layers.py recomputes these with its own copy (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",
     "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
     "(signatures-estimates)",
