@@ -86,7 +86,8 @@ def test_a_cpu_trace_imports_as_a_cpu_run_and_charts(cli, traces: dict[str, Path
     assert len(launches) == len(ops)
     # to Kineto's rounding: a child op that ends a nanosecond after its parent keeps that nanosecond
     assert launches["time_s"].sum() == pytest.approx(_outermost_time_s(ops), rel=1e-6)
-    assert set(launches["phase"]) == {"backward", "other"}  # the snippet marks no forward range
+    # the snippet marks no forward range: autograd's sequence numbers give it (the gradient's seed stays other)
+    assert set(launches["phase"]) == {"forward", "backward", "other"}
     # the first convolution, 3 -> 64 channels, 7x7, stride 2: 2 N C_out H W C_in k k FLOPs on a 16x16 output
     first = launches[(launches["shapes"] == "2x3x32x32, 64x3x7x7") & (launches["phase"] != "backward")]
     assert total_flops(first).sum() == pytest.approx(2 * 2 * 64 * 16 * 16 * 3 * 7 * 7, rel=1e-12)
