@@ -141,6 +141,30 @@ def test_a_trace_recorded_here_gets_this_cpus_ceilings(
     assert again.code == 0 and asked == [False, True], again.err  # --measure-ceilings: measured anew
 
 
+def test_the_api_gives_a_trace_recorded_here_this_cpus_ceilings(
+    traces: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_run, as the command: a trace recorded on this machine takes this CPU's ceilings (cached; it had
+    none), and measure_ceilings=True (--measure-ceilings) measures them anew; a trace of another host gets none."""
+    import hroofline
+    from hroofline.collect.ceilings_cache import CpuCeilings
+
+    asked: list[bool] = []
+
+    def cached(progress: Any, remeasure: bool = False) -> CpuCeilings:
+        asked.append(remeasure)
+        return CpuCeilings(load_ceilings_file(traces["ceilings"]), None, remeasure, "2026-11-28")
+
+    monkeypatch.setattr("hroofline.collect.ceilings_cache.cpu_ceilings_cached", cached)
+    store = tmp_path / "store"
+    run = hroofline.import_run(traces["trace"], "here", store=store)
+    assert asked == [False] and run.meta.ceilings["label"] == "fixed"
+    hroofline.import_run(traces["trace"], "here", measure_ceilings=True, replace=True, store=store)
+    assert asked == [False, True]
+    away = hroofline.import_run(traces["elsewhere"], "away", store=store)
+    assert asked == [False, True] and not away.meta.ceilings
+
+
 def test_a_trace_from_another_machine_says_how_to_get_its_ceilings(
     cli, traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
