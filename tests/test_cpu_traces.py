@@ -178,7 +178,7 @@ def test_a_trace_from_another_machine_says_how_to_get_its_ceilings(
     assert "'another-machine'" in warnings[0] and "hroofline ceilings --measure --out cpu.toml" in warnings[0]
     assert "--ceilings cpu.toml" in warnings[0]
     refused = cli("top", "away")
-    assert refused.code == 2 and "hroofline ceilings --measure" in refused.err
+    assert refused.code == 1 and "hroofline ceilings --measure" in refused.err
     assert cli("top", "away", "--ceilings", traces["ceilings"]).code == 0
 
 
@@ -245,7 +245,16 @@ def test_a_gpu_trace_that_names_no_gpu_is_said_at_import(cli, tmp_path: Path) ->
     assert len(warnings) == 1, result.err
     assert "has no roofs" in warnings[0] and "--replace and --gpu NAME" in warnings[0] and "top, chart" in warnings[0]
     assert cli("summary", "nameless").code == 0
-    assert cli("top", "nameless").code == 2
+    # the commands that need roofs: exit 1 (the run's data, as doctor's), one line, the import that names the GPU
+    again = f"hroofline import {nameless} --run nameless --gpu NAME --replace"
+    for command in (
+        ("top", "nameless"),
+        ("advise", "nameless", "--store", cli.store),
+        ("chart", "nameless", "--out", tmp_path / "c.html"),
+    ):
+        refused = cli(*command)
+        assert refused.code == 1 and not refused.out and refused.err.count("\n") == 1, refused.err
+        assert "run 'nameless' has no roofs" in refused.err and again in refused.err, refused.err
     named = cli("import", nameless, "--run", "nameless", "--gpu", "a100", "--replace")
     assert named.code == 0 and "has no roofs" not in named.err, named.err
     assert cli("top", "nameless").code == 0
