@@ -82,4 +82,6 @@ def test_an_option_the_command_lacks_is_refused_with_the_closest(tmp_path: Path)
     with pytest.raises(UsageError) as refused:
         hroofline.import_run(need(VGG16), "x", step="5", store=tmp_path)
     assert "'step': not an option of import" in str(refused.value) and "did you mean steps?" in refused.value.hint
+    with pytest.raises(UsageError, match="not an ImportSettings"):
+        hroofline.import_run(need(VGG16), "x", "h100-sxm", store=tmp_path)  # the GPU where settings go
     assert not (tmp_path / "runs").exists()

@@ -61,6 +61,11 @@ class ImportSettings:
     @classmethod
     def named(cls, base: ImportSettings | None = None, **options: Any) -> ImportSettings:
         """``base`` (else the defaults) with ``options`` given by name; a name that is no option is refused."""
+        if base is not None and not isinstance(base, cls):
+            raise UsageError(
+                f"settings {base!r}: not an ImportSettings",
+                "give one, ImportSettings(gpu='h100'), or the options by name",
+            )
         known = [f.name for f in fields(cls)]
         unknown = next((name for name in options if name not in known), None)
         if unknown is not None:
