@@ -12,43 +12,55 @@ from pathlib import Path
 
 from tests.validation_page import PAGE, keyed_blocks, page_blocks, table_row
 
-FIGURE_CHECKS = Path(__file__).resolve().parent / "figures" / "test_validation_page.py"
+FIGURES = Path(__file__).resolve().parent / "figures"
+FIGURE_CHECKS = FIGURES / "test_validation_page.py"
+HOPPER_CHECKS = FIGURES / "test_hopper_estimate.py"
+TIMM_CHECKS = FIGURES / "test_timm_step_times.py"
 
 # Blocks whose figures a figure check compares with the page one by one (each table row: its figures after the
 # first cell; the first cell, what the row describes, is in NOT_READ below).
-CHECKED = {"held-out": FIGURE_CHECKS, "widest-band": FIGURE_CHECKS}
+CHECKED = {
+    "held-out": FIGURE_CHECKS,
+    "widest-band": FIGURE_CHECKS,
+    "error-factor": FIGURE_CHECKS,
+    "estimate": FIGURE_CHECKS,
+    "bound": FIGURE_CHECKS,
+    "h100-leaning": FIGURE_CHECKS,
+    "hopper-efficiencies": HOPPER_CHECKS,
+    "hopper-memory": FIGURES / "test_memory.py",
+    "hopper-band": HOPPER_CHECKS,
+    "depthwise-hopper": HOPPER_CHECKS,
+    "host-probe-fifth-visit": HOPPER_CHECKS,
+    "fifth-visit": HOPPER_CHECKS,
+    "sixth-visit": HOPPER_CHECKS,
+    "published-band": TIMM_CHECKS,
+    "depthwise-nvidia": TIMM_CHECKS,
+    "timm-leaning": TIMM_CHECKS,
+    "sum-per-op-fits": TIMM_CHECKS,
+}
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
 RECORDED = "recorded, not recomputed"
 NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
-    "error-factor": "the reading's example (the table's first row) and the goals (x1.2 / x1.6; the H100's, "
-    "bench/estimate_error.py H100_GOAL), not measurements",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
-    "bound": "the steps faster than their bound: bench/estimate_error.py lists them, no test reads the page",
-    "estimate": "the batch range of NVIDIA's published tables (../shared/reference/published-step-times.csv)",
-    "h100-leaning": "medians of estimate/measured, now and before two changes (history), not read from the page",
-    "hopper-efficiencies": "tests/figures/test_hopper_estimate.py and test_memory.py recompute these with their own "
-    "copy; x1.254 / x1.61 are an earlier version's",
-    "hopper-band": "tests/figures/test_hopper_estimate.py and test_timm_step_times.py recompute the bands with their "
-    "own copy; the EfficientNet-V2-S example's times are " + RECORDED + " (an H200's)",
-    "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); the fits' losses and errors "
-    "recomputed by tests/figures/test_hopper_estimate.py and test_timm_step_times.py with their own copy",
-    "timm-leaning": "leaning and per-GPU figures on timm's rows printed by bench/estimate_error.py, not read",
+    "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); DeepCAM's calibration "
+    "recomputed by tests/test_estimate.py with its own copy",
+    "host-machines": "tests/test_host_cost.py recomputes these from the H200s' step files with its own copy",
+    "fifth-visit-traces": "tests/figures/test_layout_conversions.py and test_batch_norm.py recompute these from the "
+    "traces with their own copy",
+    "sixth-visit-traces": "tests/figures/test_layout_conversions.py and test_batch_norm.py recompute these from the "
+    "traces with their own copy",
     "host-weights": "the probe's times " + RECORDED + " (an H100's host, tests/data/gpu-2026-11-27/"
     "h100-host-dispatch.json); before/after figures of the fit, the before ones an earlier version's (history)",
     "host-weights-readings": "readings of the probe tried once from a scratch patch of the bench (not kept): "
     + RECORDED,
     "sum-per-op-traces": "tests/test_host_overlap.py recomputes these with its own copy (make test)",
-    "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
-    "with its own copy",
     "host-probe": "the probe's shape and the host weights' means (hroofline/collect/host_cost.py); the default "
     "floor's line as predict prints it",
     "host-probe-third-visit": "tests/figures/test_host_cost.py recomputes these with its own copy; the earlier "
     "ones are history",
-    "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
-    "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "layout-conversions": "tests/test_layout_conversions.py and tests/figures/test_layout_conversions.py recompute "
     "these with their own copy; kernel times " + RECORDED + " (H100 and H200 traces)",
     "batch-norm": "tests/test_batch_norm.py and tests/figures/test_batch_norm.py recompute these with their own "
@@ -69,10 +81,6 @@ NOT_READ = {
     "own copy",
     "fourth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_layout_conversions.py "
     "with its own copy",
-    "fifth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_hopper_estimate.py with "
-    "its own copy",
-    "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "
-    "test_batch_norm.py with their own copy",
     "large-runs": RECORDED + ": make bench's times and memory on a 2-core machine",
     "benchmarks": "make bench's goals, and the held-out table's figures repeated (checked equal to the table's here)",
 }
