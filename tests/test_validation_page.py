@@ -37,6 +37,10 @@ CHECKED = {
     "depthwise-nvidia": TIMM_CHECKS,
     "timm-leaning": TIMM_CHECKS,
     "sum-per-op-fits": TIMM_CHECKS,
+    "depthwise": FIGURES / "test_depthwise.py",
+    "host-machines": FIGURES / "test_host_machines.py",
+    "fifth-visit-traces": FIGURES / "test_visit_traces.py",
+    "sixth-visit-traces": FIGURES / "test_visit_traces.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -45,13 +49,6 @@ NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
-    "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); DeepCAM's calibration "
-    "recomputed by tests/test_estimate.py with its own copy",
-    "host-machines": "tests/test_host_cost.py recomputes these from the H200s' step files with its own copy",
-    "fifth-visit-traces": "tests/figures/test_layout_conversions.py and test_batch_norm.py recompute these from the "
-    "traces with their own copy",
-    "sixth-visit-traces": "tests/figures/test_layout_conversions.py and test_batch_norm.py recompute these from the "
-    "traces with their own copy",
     "host-weights": "the probe's times " + RECORDED + " (an H100's host, tests/data/gpu-2026-11-27/"
     "h100-host-dispatch.json); before/after figures of the fit, the before ones an earlier version's (history)",
     "host-weights-readings": "readings of the probe tried once from a scratch patch of the bench (not kept): "
