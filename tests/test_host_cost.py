@@ -157,14 +157,10 @@ def test_a_bad_host_file_is_one_line_and_exit_1(cli, tmp_path: Path) -> None:
     assert not cli.store.exists()
 
 
-def test_a_host_bound_step_is_not_the_same_on_another_machine_of_the_kind() -> None:
-    """The 10 NCHW training steps at batch 32 timed on four H200 machines (the same software, CUDA events, median
-    of 10 steps). In processes that timed nothing else first (the third visit's first and third calls), VGG16's,
-    whose kernels are long, within 1% of each other, the others, which the host sets, 1.03 to 1.39 times apart:
-    one host floor for both machines is off by at least x1.18 on one of them for such a step. The fourth and
-    fifth visits timed them in processes that had traced earlier steps with torch.profiler: VGG16's within 3%
-    of the others, the host's up to 2.53 times the faster (DenseNet-121 amp: 69.8 and 100.0 ms against 39.6 and
-    44.0), so the machine and the profiler's after-effect cannot be told apart there."""
+def host_bound_timings() -> pd.DataFrame:
+    """The 10 NCHW training steps at batch 32 timed on four H200 machines, one column per machine: the two first
+    in processes that timed nothing else first (the third visit's first and third calls), the two last in processes
+    that had traced earlier steps with torch.profiler (the fourth and fifth visits)."""
     key = ["model", "precision", "batch"]
 
     def steps(path: Path, layout: str = "NCHW", time: str = "measured_s") -> pd.Series:
@@ -182,6 +178,18 @@ def test_a_host_bound_step_is_not_the_same_on_another_machine_of_the_kind() -> N
     )
     timings = pd.concat([clean, after_profiler], axis=1, join="inner")
     assert len(timings) == 10
+    return timings
+
+
+def test_a_host_bound_step_is_not_the_same_on_another_machine_of_the_kind() -> None:
+    """The 10 NCHW training steps at batch 32 timed on four H200 machines (the same software, CUDA events, median
+    of 10 steps). In processes that timed nothing else first (the third visit's first and third calls), VGG16's,
+    whose kernels are long, within 1% of each other, the others, which the host sets, 1.03 to 1.39 times apart:
+    one host floor for both machines is off by at least x1.18 on one of them for such a step. The fourth and
+    fifth visits timed them in processes that had traced earlier steps with torch.profiler: VGG16's within 3%
+    of the others, the host's up to 2.53 times the faster (DenseNet-121 amp: 69.8 and 100.0 ms against 39.6 and
+    44.0), so the machine and the profiler's after-effect cannot be told apart there."""
+    timings = host_bound_timings()
     clean, after_profiler = timings.iloc[:, :2], timings.iloc[:, 2:]
     vgg = timings.index.get_level_values("model") == "vgg16"
     spread = clean.max(axis=1) / clean.min(axis=1)

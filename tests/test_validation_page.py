@@ -15,6 +15,9 @@ from tests.validation_page import PAGE, keyed_blocks, page_blocks, table_row
 FIGURES = Path(__file__).resolve().parent / "figures"
 FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 
+HOPPER_CHECKS = FIGURES / "test_hopper_estimate.py"
+TIMM_CHECKS = FIGURES / "test_timm_step_times.py"
+
 # Blocks whose figures a figure check (the file named) compares with the page one by one (each table row: its
 # figures after the first cell; the first cell, what the row describes, is in NOT_READ below).
 CHECKED = {
@@ -40,6 +43,25 @@ CHECKED = {
     "large-runs": FIGURES / "test_large_runs.py",
     "benchmarks": FIGURES / "test_benchmarks.py",
     "compiled-layers": FIGURES / "test_compiled_figures.py",
+    "error-factor": FIGURE_CHECKS,
+    "estimate": FIGURE_CHECKS,
+    "bound": FIGURE_CHECKS,
+    "h100-leaning": FIGURE_CHECKS,
+    "hopper-efficiencies": HOPPER_CHECKS,
+    "hopper-memory": FIGURES / "test_memory.py",
+    "hopper-band": HOPPER_CHECKS,
+    "depthwise-hopper": HOPPER_CHECKS,
+    "host-probe-fifth-visit": HOPPER_CHECKS,
+    "fifth-visit": HOPPER_CHECKS,
+    "sixth-visit": HOPPER_CHECKS,
+    "published-band": TIMM_CHECKS,
+    "depthwise-nvidia": TIMM_CHECKS,
+    "timm-leaning": TIMM_CHECKS,
+    "sum-per-op-fits": TIMM_CHECKS,
+    "depthwise": FIGURES / "test_depthwise.py",
+    "host-machines": FIGURES / "test_host_machines.py",
+    "fifth-visit-traces": FIGURES / "test_visit_traces.py",
+    "sixth-visit-traces": FIGURES / "test_visit_traces.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -47,23 +69,7 @@ RECORDED = "recorded, not recomputed"
 NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
-    "error-factor": "the reading's example (the table's first row) and the goals (x1.2 / x1.6; the H100's, "
-    "bench/estimate_error.py H100_GOAL), not measurements",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
-    "bound": "the steps faster than their bound: bench/estimate_error.py lists them, no test reads the page",
-    "estimate": "the batch range of NVIDIA's published tables (../shared/reference/published-step-times.csv)",
-    "h100-leaning": "medians of estimate/measured, now and before two changes (history), not read from the page",
-    "hopper-efficiencies": "tests/figures/test_hopper_estimate.py and test_memory.py recompute these with their own "
-    "copy; x1.254 / x1.61 are an earlier version's",
-    "hopper-band": "tests/figures/test_hopper_estimate.py and test_timm_step_times.py recompute the bands with their "
-    "own copy; the EfficientNet-V2-S example's times are " + RECORDED + " (an H200's)",
-    "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); the fits' losses and errors "
-    "recomputed by tests/figures/test_hopper_estimate.py and test_timm_step_times.py with their own copy",
-    "timm-leaning": "leaning and per-GPU figures on timm's rows printed by bench/estimate_error.py, not read",
-    "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
-    "with its own copy",
-    "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
-    "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",
     "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
@@ -78,10 +84,6 @@ NOT_READ = {
     "not) and a first probe's readings, tried once",
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
-    "fifth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_hopper_estimate.py with "
-    "its own copy",
-    "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "
-    "test_batch_norm.py with their own copy",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
 }
 

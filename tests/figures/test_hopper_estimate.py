@@ -3,6 +3,7 @@ each of the two GPUs left out of the fit, and used by predict on a GPU of comput
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -15,6 +16,13 @@ from hroofline.collect.host_cost import probe_host_weight
 from hroofline.model.host import step_kind
 from hroofline.roofs.host_file import load_host_cost
 from tests.conftest import estimate_error_bench
+from tests.validation_page import assert_page_shows, page_figures
+
+
+def visit_year(rows: pd.DataFrame) -> int:
+    """The year of the visit that measured ``rows``, from their source (h100-sxm-device-2026-11-27-fifth)."""
+    (year,) = {int(re.search(r"-(\d{4})-\d\d-\d\d-", source).group(1)) for source in rows["source"]}
+    return year
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +57,26 @@ def test_each_kind_of_hopper_step_has_the_band_of_its_widest_way(hopper) -> None
         assert (stored.median, stored.p90) == pytest.approx((band.median, band.p90), abs=1e-4)
         assert stored.measured_on == band.measured_on
     forward = ~(hopper.rows["phases"] == "train").to_numpy()
-    # the validation page's table
-    assert percentiles(hopper.factors[~forward]) == pytest.approx((1.11, 1.41), abs=0.005)
-    assert percentiles(hopper.factors[forward]) == pytest.approx((1.75, 2.46), abs=0.005)
-    assert (hopper.factors[forward] <= bundled.error_for("forward").p90).sum() == 21
-    # the validation page's figures: training's band is the sixth visit's (39 steps on an H100), inference's each
-    # GPU left out
-    assert {kind: (round(band.median, 2), round(band.p90, 2), steps) for kind, (band, steps) in bands.items()} == {
-        "train": (1.2, 1.54, 39),
-        "forward": (1.75, 2.46, 24),
-    }
-    assert (hopper.factors[forward] > bundled.error.p90).mean() == pytest.approx(15 / 24)
+    assert (hopper.factors[forward] <= bundled.error_for("forward").p90).mean() >= 0.875  # 21 of the 24
+    # the validation page's paragraph: each kind's band (training's the sixth visit's, inference's each GPU left
+    # out), how many inference passes one band for all 168 steps left out, and one pass no fit saw under both
+    (train, train_steps), (inference, inference_steps) = bands["train"], bands["forward"]
+    single = percentiles(hopper.factors)[1]
+    figures = [train.p90, train_steps, train.median, inference.p90, inference_steps, inference.median]
+    figures += [single, len(hopper.rows), (hopper.factors[forward] > single).sum(), forward.sum()]
+    fifth = bench.timed_steps(bench.H200_FIFTH)
+    example = fifth[
+        (fifth["model"] == "efficientnet_v2_s")
+        & (fifth["precision"] == "fp32")
+        & (fifth["batch"] == 1)
+        & (fifth["phases"] != "train")
+    ].reset_index(drop=True)
+    (sample,) = bench.samples(example)
+    estimate_ms = estimated_step(sample, bundled) * 1e3
+    figures += [example["batch"][0], sample.measured_s * 1e3, estimate_ms]
+    for band in (single, inference.p90):
+        figures += [band, estimate_ms / band, estimate_ms * band]
+    assert_page_shows(page_figures("hopper-band"), figures, "the paragraph on Hopper's bands")
 
 
 def test_each_hopper_gpu_left_out_is_closer_than_the_published_fit(hopper) -> None:
@@ -76,14 +93,31 @@ def test_each_hopper_gpu_left_out_is_closer_than_the_published_fit(hopper) -> No
         assert own[0] < other[0] and own[1] < other[1], (gpu, own, other)
     own, other = percentiles(hopper.factors), percentiles(others)
     assert own[0] < other[0] and own[1] < other[1]
-    # inference, mostly the host's (the two fits share its floor), comes out about the same (the validation page's
-    # medians)
+    # the validation page's paragraph: the efficiencies beside the published fit's, the error over all steps, then
+    # per GPU left out on training at batch 32 and 128 and at batch 1, and inference (mostly the host's, whose
+    # floor the two fits share, so about the same), then the shared H100 steps' (the first Hopper row of the table
+    # and with the H100 left out)
+    bench, published = estimate_error_bench(), load_estimate_model()
+    figures = [float(bench.HOPPER_CC), len(rows)]
+    figures += [hopper.model.efficiency[name] for name in OP_CLASSES]
+    figures += [published.efficiency[name] for name in OP_CLASSES]
+    figures += [*own, len(rows), *other]
+    gpus = [(rows["gpu"] == gpu).to_numpy() for gpu in ("h100-sxm", "h200")]
+    figures += sorted(rows.loc[training, "batch"].unique())
+    for mine in gpus:
+        figures += [*percentiles(hopper.factors[training & mine]), *percentiles(others[training & mine])]
+    single = ((rows["phases"] == "train") & (rows["batch"] == 1)).to_numpy()
+    figures += list(rows.loc[single, "batch"].unique())
+    for mine in gpus:
+        figures += [*percentiles(hopper.factors[single & mine]), (single & mine).sum()]
     inference = (rows["phases"] != "train").to_numpy()
-    for gpu, medians in (("h100-sxm", (1.84, 1.79)), ("h200", (1.70, 1.70))):
-        mine = inference & (rows["gpu"] == gpu).to_numpy()
-        assert (np.median(hopper.factors[mine]), np.median(others[mine])) == pytest.approx(medians, abs=0.005)
-    assert own == pytest.approx((1.16, 1.60), abs=0.005)  # the validation page's figures (docs/validation.md)
-    assert other == pytest.approx((1.18, 1.77), abs=0.005)
+    for mine in gpus:
+        chosen = inference & mine
+        figures += [np.median(hopper.factors[chosen]), chosen.sum(), np.median(others[chosen])]
+    shared = (rows["source"] == bench.SHARED_H100_SOURCE).to_numpy()
+    figures += [*percentiles(others[shared]), *bench.H100_GOAL, shared.sum()]
+    figures += percentiles(bench.shared_h100_factors(hopper))
+    assert_page_shows(page_figures("hopper-efficiencies"), figures, "the paragraph on Hopper's own efficiencies")
 
 
 def test_the_shared_h100_steps_left_out_of_the_fit_meet_the_goal(hopper) -> None:
@@ -99,18 +133,17 @@ def test_the_shared_h100_steps_left_out_of_the_fit_meet_the_goal(hopper) -> None
     chosen = [sample for sample, mine in zip(hopper.samples, shared, strict=True) if mine]
     published = percentiles(error_factors(chosen, load_estimate_model()))
     assert own[0] <= bench.H100_GOAL[0] and own[1] <= bench.H100_GOAL[1]
-    assert own[0] < published[0] and own[1] < published[1]
-    assert own == pytest.approx((1.07, 1.39), abs=0.005)  # the validation page's figures (docs/validation.md)
-    assert published == pytest.approx((1.14, 1.46), abs=0.005)
+    assert own[0] < published[0] and own[1] < published[1]  # the page's figures: test_each_hopper_gpu_left_out_...
 
 
 def test_depthwise_convolutions_on_hopper(hopper) -> None:
     """Hopper's steps say little of the depthwise efficiency: from 0.2 to 1.0 the fit's loss (mean squared log
     error) changes by under 1%. They ask for more than the H200's traces measured of the kernels (their bound 0.045
-    to 0.169 of their time, tests/test_depthwise.py): at 0.07 the loss is 10% worse. The estimate sums each op's
-    max(its host time, time), so a slow kernel, under which the host runs ahead, is charged twice (docs/validation.md).
-    The 28 training steps with a depthwise convolution come to the validation page's x1.15 / x1.52 with each GPU
-    left out."""
+    to 0.169 of their time, tests/test_depthwise.py): at 0.07 the loss is about 10% worse. The estimate sums each
+    op's max(its host time, time), so a slow kernel, under which the host runs ahead, is charged twice. The figures
+    of the validation page's paragraph (docs/validation.md, key depthwise-hopper): the fitted efficiency, the most
+    the loss changes from 0.2 to 1.0 and at 0.07, the training steps with a depthwise convolution and their error
+    with each GPU left out."""
     own, samples = hopper.model, hopper.samples
     measured = np.array([sample.measured_s for sample in samples])
 
@@ -119,15 +152,18 @@ def test_depthwise_convolutions_on_hopper(hopper) -> None:
         estimates = np.array([estimated_step(sample, model) for sample in samples])
         return float(np.mean(np.log(estimates / measured) ** 2))
 
-    fitted = loss(own.efficiency["depthwise"])
-    assert all(fitted <= loss(value) < 1.01 * fitted for value in (0.2, 0.3, 0.6, 1.0))
-    assert 1.08 * fitted < loss(0.07) < 1.12 * fitted
+    fitted, flat, slow = loss(own.efficiency["depthwise"]), np.linspace(0.2, 1.0, 9), 0.07
+    changes = [(loss(value) / fitted - 1) * 100 for value in flat]  # %
+    assert min(changes) >= 0 and max(changes) < 1
+    worse = (loss(slow) / fitted - 1) * 100
+    assert 8 < worse < 12
     rows = hopper.rows
     depthwise = np.array([(sample.kinds.classes == OP_CLASSES.index("depthwise")).any() for sample in samples])
     assert set(rows.loc[depthwise, "model"]) == {"convnext_tiny", "efficientnet_b0", "mobilenet_v2"}
     training = ((rows["phases"] == "train") & (rows["batch"] > 1)).to_numpy() & depthwise
-    assert training.sum() == 28
-    assert percentiles(hopper.factors[training]) == pytest.approx((1.15, 1.52), abs=0.005)
+    figures = [own.efficiency["depthwise"], flat[0], flat[-1], max(changes), slow, worse, training.sum()]
+    figures += [*sorted(rows.loc[training, "batch"].unique()), *percentiles(hopper.factors[training])]
+    assert_page_shows(page_figures("depthwise-hopper"), figures, "the paragraph on depthwise convolutions on Hopper")
 
 
 def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
@@ -135,14 +171,14 @@ def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
     held-out-steps.csv: resnext50_32x4d, mobilenet_v3_large, convnext_small, efficientnet_v2_s, densenet169,
     swin_v2_t, regnet_x_3_2gf, alexnet), judged with the Hopper efficiencies predict uses: training at batch 32 and
     128 within issue 24's goal for the H100 (median x1.25, p90 x1.6); inference leans high (the host floor per op
-    is a training step's). The host measured on that machine after the steps (`ceilings --measure`: 21.9 us per
-    training op, within the third visit's 18.9 to 34.0) is about half what these models' batch-1 training steps
-    took per op the estimate counts (26 to 63 us, median 43; the third visit's five models 24 to 40, median 33):
-    with it only inference at batch 64 comes closer. The predicted peak memory of the training steps at batch 32
-    and 128 is 0.89 to 1.00 of max_memory_allocated."""
+    is a training step's). The host measured on that machine after the steps (`ceilings --measure`, within what
+    the third visit's three measurements read) is about half what these models' batch-1 training steps took per
+    op the estimate counts: with it only inference at batch 64 comes closer. The predicted peak memory of the
+    training steps at batch 32 and 128 is within 11% of max_memory_allocated, under it. The figures are the
+    validation page's (docs/validation.md, keys fifth-visit and host-probe-fifth-visit), compared one by one."""
     bench = estimate_error_bench()
     rows = bench.timed_steps(bench.H200_FIFTH)
-    assert len(rows) == 80 and set(rows["gpu"]) == {"h200"} and set(rows["layout"]) == {"NCHW"}
+    assert set(rows["gpu"]) == {"h200"} and set(rows["layout"]) == {"NCHW"}
     fitted_models = set(hopper.rows["model"]) | set(pd.read_csv(bench.PUBLISHED)["model"])
     assert not set(rows["model"]) & fitted_models  # neither fit behind predict saw these models
     found = bench.samples(rows)
@@ -152,37 +188,34 @@ def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
         for r in large.itertuples()
     ]
     memory = np.array(peaks) / large["memory_bytes"].to_numpy()
-    assert len(memory) == 32 and memory.min() == pytest.approx(0.895, abs=0.005) and memory.max() < 1.0
+    assert memory.min() > 0.85 and memory.max() < 1.0
     host = load_host_cost(bench.H200_FIFTH.with_name("h200-ceilings-measured.toml"))
     measured = [host.per_op(phases, precision) for phases in ("train", "forward") for precision in ("fp32", "amp")]
-    assert measured == pytest.approx([21.92e-6, 21.35e-6, 17.62e-6, 26.69e-6], rel=1e-3)
 
-    def per_op_s(samples: list) -> tuple[float, float, float]:
-        """Of batch-1 training steps, the step's time over the ops the estimate counts: least, median, most."""
+    def per_op_s(samples: list) -> list[float]:
+        """Of batch-1 training steps, the step's time over the ops the estimate counts: least, most, median."""
         seconds = np.array([sample.measured_s / sample.kinds.fitted().sum() for sample in samples])
-        return float(seconds.min()), float(np.median(seconds)), float(seconds.max())
+        return [float(seconds.min()), float(seconds.max()), float(np.median(seconds))]
 
     batch_1 = ((rows["phases"] == "train") & (rows["batch"] == 1)).to_numpy()
-    assert per_op_s([s for s, chosen in zip(found, batch_1, strict=True) if chosen]) == pytest.approx(
-        (26.2e-6, 43.1e-6, 62.6e-6), abs=0.05e-6
-    )
+    fifth_per_op = per_op_s([s for s, chosen in zip(found, batch_1, strict=True) if chosen])
     third = bench.timed_steps(bench.H200_STEPS)
     third = third[(third["phases"] == "train") & (third["batch"] == 1)].reset_index(drop=True)
-    assert per_op_s(bench.samples(third)) == pytest.approx((23.5e-6, 32.8e-6, 40.4e-6), abs=0.05e-6)
+    third_per_op = per_op_s(bench.samples(third))
+    # the third visit's three probes of its machine's host, per training op
+    probes = [
+        load_host_cost(bench.GPU_DATA / f"h200-ceilings-measured-{number}.toml").per_op("train", precision)
+        for number in (1, 2, 3)
+        for precision in ("fp32", "amp")
+    ]
+    assert min(probes) <= measured[0] <= max(probes) and measured[0] < fifth_per_op[0]
 
     def figures(models: list[EstimateModel]) -> dict[str, tuple[float, float, float]]:
         """Per kind of step: median and 90th-percentile error, median estimate/measured."""
         ratios = np.array([estimated_step(s, m) / s.measured_s for s, m in zip(found, models, strict=True)])
         return bench.kind_figures(rows, ratios)
 
-    assert [chosen.sum() for chosen in bench.step_kinds(rows).values()] == [32, 16, 16, 16]
     fitted = figures([hopper.model] * len(found))
-    assert fitted == {  # the validation page's figures (docs/validation.md)
-        "training, batch 32 and 128": pytest.approx((1.19, 1.40, 0.86), abs=0.005),
-        "training, batch 1": pytest.approx((1.19, 1.42, 0.90), abs=0.005),
-        "inference, batch 64": pytest.approx((1.30, 1.87, 1.29), abs=0.005),
-        "inference, batch 1": pytest.approx((1.26, 2.12, 1.24), abs=0.005),
-    }
     median, p90, _ = fitted["training, batch 32 and 128"]
     assert median <= bench.H100_GOAL[0] and p90 <= bench.H100_GOAL[1]
     phases = ["train" if phase == "train" else "forward" for phase in rows["phases"]]
@@ -190,34 +223,56 @@ def test_eight_models_predicts_fits_never_saw_on_another_h200(hopper) -> None:
     for phase, precision in zip(phases, rows["precision"], strict=True):
         weight = probe_host_weight(step_kind(phase, precision), host.device)
         measured_host.append(with_host_cost(hopper.model, host, phase, precision, weight))
-    assert figures(measured_host) == {
-        "training, batch 32 and 128": pytest.approx((1.53, 2.01, 0.65), abs=0.005),
-        "training, batch 1": pytest.approx((2.11, 2.555, 0.47), abs=0.005),
-        "inference, batch 64": pytest.approx((1.15, 1.29, 0.88), abs=0.005),
-        "inference, batch 1": pytest.approx((1.47, 2.76, 0.68), abs=0.005),
-    }
+    with_host = figures(measured_host)
+    assert with_host["training, batch 32 and 128"][0] > median  # the measured host made training worse too
+
+    kinds = bench.step_kinds(rows)
+    large_train, single_train = fitted["training, batch 32 and 128"], fitted["training, batch 1"]
+    large_forward, single_forward = fitted["inference, batch 64"], fitted["inference, batch 1"]
+    year = visit_year(rows)
+    shown = [year, len(rows)]
+    shown += sorted(rows.loc[rows["phases"] == "train", "batch"].unique())
+    shown += sorted(rows.loc[rows["phases"] != "train", "batch"].unique())
+    shown += [*sorted(large["batch"].unique()), *large_train, *bench.H100_GOAL]
+    shown += [*rows.loc[kinds["training, batch 1"], "batch"].unique(), *single_train[:2], *large_forward[:2]]
+    shown += [*rows.loc[kinds["inference, batch 64"], "batch"].unique(), *single_forward[:2]]
+    shown += [*rows.loc[kinds["inference, batch 1"], "batch"].unique(), large_forward[2], single_forward[2]]
+    shown += [len(large), *sorted(large["batch"].unique()), memory.min(), memory.max()]
+    shown += list(rows.loc[kinds["inference, batch 64"], "batch"].unique())  # where the measured host helped
+    assert_page_shows(page_figures("fifth-visit"), shown, "the fifth visit's steps")
+    shown = [value * 1e6 for value in measured]
+    for kind in ("training, batch 1", "inference, batch 1", "inference, batch 64"):
+        shown += [*rows.loc[kinds[kind], "batch"].unique(), fitted[kind][0], with_host[kind][0]]
+    shown += [min(probes) * 1e6, max(probes) * 1e6]
+    shown += [value * 1e6 for value in (*fifth_per_op, *third_per_op)]
+    assert_page_shows(page_figures("host-probe-fifth-visit"), shown, "the host measured on the fifth visit")
 
 
 def test_the_same_models_on_an_h100(hopper) -> None:
-    """The sixth visit's 39 steps of the same eight models on an H100 (h100-sixth/held-out-steps.csv, the fifth
-    visit's script until its budget ran out): training at batch 32 and 128 within the H100 goal."""
+    """The sixth visit's steps of the same eight models on an H100 (h100-sixth/held-out-steps.csv, the fifth
+    visit's script until its budget ran out): training at batch 32 and 128 within the H100 goal, and slower than
+    on the fifth visit's H200 at batch 128. The figures are the validation page's (docs/validation.md, key
+    sixth-visit), compared one by one."""
     bench = estimate_error_bench()
     rows = bench.timed_steps(bench.H100_SIXTH)
-    assert len(rows) == 39 and set(rows["gpu"]) == {"h100-sxm"} and set(rows["phases"]) == {"train"}
+    assert set(rows["gpu"]) == {"h100-sxm"} and set(rows["phases"]) == {"train"}
     assert not set(rows["model"]) & set(hopper.rows["model"])
     ratios = np.array([estimated_step(s, hopper.model) / s.measured_s for s in bench.samples(rows)])
-    counts = {kind: chosen.sum() for kind, chosen in bench.step_kinds(rows).items()}
-    assert counts == {"training, batch 32 and 128": 32, "training, batch 1": 7}
+    kinds = bench.step_kinds(rows)
+    assert list(kinds) == ["training, batch 32 and 128", "training, batch 1"]
     figures = bench.kind_figures(rows, ratios)
-    assert figures == {  # median and 90th-percentile error, median estimate/measured (the validation page's)
-        "training, batch 32 and 128": pytest.approx((1.15, 1.42, 0.88), abs=0.005),
-        "training, batch 1": pytest.approx((1.35, 1.56, 0.74), abs=0.005),
-    }
     median, p90, _ = figures["training, batch 32 and 128"]
     assert median <= bench.H100_GOAL[0] and p90 <= bench.H100_GOAL[1]
-    # at batch 128 the H100 took 1.05 to 1.18 times the fifth visit's H200 time for the same step
     key = ["model", "precision", "batch", "phases"]
     both = rows.merge(bench.timed_steps(bench.H200_FIFTH), on=key, suffixes=("_h100", "_h200"))
-    both = both[both["batch"] == 128]
+    (largest,) = {rows["batch"].max()}
+    both = both[both["batch"] == largest]
     slower = both["measured_s_h100"] / both["measured_s_h200"]
-    assert len(both) == 16 and (slower.min(), slower.max()) == pytest.approx((1.05, 1.18), abs=0.005)
+    assert len(both) == 16 and slower.min() > 1
+    large, single = (rows.loc[kinds[kind], "batch"] for kind in kinds)
+    year = visit_year(rows)
+    shown = [year, len(rows), *sorted(large.unique()), *single.unique(), len(single)]
+    shown += [*figures["training, batch 32 and 128"][:2], *sorted(large.unique())]
+    shown += [figures["training, batch 32 and 128"][2], *figures["training, batch 1"][:2], *single.unique()]
+    shown += [figures["training, batch 1"][2], largest, slower.min(), slower.max()]
+    assert_page_shows(page_figures("sixth-visit"), shown, "the sixth visit's steps")

@@ -77,6 +77,27 @@ def test_the_published_fit_on_nvidias_and_timms_rows(nvidia, timm) -> None:
     shows("the roofline bound alone", nvidia_median, timm_median, nvidia_p90, timm_p90)
 
 
+def test_the_pages_definitions(nvidia, timm) -> None:
+    """The opening's figures: the error factor's example (the table's first row) and the goals; the batch range of
+    the steps the estimate is fitted to; the published steps measured faster than their bound, by how much, and
+    which (their batch and GPUs)."""
+    bench, published = estimate_error_bench(), load_estimate_model()
+    (rows, found), (other_rows, other) = nvidia, timm
+    example = percentiles(error_factors(other, published))
+    goals = [bench.GOAL_MEDIAN, bench.GOAL_P90, *bench.H100_GOAL]
+    assert_page_shows(page_figures("error-factor"), [*example, *goals], "the error factor's reading")
+    batches = [rows["batch"].min(), rows["batch"].max()]
+    assert_page_shows(page_figures("estimate"), batches, "the estimate's fitted steps")
+    steps = pd.concat([rows, other_rows], ignore_index=True)
+    bounds = np.array([sample.roof_s.sum() for sample in found + other])
+    faster = bounds > steps["measured_s"].to_numpy()
+    below = (1 - steps["measured_s"].to_numpy()[faster] / bounds[faster]) * 100  # % faster than the bound
+    (batch,) = steps.loc[faster, "batch"].unique()
+    gpus = sorted(int(gpu.removeprefix("rtx")) for gpu in steps.loc[faster, "gpu"].unique())
+    figures = [faster.sum(), len(steps), below.min(), below.max(), batch, *gpus]
+    assert_page_shows(page_figures("bound"), figures, "the steps faster than their bound")
+
+
 def test_both_sources_each_model_left_out(nvidia, timm) -> None:
     (rows, found), (other_rows, other) = nvidia, timm
     pooled = estimate_error_bench().held_out(found + other, [*rows["model"], *other_rows["model"]])
@@ -92,8 +113,15 @@ def test_the_published_fit_on_hopper_steps() -> None:
     shows("Hopper, never fitted to", median, p90, *bench.H100_GOAL)
     more = bench.timed_steps(bench.H100_MORE)
     ratios = np.array([estimated_step(s, published) / s.measured_s for s in bench.samples(more)])
-    kinds = nchw_kinds(bench.kind_figures(more, ratios))
+    figures = bench.kind_figures(more, ratios)
+    kinds = nchw_kinds(figures)
     shows("Hopper, five more models", *[k[0] for k in kinds], *[k[1] for k in kinds])
+    # the paragraph below the table: which way the estimate leans on the shared fp32 steps and at batch 1
+    fp32 = [s for s, precision in zip(bench.samples(shared), shared["precision"], strict=True) if precision == "fp32"]
+    (single,) = more.loc[bench.step_kinds(more)["training, batch 1"], "batch"].unique()
+    leaning = [np.median([estimated_step(s, published) / s.measured_s for s in fp32]), single]
+    leaning += [figures[kind][2] for kind in ("training, batch 1", "inference, batch 1")]
+    assert_page_shows(page_figures("h100-leaning"), leaning, "the paragraph on which way the estimate leans")
     channels_last = []
     for path in (bench.H100_MORE, bench.H200_STEPS):
         rows = bench.timed_steps(path)
