@@ -1,6 +1,7 @@
 #!/bin/bash
 # The device call of 2026-11-28 (issues 46 and 47), run from the repository's root on the lent GPU:
-#   bash tests/data/gpu-2026-11-28/device_call.sh SECONDS [all|compiled]   (the second call: compiled only)
+#   bash tests/data/gpu-2026-11-28/device_call.sh SECONDS [all|compiled|third]   (the second call: compiled only;
+#   the third, in a later session: the other two models' generation, ncu on the compiled GPT-2 step, CUDA graphs)
 # Each step starts only if the time it is expected to take is left, and is cut at what is left; what each step
 # made is packed into $OUT as soon as it is done, so a call cut short still brings back the steps before.
 set -u
@@ -63,6 +64,14 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.bac
 torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))"; git log -1 --format=%H; } > $OUT/env.txt 2>&1
 log "env: $(grep -m1 torch $OUT/env.txt)"
 
+if [ "${2:-all}" = third ]; then
+  step generate 100 python3 $HERE/generate_times.py $OUT/generate-times-more.csv 100 gpt2-large tinyllama-1.1b
+  step gpt2-compiled-ncu 280 profile_ncu gpt2-bf16-compiled-ncu hf:gpt2 --compile default
+  step gpt2-graphs 60 profile_trace gpt2-bf16-reduce-overhead hf:gpt2 --compile reduce-overhead
+  pack
+  log "done; $(left) s of the budget left"
+  exit 0
+fi
 if [ "${2:-all}" = all ]; then
   step resnet50-eager 40 profile_trace resnet50-bf16-eager resnet50
   step gpt2-eager 40 profile_trace gpt2-bf16-eager hf:gpt2
