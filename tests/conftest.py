@@ -155,7 +155,7 @@ def h100_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart", "report", "rm", "rename"}
+STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "steps", "top", "chart", "report", "rm", "rename"}
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hroofline.analyze.serving import serving_steps
+from hroofline.api.face import RunView
 from hroofline.importers.kineto_links import range_phase
 from hroofline.importers.trace_work import op_work
 from hroofline.model.phases import parse_phase_option
@@ -181,3 +182,31 @@ def test_the_serving_steps_table_splits_the_step_and_charges_decode_its_kv_cache
     decode_queries = sums["g_sq"] * layers * 64 * (dim + dim_v) * BF16_BYTES  # 64 query heads
     assert row["decode_attention_bytes"] == pytest.approx(kv_cache + decode_queries, rel=1e-9)
     assert row["work_known"] >= 0.90
+
+
+def test_the_steps_command_and_the_api_show_the_same_steps(cli, imported: tuple[str, Any]) -> None:
+    """`hroofline steps` as a user runs it (the replay without its capture: the step's range is the replay's own),
+    RunView.serving_steps() on the joined run; a run without serving steps is refused in one line."""
+    _, run = imported
+    view = RunView.of(run).serving_steps()
+    assert view.to_dict("records") == serving_steps(run).to_dict("records")
+    assert cli("import", REPLAY, "--run", "plain").code == 0
+    shown = cli("steps", "plain")
+    header, row = shown.out.splitlines()
+    assert shown.code == 0 and header.split()[:7] == [
+        "step",
+        "phase",
+        "batch",
+        "prefill_requests",
+        "decode_requests",
+        "query_tokens",
+        "context_tokens",
+    ]
+    sums = _step_sums()
+    expected = ["1", "mixed", "46", str(sums["c_n"]), str(sums["g_n"]), "8192", str(sums["c_sk"] + sums["g_sk"])]
+    assert row.split()[:7] == expected
+    triton = need(COMPILED / "hta-a100-compile-triton.json.gz")
+    assert cli("import", triton, "--run", "eager").code == 0
+    refused = cli("steps", "eager")
+    assert refused.code == 1 and refused.out == "" and len(refused.err.strip().splitlines()) == 1
+    assert "run 'eager' has no serving steps" in refused.err

@@ -58,6 +58,7 @@ NOT_READ = {
     "course report's are " + RECORDED,
     "gpt2-flops": "tests/test_predict.py recomputes these with its own copy",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
+    "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
     "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
     "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
