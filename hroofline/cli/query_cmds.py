@@ -170,27 +170,24 @@ def show_steps(args: argparse.Namespace) -> int:
             "import a vLLM trace profiled with its worker's ranges (vLLM 0.12 or later); `hroofline summary` shows "
             "any run's phases",
         )
-    if args.format == "table":
-        table = table.assign(step=range(1, len(table) + 1))[list(STEP_TABLE_COLUMNS)]
+    if args.format == "table":  # the step numbered: its range name is long
+        table = table.assign(step=range(1, len(table) + 1))
+        table = table[[c for c in table.columns if c not in STEP_DETAIL_COLUMNS]]
     write_out(render_frame(table, args.format))
     return 0
 
 
-# The columns a terminal gets: the per-group token counts and the step's range name are in csv and json.
-STEP_TABLE_COLUMNS = (
-    "step",
-    "phase",
-    "batch",
-    "prefill_requests",
-    "decode_requests",
-    "query_tokens",
-    "context_tokens",
-    "time_s",
-    "flops",
-    "bytes_hbm",
-    "work_known",
-    "decode_attention_bytes",
-    "decode_kv_cache_bytes",
+# What a terminal leaves out (csv and json have it): each kind of request's tokens, the attention's layers and bytes.
+STEP_DETAIL_COLUMNS = frozenset(
+    {
+        "prefill_query_tokens",
+        "decode_query_tokens",
+        "prefill_context_tokens",
+        "decode_context_tokens",
+        "kernels",
+        "attention_layers",
+        "attention_bytes",
+    }
 )
 
 
