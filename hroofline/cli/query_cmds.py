@@ -85,7 +85,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "name within a phase, or per layer (module path) within a phase",
     )
     add_selection_options(kernels)
-    kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
+    kernels.add_argument(
+        "--phase", help="only this phase (forward, backward, optimizer, prefill, decode, mixed, other or an alias)"
+    )
     kernels.add_argument("-n", "--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
     kernels.add_argument(
         "--sort", default="time_s", metavar="COLUMN", help="column to sort by, largest first (default: time_s)"
