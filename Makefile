@@ -11,11 +11,14 @@ GPU ?= cpu
 PRECISION ?= fp32
 BATCH ?= 32
 STEPS ?= 1
+# COMPILE=default|max-autotune|reduce-overhead: the model torch.compile'd in that mode (empty: eager)
+COMPILE ?=
 # A run name's -bN, as hroofline names runs: a batch size other than DEFAULT_BATCH_SIZE (32,
 # hroofline/collect/workload.py) is in the name
 batch_suffix = $(if $(filter 32,$(1)),,-b$(1))
 # RUN: as hroofline profile names its ncu runs
-RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(call batch_suffix,$(BATCH))
+compiled_suffix = $(if $(1),-compiled$(if $(filter default,$(1)),,-$(1)))
+RUN ?= $(ARCH)-$(PRECISION)-$(GPU)$(call batch_suffix,$(BATCH))$(call compiled_suffix,$(COMPILE))
 STORE ?= hroofline-runs
 # The PyTorch this project is tested with (pip takes it from the machine's wheel cache when present).
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
@@ -40,7 +43,7 @@ STUDY_SUFFIX := $(call batch_suffix,$(STUDY_BATCH))
 
 help:
 	@echo "make demo    import Yang et al.'s DeepCAM V100 data from $(SHARED): phases, top kernels, charts, report"
-	@echo "make profile ARCH=resnet34 GPU=v100 [PRECISION=fp32|tf32|amp|amp-bf16|o2] [BATCH=32] [STEPS=1] [RUN=name]"
+	@echo "make profile ARCH=resnet34 GPU=v100 [PRECISION=fp32|tf32|amp|amp-bf16|o2] [BATCH=32] [STEPS=1] [COMPILE=default|max-autotune|reduce-overhead] [RUN=name]"
 	@echo "             profile a training step (GPU=cpu: on this CPU) into a run, then summary and chart"
 	@echo "make ceilings  measure this machine's roofs (matmul FLOP/s, bandwidth per cache level)"
 	@echo "make study-resnets  ResNet-18/34/50 on a V100 and an A100: one roofline per GPU and the table"
@@ -110,7 +113,7 @@ study-deepcam: $(STAMP)
 	$(MAKE) --no-print-directory -o $(STAMP) demo-deepcam DEMO_STORE=$(STUDY_STORE)
 
 profile: $(STAMP)
-	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) --run $(RUN) --replace --store $(STORE)
+	$(BIN)/hroofline profile --arch $(ARCH) --gpu $(GPU) --precision $(PRECISION) --batch-size $(BATCH) --steps $(STEPS) $(if $(COMPILE),--compile $(COMPILE)) --run $(RUN) --replace --store $(STORE)
 	$(BIN)/hroofline summary $(RUN) --store $(STORE)
 	$(BIN)/hroofline chart $(RUN) --out $(RUN).html --store $(STORE)
 

@@ -44,6 +44,7 @@ _API: dict[str, str] = {
     "runs": "hroofline.api.notebook",
     "query": "hroofline.api.notebook",
     "import_run": "hroofline.api.notebook",
+    "ImportSettings": "hroofline.api.imports",
     "report": "hroofline.api.notebook",
     "Run": "hroofline.model.run",
     "RunView": "hroofline.api.face",

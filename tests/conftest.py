@@ -360,3 +360,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(path, len(rank))
 
     items.sort(key=place)  # stable: the rest keep their order
+
+
+@pytest.fixture
+def standin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A PATH whose ncu is the stand-in (tests/standin/ncu): it checks hroofline's command line and replays a real
+    report (HROOFLINE_STANDIN_REPORT)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").symlink_to(REPO / "tests" / "standin" / "ncu")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir / "ncu"

@@ -67,7 +67,7 @@ def channel_rates(paths: list[Path]) -> tuple[float, float, tuple[int, int]]:
 def test_the_rates_are_what_the_h200_measured() -> None:
     """metrics/batch_norm.toml holds the rates the traces give, and they are rates per element, not per byte (per
     byte float16's would be half float32's): forward, resnet18's and resnet50's float16 steps gave 1.56e9 and
-    1.63e9 against float32's 1.74e9 and 1.86e9 (12% and 12.4% less); backward, float16 is faster per element."""
+    1.63e9 against float32's 1.74e9 and 1.86e9 (10.4% and 12.4% less); backward, float16 is faster per element."""
     rate = load_channel_rate()
     forward, backward, ops = channel_rates(TRAINING_STEPS)
     assert len(TRAINING_STEPS) == 8 and ops == (48, 48)

@@ -86,7 +86,8 @@ def test_a_cpu_trace_imports_as_a_cpu_run_and_charts(cli, traces: dict[str, Path
     assert len(launches) == len(ops)
     # to Kineto's rounding: a child op that ends a nanosecond after its parent keeps that nanosecond
     assert launches["time_s"].sum() == pytest.approx(_outermost_time_s(ops), rel=1e-6)
-    assert set(launches["phase"]) == {"backward", "other"}  # the snippet marks no forward range
+    # the snippet marks no forward range: autograd's sequence numbers give it (the gradient's seed stays other)
+    assert set(launches["phase"]) == {"forward", "backward", "other"}
     # the first convolution, 3 -> 64 channels, 7x7, stride 2: 2 N C_out H W C_in k k FLOPs on a 16x16 output
     first = launches[(launches["shapes"] == "2x3x32x32, 64x3x7x7") & (launches["phase"] != "backward")]
     assert total_flops(first).sum() == pytest.approx(2 * 2 * 64 * 16 * 16 * 3 * 7 * 7, rel=1e-12)
@@ -140,6 +141,30 @@ def test_a_trace_recorded_here_gets_this_cpus_ceilings(
     assert again.code == 0 and asked == [False, True], again.err  # --measure-ceilings: measured anew
 
 
+def test_the_api_gives_a_trace_recorded_here_this_cpus_ceilings(
+    traces: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """import_run, as the command: a trace recorded on this machine takes this CPU's ceilings (cached; it had
+    none), and measure_ceilings=True (--measure-ceilings) measures them anew; a trace of another host gets none."""
+    import hroofline
+    from hroofline.collect.ceilings_cache import CpuCeilings
+
+    asked: list[bool] = []
+
+    def cached(progress: Any, remeasure: bool = False) -> CpuCeilings:
+        asked.append(remeasure)
+        return CpuCeilings(load_ceilings_file(traces["ceilings"]), None, remeasure, "2026-11-28")
+
+    monkeypatch.setattr("hroofline.collect.ceilings_cache.cpu_ceilings_cached", cached)
+    store = tmp_path / "store"
+    run = hroofline.import_run(traces["trace"], "here", store=store)
+    assert asked == [False] and run.meta.ceilings["label"] == "fixed"
+    hroofline.import_run(traces["trace"], "here", measure_ceilings=True, replace=True, store=store)
+    assert asked == [False, True]
+    away = hroofline.import_run(traces["elsewhere"], "away", store=store)
+    assert asked == [False, True] and not away.meta.ceilings
+
+
 def test_a_trace_from_another_machine_says_how_to_get_its_ceilings(
     cli, traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -153,7 +178,7 @@ def test_a_trace_from_another_machine_says_how_to_get_its_ceilings(
     assert "'another-machine'" in warnings[0] and "hroofline ceilings --measure --out cpu.toml" in warnings[0]
     assert "--ceilings cpu.toml" in warnings[0]
     refused = cli("top", "away")
-    assert refused.code == 2 and "hroofline ceilings --measure" in refused.err
+    assert refused.code == 1 and "hroofline ceilings --measure" in refused.err
     assert cli("top", "away", "--ceilings", traces["ceilings"]).code == 0
 
 
@@ -220,7 +245,16 @@ def test_a_gpu_trace_that_names_no_gpu_is_said_at_import(cli, tmp_path: Path) ->
     assert len(warnings) == 1, result.err
     assert "has no roofs" in warnings[0] and "--replace and --gpu NAME" in warnings[0] and "top, chart" in warnings[0]
     assert cli("summary", "nameless").code == 0
-    assert cli("top", "nameless").code == 2
+    # the commands that need roofs: exit 1 (the run's data, as doctor's), one line, the import that names the GPU
+    again = f"hroofline import {nameless} --run nameless --gpu NAME --replace"
+    for command in (
+        ("top", "nameless"),
+        ("advise", "nameless", "--store", cli.store),
+        ("chart", "nameless", "--out", tmp_path / "c.html"),
+    ):
+        refused = cli(*command)
+        assert refused.code == 1 and not refused.out and refused.err.count("\n") == 1, refused.err
+        assert "run 'nameless' has no roofs" in refused.err and again in refused.err, refused.err
     named = cli("import", nameless, "--run", "nameless", "--gpu", "a100", "--replace")
     assert named.code == 0 and "has no roofs" not in named.err, named.err
     assert cli("top", "nameless").code == 0

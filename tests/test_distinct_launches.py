@@ -8,7 +8,6 @@ the workload marks."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -35,7 +34,6 @@ from hroofline.importers.source import ImportedSource
 from hroofline.roofs.catalog import resolve_gpu
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.runs import RunDefaults, RunStore
-from tests.conftest import REPO
 
 TRACE = "gpt2-amp-bf16-b8-s512-trace.json"
 REPORT = "gpt2-amp-bf16-b8-s512-step.ncu-rep"
@@ -120,15 +118,6 @@ def _standin_replays(trace: ImportedSource, h100_dir: Path, monkeypatch: pytest.
     monkeypatch.setenv("HROOFLINE_STANDIN_CALLS", json.dumps(launched))
     monkeypatch.setenv("HROOFLINE_STANDIN_REPORT", str(h100_dir / REPORT))
     return kernels
-
-
-@pytest.fixture
-def standin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ncu").symlink_to(REPO / "tests" / "standin" / "ncu")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir / "ncu"
 
 
 def test_the_ncu_pass_measures_exactly_the_planned_launches(

@@ -27,6 +27,7 @@ LEFT_OUT = {
     "hroofline profile --model mypkg.models:build": "a CPU profile (test_layers predicts a FILE.py:F model)",
     "hroofline profile --gpu cpu --script": "a CPU profile of a script (test_layers runs samples/)",
     "hroofline profile --gpu h100 --backend trace --script": "torch.profiler on an H100",
+    "hroofline profile --model hf:gpt2 --gpu h100 --compile": "ncu on an H100",
     "hroofline import trace.json --run mine --ceilings": "a CPU trace of the user's (test_cpu_traces records one)",
     "hroofline ceilings --measure": "measures this machine for minutes (test_roofs and bench measure it)",
     "hroofline import rank0.json.gz rank1.json.gz": "two ranks of one job; the shared traces hold one rank each",

@@ -96,16 +96,18 @@ def test_this_cpu_s_ceilings_hint_names_an_option_of_profile_and_import(monkeypa
         assert_accepted(line, ("profile", "import"))
 
 
-def test_import_measures_this_cpu_s_ceilings_anew_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hroofline.cli import import_cmd
+def test_import_measures_this_cpu_s_ceilings_anew_when_asked() -> None:
+    from hroofline.api.imports import _cpu_ceilings
 
     asked: list[bool] = []
-    monkeypatch.setattr(
-        import_cmd, "this_cpu_ceilings", lambda again=False: asked.append(again) or SimpleNamespace(to_json=dict)
-    )
+
+    def this_cpu(again: bool) -> SimpleNamespace:
+        asked.append(again)
+        return SimpleNamespace(to_json=dict)
+
     here = SimpleNamespace(info=SimpleNamespace(settings={"host": socket.gethostname()}))
     for again in (False, True):
-        assert import_cmd._cpu_ceilings([], again)([here]) == {}
+        assert _cpu_ceilings([], this_cpu, again)([here]) == {}
     assert asked == [False, True]
 
 

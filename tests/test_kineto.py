@@ -240,15 +240,19 @@ def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
     assert "rank" in launch_table.out.splitlines()[0].split(",")
 
 
-def test_steps_pick_profiler_steps(cli) -> None:
-    document = read_events("ddp")
+def kernels_in_steps(document: dict[str, Any], numbers: list[int]) -> list[dict[str, Any]]:
+    """Independently: the GPU events whose runtime call lies in one of the ProfilerStep#N ranges ``numbers``."""
     events = [e for e in document["traceEvents"] if e.get("ph") == "X"]
     steps = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("ProfilerStep#")}
     runtime = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "cuda_runtime"}
-    wanted = [steps["ProfilerStep#5"], steps["ProfilerStep#6"]]
-    expected = [
+    wanted = [steps[f"ProfilerStep#{n}"] for n in numbers]
+    return [
         e for e in gpu_events(document) if any(a <= runtime.get(e["args"]["correlation"], -1) <= b for a, b in wanted)
     ]
+
+
+def test_steps_pick_profiler_steps(cli) -> None:
+    expected = kernels_in_steps(read_events("ddp"), [5, 6])
     assert cli("import", trace_path("ddp"), "--run", "two-steps", "--steps", "5-6").code == 0
     launches = load("two-steps", cli.store).launches
     assert len(launches) == len(expected)

@@ -141,6 +141,7 @@ def test_runs_listing(cli, ncu_dir: Path) -> None:
             "cc": "8.6",
             "arch": "ampere",
             "precision": None,
+            "compile": None,  # an eager step, or one that does not say
             "phases": "other",
             "sources": 1,
             "launches": 4,

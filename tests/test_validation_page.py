@@ -1,6 +1,6 @@
 """Every figure of the validation page (docs/validation.md) is accounted for: each block of the page holding a
-number is keyed (``<!-- figures: KEY -->``), and each key is here, either CHECKED (a figure check reads the page and
-compares each of the block's figures with what it computes now, tests/figures/test_validation_page.py) or, with
+number is keyed (``<!-- figures: KEY -->``), and each key is here, either CHECKED (a figure check under
+tests/figures/ reads the page and compares each of the block's figures with what it computes now) or, with
 why, NOT_READ (recomputed by the tests named, which keep their own copy of the figures, or recorded: measured on a
 lent GPU, timed on one machine, or the figures of an earlier version). A new block of figures, a key no test knows,
 or a table row no check computes fails here. Cheap: reads the page and the check's source (make test)."""
@@ -12,11 +12,35 @@ from pathlib import Path
 
 from tests.validation_page import PAGE, keyed_blocks, page_blocks, table_row
 
-FIGURE_CHECKS = Path(__file__).resolve().parent / "figures" / "test_validation_page.py"
+FIGURES = Path(__file__).resolve().parent / "figures"
+FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 
-# Blocks whose figures a figure check compares with the page one by one (each table row: its figures after the
-# first cell; the first cell, what the row describes, is in NOT_READ below).
-CHECKED = {"held-out": FIGURE_CHECKS, "widest-band": FIGURE_CHECKS}
+# Blocks whose figures a figure check (the file named) compares with the page one by one (each table row: its
+# figures after the first cell; the first cell, what the row describes, is in NOT_READ below).
+CHECKED = {
+    "held-out": FIGURE_CHECKS,
+    "widest-band": FIGURE_CHECKS,
+    "sum-per-op-traces": FIGURES / "test_host_overlap.py",
+    "layout-conversions": FIGURES / "test_layout_conversions.py",
+    "batch-norm": FIGURES / "test_batch_norm.py",
+    "host-probe-third-visit": FIGURES / "test_host_cost.py",
+    "flops": FIGURES / "test_flops.py",
+    "flops-reproduce": FIGURES / "test_flops.py",
+    "gpt2-flops": FIGURES / "test_flops.py",
+    "h100-gemms": FIGURES / "test_h100.py",
+    "h100-findings": FIGURES / "test_h100.py",
+    "host-probe": FIGURES / "test_host_cost.py",
+    "signatures-accuracy": FIGURES / "test_collection_cost.py",
+    "host-weights": FIGURES / "test_host_cost.py",
+    "host-weights-readings": FIGURES / "test_host_cost.py",
+    "fourth-visit": FIGURES / "test_layout_conversions.py",
+    "third-visit": FIGURES / "test_host_cost.py",
+    "second-visit": FIGURES / "test_real_gpu_runs.py",
+    "signatures": FIGURES / "test_collection_cost.py",
+    "large-runs": FIGURES / "test_large_runs.py",
+    "benchmarks": FIGURES / "test_benchmarks.py",
+    "compiled-layers": FIGURES / "test_compiled_figures.py",
+}
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
 RECORDED = "recorded, not recomputed"
@@ -36,47 +60,30 @@ NOT_READ = {
     "depthwise": "kernel times " + RECORDED + " (H200 traces, tests/test_depthwise.py); the fits' losses and errors "
     "recomputed by tests/figures/test_hopper_estimate.py and test_timm_step_times.py with their own copy",
     "timm-leaning": "leaning and per-GPU figures on timm's rows printed by bench/estimate_error.py, not read",
-    "host-weights": "the probe's times " + RECORDED + " (an H100's host, tests/data/gpu-2026-11-27/"
-    "h100-host-dispatch.json); before/after figures of the fit, the before ones an earlier version's (history)",
-    "host-weights-readings": "readings of the probe tried once from a scratch patch of the bench (not kept): "
-    + RECORDED,
-    "sum-per-op-traces": "tests/test_host_overlap.py recomputes these with its own copy (make test)",
     "sum-per-op-fits": "bench/host_overlap.py's figures; tests/figures/test_timm_step_times.py recomputes some "
     "with its own copy",
-    "host-probe": "the probe's shape and the host weights' means (hroofline/collect/host_cost.py); the default "
-    "floor's line as predict prints it",
-    "host-probe-third-visit": "tests/figures/test_host_cost.py recomputes these with its own copy; the earlier "
-    "ones are history",
     "host-probe-fifth-visit": "tests/figures/test_hopper_estimate.py and test_host_cost.py recompute these with "
     "their own copy; the probe's and the steps' times are " + RECORDED + " (H200s)",
-    "layout-conversions": "tests/test_layout_conversions.py and tests/figures/test_layout_conversions.py recompute "
-    "these with their own copy; kernel times " + RECORDED + " (H100 and H200 traces)",
-    "batch-norm": "tests/test_batch_norm.py and tests/figures/test_batch_norm.py recompute these with their own "
-    "copy; the rates " + RECORDED + " (H200 traces); before/after figures are history",
-    "flops-reproduce": "the batch size of the memory check",
-    "flops": "tests/test_predict.py and tests/figures/test_memory.py recompute these with their own copy; the "
-    "course report's are " + RECORDED,
-    "gpt2-flops": "tests/test_predict.py recomputes these with its own copy",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
     "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
-    "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",
-    "signatures-estimates": RECORDED + " (a CPU trace of resnet34 and the H100's launches)",
-    "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
-    "h100": RECORDED + ": the H100's software and what ran on it",
-    "h100-gemms": "tests/test_h100.py recomputes these from the shared reports with its own copy (make test)",
-    "h100-findings": "tests/test_h100.py checks these on the shared files with its own copy; the measured "
-    "ceilings are " + RECORDED,
-    "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",
-    "third-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_host_cost.py with its "
-    "own copy",
-    "fourth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_layout_conversions.py "
-    "with its own copy",
+    "signatures": "the first column: what each step is (batch, tokens)",
+    "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
+    "(signatures-estimates)",
+    "signatures-estimates": RECORDED + ": a CPU trace of resnet34 run once (not kept: 109 of 514 op calls "
+    "distinct) applied to the H100 report's 260 / 421 / 6 launches per phase; 0.34 s a launch is GPT-2's 385 s "
+    "over its 1,118",
+    "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
+    "of the dense peak, ../shared/fixtures/h100/README.md)",
+    "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
+    "third-visit-recorded": RECORDED + ": an H200's seven ceilings --measure runs (three kept as files, the ranges "
+    "not) and a first probe's readings, tried once",
+    "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
+    "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "fifth-visit": RECORDED + " (an H200); the estimates recomputed by tests/figures/test_hopper_estimate.py with "
     "its own copy",
     "sixth-visit": RECORDED + " (an H100); the estimates recomputed by tests/figures/test_hopper_estimate.py and "
     "test_batch_norm.py with their own copy",
-    "large-runs": RECORDED + ": make bench's times and memory on a 2-core machine",
-    "benchmarks": "make bench's goals, and the held-out table's figures repeated (checked equal to the table's here)",
+    "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
 }
 
 

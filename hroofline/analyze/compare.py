@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from hroofline.analyze.compiled_step import compiled_folds, compiled_sides, folded_layers
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.kernels import NO_LAYER, phase_summary
 from hroofline.errors import HrooflineError
@@ -53,6 +54,8 @@ class Comparison:
     # a prediction against a measured run of another GPU or step: what differs (its ratios are no estimate's error)
     other_step: str | None = None
     predictions: list[str] = field(default_factory=list)  # the runs (one or both) that are predictions
+    compiled: dict[str, str] = field(default_factory=dict)  # the torch.compile'd side(s) and their modes
+    bytes_level: str | None = None  # the deepest memory level both runs have bytes at ("hbm", "l2", "l1")
 
     @property
     def estimate_versus_measured(self) -> bool:
@@ -68,6 +71,8 @@ class Comparison:
             "predicted": self.predicted,
             "other_step": self.other_step,
             "predictions": self.predictions,
+            "compiled": self.compiled,
+            "bytes_level": self.bytes_level,
             "matched_on": self.matched_on,
             "phases": self.phases,
             "phases_only_in_base": self.only_in_base,
@@ -115,8 +120,8 @@ def unlike_models(base: Run, candidate: Run) -> str | None:
         return differs
     runs = (base, candidate)
     if all(_mostly_on_modules(run) for run in runs):
-        what, least = "layers", SAME_MODEL_LAYERS
-        keys = [run.launches["layer"].astype("string").fillna(NO_LAYER).astype(str) for run in runs]
+        what, least = "layers", SAME_MODEL_LAYERS  # a compiled region against the modules it replaced
+        keys = [_layer_keys(run, compiled_folds(run, other)) for run, other in ((base, candidate), (candidate, base))]
     elif all(_op_kind(run) != "kernels" for run in runs):
         what, least = "launching ops", SAME_MODEL_OPS
         keys = [run.launches["op"].astype("string").fillna(run.launches["kernel"].astype(str)) for run in runs]
@@ -258,12 +263,17 @@ def match_key(base: Run, candidate: Run) -> str:
     return MATCH_CONTEXT if _has_context(base) and _has_context(candidate) else MATCH_FAMILY
 
 
-def family_sums(run: Run, match: str) -> pd.DataFrame:
-    """Per phase and match key (kernel family, NVTX context and family, or layer): time, FLOPs, bytes,
-    kernels. The key is in the ``family`` column."""
+def _layer_keys(run: Run, folds: frozenset[str]) -> pd.Series:
+    return folded_layers(run.launches["layer"].astype("string").fillna(NO_LAYER).astype(str), folds)
+
+
+def family_sums(run: Run, match: str, folds: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """Per phase and match key (kernel family, NVTX context and family, or layer, those in ``folds`` as the
+    compiled region: :mod:`hroofline.analyze.compiled_step`): time, FLOPs, bytes, kernels. The key is in the
+    ``family`` column."""
     launches = run.launches
     if match == MATCH_LAYER:
-        family = launches["layer"].astype("string").fillna(NO_LAYER).astype(str)
+        family = _layer_keys(run, folds)
     elif match == MATCH_OP:  # a trace's kernels as the op predict would name; a prediction's ops are their own
         named = launches["work_op"].astype("string").fillna(launches["op"].astype("string"))
         family = named.fillna(launches["kernel"].astype("string")).astype(str)
@@ -298,8 +308,8 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     only_in_candidate = [p for p in _phases(candidate) if p not in shared]
     base, candidate = _only(base, shared), _only(candidate, shared)
     match = match_key(base, candidate)
-    b = family_sums(base, match)
-    c = family_sums(candidate, match)
+    b = family_sums(base, match, compiled_folds(base, candidate))
+    c = family_sums(candidate, match, compiled_folds(candidate, base))
     merged = b.merge(c, on=["phase", "family"], how="outer", suffixes=("_b", "_c"))
     families = pd.DataFrame(
         {
@@ -324,10 +334,11 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     one_predicted = base.meta.predicted != candidate.meta.predicted
     differs = other_step(base, candidate) if one_predicted else None
     side = ("base" if base.meta.predicted else "candidate") if one_predicted and differs is None else None
+    phases = compare_phases(base, candidate, side)
     return Comparison(
         base=base.name,
         candidate=candidate.name,
-        phases=compare_phases(base, candidate, side),
+        phases=phases,
         families=families[list(FAMILY_COLUMNS)],
         matched_on=match,
         only_in_base=only_in_base,
@@ -336,7 +347,18 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         other_step=differs,
         predicted=side,
         predictions=[run.name for run in (base, candidate) if run.meta.predicted],
+        compiled=compiled_sides(base, candidate),
+        bytes_level=_common_bytes_level(phases),
     )
+
+
+def _common_bytes_level(phases: dict[str, dict[str, float | None]]) -> str | None:
+    """The deepest memory level (HBM, L2, L1) where both runs' step has bytes: the level fusion's savings show at."""
+    total = phases.get("total", {})
+    for level in ("hbm", "l2", "l1"):
+        if all((total.get(f"{side}_bytes_{level}") or 0) > 0 for side in ("base", "candidate")):
+            return level
+    return None
 
 
 def _counts_fp16_instructions(run: Run) -> bool:
@@ -358,9 +380,9 @@ def _convention_notes(base: Run, candidate: Run) -> list[str]:
     ]
 
 
-def family_points(run: Run, level: str, match: str = MATCH_FAMILY) -> pd.DataFrame:
+def family_points(run: Run, level: str, match: str = MATCH_FAMILY, folds: frozenset[str] = frozenset()) -> pd.DataFrame:
     """:func:`family_sums` with the intensity at ``level`` and the FLOP/s of each family."""
-    sums = family_sums(run, match)
+    sums = family_sums(run, match, folds)
     sums[f"ai_{level}"] = sums["flops"] / sums[f"bytes_{level}"].where(sums[f"bytes_{level}"] > 0)
     sums["flop_rate"] = sums["flops"] / sums["time_s"].where(sums["time_s"] > 0)
     return sums
@@ -369,8 +391,8 @@ def family_points(run: Run, level: str, match: str = MATCH_FAMILY) -> pd.DataFra
 def matched_points(base: Run, candidate: Run, level: str, count: int) -> pd.DataFrame:
     """The ``count`` families with the most time in either run that both runs can place at ``level``."""
     match = match_key(base, candidate)
-    b = family_points(base, level, match)
-    c = family_points(candidate, level, match)
+    b = family_points(base, level, match, compiled_folds(base, candidate))
+    c = family_points(candidate, level, match, compiled_folds(candidate, base))
     merged = b.merge(c, on=["phase", "family"], suffixes=("_base", "_candidate"))
     placeable = pd.Series(True, index=merged.index)
     for side in ("base", "candidate"):

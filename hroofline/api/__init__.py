@@ -8,7 +8,7 @@
     run.chart(by="layer")                             # hierarchical roofline (Altair; inline in Jupyter)
     run.report("report/")                             # the HTML page, as `hroofline report`
     run.advise()                                      # what to change, with evidence and win (a DataFrame)
-    hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import`
+    hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import` (its options by name)
     hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
     hroofline.compare(base, candidate)                # a Comparison (.phases, .phase_table, .families)
     hroofline.report(["r1", "r2"], "report/", compare=[("r1", "r2")])
@@ -37,6 +37,8 @@ _HOMES: dict[str, str] = {
     "Prediction": "prediction",
     "RunView": "face",
     "import_files": "imports",
+    "import_with": "imports",
+    "ImportSettings": "imports",
     "roofline": "outputs",
     "top": "outputs",
 }

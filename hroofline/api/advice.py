@@ -7,6 +7,8 @@ import pandas as pd
 
 from hroofline.analyze.advice.base import Finding
 from hroofline.analyze.advice.rules import advise as find
+from hroofline.analyze.advice.rules import done_by_compiling
+from hroofline.analyze.compiled_step import compile_mode
 from hroofline.model.run import Run
 
 COLUMNS = (
@@ -54,3 +56,10 @@ def advise(run: Run, ceilings: str | None = None) -> pd.DataFrame:
         for f in findings(run, ceilings)
     ]
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def done_advice(run: Run) -> list[dict[str, str]]:
+    """The advice the run's step has taken already, which advise does not repeat: the rules whose change is
+    torch.compile, where its model is compiled (``compile``: the mode, ``unknown`` where the run does not say)."""
+    mode = compile_mode(run) or ""
+    return [{"rule": rule.key, "title": rule.title, "compile": mode} for rule in done_by_compiling(run)]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hroofline.api.face import RunView
+from hroofline.api.imports import ImportSettings
 from hroofline.api.options import DEFAULT_TOP
 from hroofline.model.run import Run
 from hroofline.store.location import existing_store_path, store_path
@@ -76,37 +77,26 @@ def advise(run: Run | str, store: str | Path | None = None, ceilings: str | None
 def import_run(
     sources: list[str | Path] | str | Path,
     run: str,
-    gpu: str | None = None,
-    phase: str | None = None,
+    settings: ImportSettings | None = None,
     store: str | Path | None = None,
-    replace: bool = False,
-    ceilings: str | Path | None = None,
-    capture: list[str | Path] | str | Path | None = None,
+    **options: Any,
 ) -> RunView:
-    """Imports ncu reports, exports, logs or profiler traces into ``run`` (created, appended to, or with
-    ``replace`` made of these alone), as ``hroofline import``; returns the run. A trace recorded on the CPU alone
-    (or ``gpu="cpu"``) makes a CPU run; ``ceilings`` (a ceilings file, e.g. of that CPU) gives the run its roofs.
-    ``capture``: for a trace replayed from CUDA graphs, the trace(s) written while capturing them (``--capture``)."""
-    from hroofline.api.imports import import_files
-    from hroofline.importers.build import ImportOptions
-    from hroofline.model.phases import parse_phase_option
-    from hroofline.roofs.catalog import resolve_gpu
-    from hroofline.roofs.ceilings import CPU, load_ceilings_file
-    from hroofline.store.runs import RunDefaults
+    """Imports ncu reports, exports, logs or profiler traces into ``run``, as ``hroofline import``, and returns the
+    run. It takes what the command takes, by the options' names, as an
+    :class:`~hroofline.api.imports.ImportSettings` or one by one::
+
+        hroofline.import_run("trace.json.gz", "ddp", gpu="a100", steps="5,6")   # import ... --gpu a100 --steps 5,6
+        hroofline.import_run(["rank0.json", "rank1.json"], "two", hroofline.ImportSettings(gpu="a100", rank=1))
+
+    (``gpu``, ``phase``, ``ceilings``, ``measure_ceilings``, ``force_gpu``, ``merge``, ``steps``, ``rank``,
+    ``capture``, ``compile_log``, ``precision``, ``replace``). A trace recorded on the CPU alone (or
+    ``gpu="cpu"``) makes a CPU run, its roofs ``ceilings`` or, where the trace was recorded here, this CPU's."""
+    from hroofline.api.imports import import_with
 
     paths = [sources] if isinstance(sources, str | Path) else list(sources)
-    on_cpu = gpu is not None and gpu.strip().lower() == CPU
-    named = resolve_gpu(gpu) if gpu and not on_cpu else None
-    captures = [capture] if isinstance(capture, str | Path) else list(capture or [])
-    options = ImportOptions(
-        phase=parse_phase_option(phase) if phase else None,
-        gpu=named,
-        cpu_ops=on_cpu,
-        captures=tuple(Path(c) for c in captures),
-    )
-    measured = load_ceilings_file(Path(ceilings)).to_json() if ceilings is not None else None
+    chosen = ImportSettings.named(settings, **options)
     target = store_at(store, writing=True)
-    import_files(target, run, paths, options, RunDefaults(named.name if named else None, None, measured), replace)
+    import_with(target, run, paths, chosen)
     return RunView.of(target.load(run))
 
 

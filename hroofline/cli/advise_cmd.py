@@ -56,14 +56,16 @@ def _format(text: str) -> str:
 
 
 def run_advise(args: argparse.Namespace) -> int:
-    from hroofline.analyze.advice.rules import ON_GPU, advice_scope
-    from hroofline.api.advice import advise, findings
+    from hroofline.analyze.advice.rules import ON_GPU, advice_scope, done_by_compiling
+    from hroofline.analyze.compiled_step import compile_mode
+    from hroofline.api.advice import advise, done_advice, findings
     from hroofline.render.advice import NOT_JUDGED, advice_text
     from hroofline.render.text import render_frame, to_json
 
     run = open_store(args).load(args.run)
     if args.format == "json":
         data = {"run": run.name, "findings": advise(run, args.ceilings).to_dict(orient="records")}
+        data["done"] = done_advice(run)
         if run.meta.predicted:
             data["not_judged"] = NOT_JUDGED[advice_scope(run)]
         write_out(to_json(data))
@@ -72,7 +74,8 @@ def run_advise(args: argparse.Namespace) -> int:
         write_out(render_frame(flat_findings(advise(run, args.ceilings)), "csv"))
         return 0
     found = findings(run, args.ceilings)  # the scope is asked for only where nothing was found
-    write_out(advice_text(run.name, found, ON_GPU if found else advice_scope(run, args.ceilings)))
+    scope = ON_GPU if found else advice_scope(run, args.ceilings)
+    write_out(advice_text(run.name, found, scope, done_by_compiling(run), compile_mode(run)))
     return 0
 
 

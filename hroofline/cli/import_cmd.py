@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import socket
-from pathlib import Path
-from typing import Any
 
-from hroofline.api.imports import CpuCeilings, import_files
+from hroofline.api.imports import ImportSettings, import_with
 from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.cli.profile_common import this_cpu_ceilings
-from hroofline.errors import InputError, UsageError
-from hroofline.importers.build import ImportOptions
-from hroofline.importers.source import ImportedSource
-from hroofline.model.phases import parse_phase_option
 from hroofline.model.run import Run
-from hroofline.roofs.catalog import resolve_gpu
-from hroofline.roofs.ceilings import CPU, load_ceilings_file, roofs_unknown
-from hroofline.store.files import check_run_name
-from hroofline.store.runs import RunDefaults
+from hroofline.roofs.ceilings import CPU, roofs_unknown
 
 HELP = """\
 Import ncu output or PyTorch profiler traces into a run. A SOURCE is a .ncu-rep report, an ncu CSV export
@@ -54,6 +44,7 @@ examples:
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
   hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
+  hroofline import trace.json --run c --compile-log torch-trace/   # torch.compile'd: kernels on their modules
 """
 
 
@@ -119,6 +110,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "(vLLM's capture_traces/*.pt.trace.json.gz); each graph launch's kernels get the ops that launched them "
         "at capture, matched in launch order by kernel names (grid and block where both record them)",
     )
+    parser.add_argument(
+        "--compile-log",
+        metavar="LOG",
+        help="traces of a torch.compile'd model: its compile log (the folder TORCH_TRACE=DIR wrote, with "
+        "INDUCTOR_PROVENANCE=1 set; a .tar.xz of it, or one .log), which places each compiled kernel on its module "
+        "(default: the compiled region's label)",
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--replace",
@@ -130,55 +128,29 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run_command=run)
 
 
-def parse_steps(text: str) -> frozenset[int]:
-    """'5,6' or '5-7' or '5,8-9' -> the step numbers."""
-    steps: set[int] = set()
-    try:
-        for part in text.split(","):
-            first, _, last = part.strip().partition("-")
-            steps.update(range(int(first), int(last or first) + 1))
-    except ValueError:
-        raise UsageError(f"--steps {text!r}: give step numbers, e.g. 5,6 or 5-7") from None
-    if not steps:
-        raise UsageError(f"--steps {text!r}: give step numbers, e.g. 5,6 or 5-7")
-    return frozenset(steps)
+def settings_of(args: argparse.Namespace) -> ImportSettings:
+    """The command's options as the API's: one set of checks and defaults for both."""
+    return ImportSettings(
+        gpu=args.gpu,
+        phase=args.phase,
+        ceilings=args.ceilings,
+        measure_ceilings=args.measure_ceilings,
+        force_gpu=args.force_gpu,
+        merge=args.merge,
+        steps=args.steps,
+        rank=args.rank,
+        capture=args.capture,
+        compile_log=args.compile_log,
+        precision=args.precision,
+        replace=args.replace,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    name = check_run_name(args.run)
-    on_cpu = bool(args.gpu) and args.gpu.strip().lower() == CPU
-    if args.force_gpu and on_cpu:
-        raise UsageError("--force-gpu: not with --gpu cpu (it judges a GPU's report as another GPU)")
-    if args.force_gpu and not args.gpu:
-        raise UsageError("--force-gpu needs --gpu: the GPU to judge the report as")
-    if args.measure_ceilings and (args.ceilings or (args.gpu and not on_cpu)):
-        what = "--ceilings FILE" if args.ceilings else f"--gpu {args.gpu} (a GPU's roofs are its catalog's)"
-        raise UsageError(f"--measure-ceilings: measures this CPU's ceilings, for a CPU trace, not with {what}")
-    ceilings = load_ceilings_file(Path(args.ceilings)).to_json() if args.ceilings else None  # before the import
-    options = ImportOptions(
-        phase=parse_phase_option(args.phase) if args.phase else None,
-        gpu=resolve_gpu(args.gpu) if args.gpu and not on_cpu else None,
-        merge=args.merge,
-        steps=parse_steps(args.steps) if args.steps else None,
-        rank=args.rank,
-        cpu_ops=on_cpu,
-        force_gpu=args.force_gpu,
-        captures=tuple(_existing_captures(args.capture)),
-    )
-    gpu = options.gpu.name if options.gpu else None
-    defaults = RunDefaults(gpu, args.precision, ceilings)
+    name = args.run
     store = open_store(args, writing=True)
-    unknown: list[str] = []  # why the CPU's ceilings are not known, where they are not
-    done = import_files(
-        store,
-        name,
-        args.sources,
-        options,
-        defaults,
-        args.replace,
-        progress,
-        _cpu_ceilings(unknown, args.measure_ceilings),
-    )
+    # this_cpu_ceilings is looked up when called: it says what it measured or found cached
+    done = import_with(store, name, args.sources, settings_of(args), progress, lambda again: this_cpu_ceilings(again))
     for prefix in done.skipped:
         say(f"{prefix}: already in run {name!r}, nothing added")
     result = done.result
@@ -204,37 +176,8 @@ def run(args: argparse.Namespace) -> int:
     say(f"run {name!r}: {total} launches from {len(result.run.meta.sources)} sources in {store.root}")
     if args.measure_ceilings and result.run.meta.gpu != CPU:
         say(f"note: --measure-ceilings: nothing measured: run {name!r} is not a CPU run (its roofs are its GPU's)")
-    _warn_without_roofs(result.run, unknown)
+    _warn_without_roofs(result.run, done.ceilings_unknown)
     return 0
-
-
-def _existing_captures(names: list[str]) -> list[Path]:
-    """The capture traces, each checked to exist before anything is read."""
-    paths = [Path(name) for name in names]
-    for path in paths:
-        if not path.is_file():
-            raise InputError(f"--capture {path}: no such file")
-    return paths
-
-
-def _cpu_ceilings(unknown: list[str], measure_again: bool = False) -> CpuCeilings:
-    """The ceilings of the CPU a CPU trace was recorded on, where that is this machine (the trace's host_name):
-    this CPU's (cached, or measured anew with ``measure_again``). Else none, and why in ``unknown``."""
-
-    def ceilings(sources: list[ImportedSource]) -> dict[str, Any] | None:
-        hosts = {source.info.settings.get("host") for source in sources}
-        here = socket.gethostname()
-        if hosts == {here}:
-            return this_cpu_ceilings(measure_again).to_json()
-        recorded = ", ".join(sorted(repr(h) for h in hosts if h and h != here))
-        unknown.append(
-            f"the trace was recorded on host {recorded}, not on this one ({here!r})"
-            if recorded
-            else "the trace does not say which machine recorded it"
-        )
-        return None
-
-    return ceilings
 
 
 def _warn_without_roofs(run: Run, unknown: list[str]) -> None:

@@ -27,6 +27,7 @@ from hroofline.cli.profile_trace import (
     profile_trace_run,
     top_kernels_pass,
 )
+from hroofline.collect.compiling import COMPILE_MODES, COMPILED_WARMUP, compiled_suffix, replays_graphs
 from hroofline.collect.models import check_model
 from hroofline.collect.ncu_top import parse_kernels_option
 from hroofline.collect.workload import canonical_precision
@@ -57,6 +58,12 @@ examples:
   hroofline profile --arch resnet50 --gpu a100 --kernels top:5        a trace, then ncu on the 5 longest kernels
   hroofline profile --arch deeplabv3_resnet50 --input-shape 3,512,512 --gpu cpu --batch-size 2
   hroofline profile --model mypkg.models:build --gpu cpu               your own model (FACTORY() -> nn.Module)
+  hroofline profile --arch resnet18 --gpu cpu --batch-size 2 --input-shape 3,64,64 --compile
+                                                                       the model torch.compile'd (on the CPU: a
+                                                                       trace, Inductor's C++ code); run
+                                                                       resnet18-fp32-cpu-b2-3x64x64-compiled-trace
+  hroofline profile --model hf:gpt2 --gpu h100 --compile reduce-overhead   CUDA graphs: ncu profiles every
+                                                                       launch, each graph node as a kernel
   hroofline profile --gpu cpu --script train.py --epochs 1             your own script, marked with
                                                                        hroofline.profiled_step/phase/annotate
   hroofline profile --gpu h100 --backend trace --script train.py      your script under torch.profiler (no
@@ -90,14 +97,27 @@ def register(commands: argparse._SubParsersAction) -> None:
         nargs=argparse.REMAINDER,
         help="--script SCRIPT [ARGS...]: profile your own training script instead of --arch/--model (the last "
         "option: what follows goes to the script); it marks its steps with hroofline.profiled_step(), phases "
-        "with hroofline.phase(), layers with hroofline.annotate(model)",
+        "with hroofline.phase(), layers with hroofline.annotate(model); a script that calls torch.compile itself is "
+        "profiled as it runs, compiled (--compile is for --arch and --model)",
+    )
+    profile.add_argument(
+        "--compile",
+        nargs="?",
+        const="default",
+        choices=COMPILE_MODES,
+        metavar="MODE",
+        help="torch.compile the model (its loss and optimizer stay eager) in MODE: default (--compile alone), "
+        f"max-autotune or reduce-overhead (both replay CUDA graphs on a GPU); {COMPILED_WARMUP} warm-up steps "
+        "(compilation, CUDA graph warm-up and recording) run before the measured step; the run is named "
+        "...-compiled[-MODE]. Not with --script: your script compiles its model itself and is profiled as it runs",
     )
     profile.add_argument(
         "--backend",
         choices=BACKENDS,
         help="how to measure: ncu (counters per kernel; on a GPU where ncu is installed, the default), trace "
         "(torch.profiler: measured kernel or op times with analytic work from the recorded shapes; no counter "
-        "permission needed; the default on a GPU without ncu), recorder (--gpu cpu only, the default there: "
+        "permission needed; the default on a GPU without ncu, and with --compile on the CPU), recorder (--gpu cpu "
+        "only, the default there: "
         "every ATen op timed at the dispatcher)",
     )
     profile.add_argument("--steps", type=positive_int, default=1, metavar="N", help="profiled steps (1)")
@@ -202,16 +222,18 @@ def run_profile(args: argparse.Namespace) -> int:
         if args.dry_run or args.script is not None:
             what = "--dry-run" if args.dry_run else "--script"
             raise UsageError(f"--kernels: not with {what} (its trace pass chooses the kernels, on the model)")
+    _check_compile(args)
     if args.script is not None:
         return _profile_script(args, on_cpu)
-    config = workload_config(args, "cpu" if on_cpu else "cuda")
+    config = replace(workload_config(args, "cpu" if on_cpu else "cuda"), compile=args.compile)
     gpu = None if on_cpu else resolve_gpu(args.gpu)
-    backend = args.backend or ("recorder" if on_cpu else _default_gpu_backend(args))
-    suffix = "-trace" if backend == "trace" else ""
+    cpu_backend = "trace" if args.compile else "recorder"  # the recorder sees ATen ops: compiled code runs none
+    backend = args.backend or (cpu_backend if on_cpu else _default_gpu_backend(args))
+    suffix = compiled_suffix(args.compile) + ("-trace" if backend == "trace" else "")
     run = check_run_name(args.run or workload_name(config, args.gpu) + suffix)
     check_model(config.model)  # before minutes of measuring or profiling
     _refuse_existing(args, run)  # after the arguments: a mistake in them is said first
-    warmup = 2 if args.warmup is None else args.warmup
+    warmup = _warmup_steps(args, on_cpu)
     if backend == "trace":
         profile_trace_run(args, config, gpu, run, warmup)
     elif on_cpu:
@@ -227,7 +249,9 @@ def run_profile(args: argparse.Namespace) -> int:
         assert gpu is not None
         settings = _ncu_settings(args, warmup)
         plan, tool, calls = None, None, None
-        if args.dry_run and not args.every_launch:
+        if args.compile:
+            _say_compiled_under_ncu(args.compile, args.every_launch)
+        elif args.dry_run and not args.every_launch:
             say(
                 "note: this command profiles every launch; by default hroofline first runs a trace pass and profiles "
                 "one launch per signature, which needs the trace's op calls (run hroofline profile itself)"
@@ -241,6 +265,44 @@ def run_profile(args: argparse.Namespace) -> int:
         command = workload_command(config, settings, not args.no_layers, memory_out, calls)
         _profile_gpu(args, gpu, command, settings, run, config.arch, plan, tool)
     return 0
+
+
+def _check_compile(args: argparse.Namespace) -> None:
+    if args.compile is None:
+        return
+    if args.script is not None:
+        raise UsageError(
+            "--compile: not with --script (your script compiles its model itself, and is profiled as it runs)"
+        )
+    if args.backend == "recorder":
+        raise UsageError(
+            "--compile: not with --backend recorder (it times ATen ops; compiled code runs Inductor's kernels)",
+            "use --backend trace",
+        )
+    if args.kernels:
+        raise UsageError("--compile: not with --kernels (ncu profiles every launch of a compiled step)")
+
+
+def _warmup_steps(args: argparse.Namespace, on_cpu: bool) -> int:
+    """The warm-up steps before the measured one: 2, a compiled step's 3 (compilation and CUDA graphs' warm-up
+    and recording); fewer than a compiled step needs is said, since the measured step then compiles or records."""
+    if args.compile is None:
+        return 2 if args.warmup is None else args.warmup
+    needed = COMPILED_WARMUP if replays_graphs(args.compile, not on_cpu) else 1
+    if args.warmup is not None and args.warmup < needed:
+        what = "records its CUDA graphs" if args.warmup else "compiles the model"
+        say(f"hroofline: warning: --warmup {args.warmup}: the measured step {what} (--compile wants {needed})")
+    return COMPILED_WARMUP if args.warmup is None else args.warmup
+
+
+def _say_compiled_under_ncu(mode: str, every_launch: bool) -> None:
+    if not every_launch:  # the distinct-launch pass marks ATen op calls, and Inductor's kernels are launched by none
+        say("--compile: ncu profiles every launch of the step (one launch per signature needs the op of each)")
+    if replays_graphs(mode, on_gpu=True):
+        say(
+            f"--compile {mode}: the step replays CUDA graphs; ncu profiles each graph node as a kernel "
+            "(--graph-profiling node)"
+        )
 
 
 def _check_backend(args: argparse.Namespace, on_cpu: bool, gpu_only: list[str]) -> None:
@@ -342,7 +404,12 @@ def _ncu_settings(args: argparse.Namespace, warmup: int) -> NcuSettings:
     from hroofline.collect.ncu_command import NcuSettings
 
     return NcuSettings(
-        args.clock_control or "base", args.cache_control or "all", args.passes or "one", warmup, args.steps
+        args.clock_control or "base",
+        args.cache_control or "all",
+        args.passes or "one",
+        warmup,
+        args.steps,
+        compile=getattr(args, "compile", None),
     )
 
 

@@ -33,7 +33,7 @@ from hroofline.errors import InputError
 from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
-from hroofline.render.roof_notes import provenance_line, work_sources_line
+from hroofline.render.roof_notes import compiled_line, provenance_line, work_sources_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.roofs.ceilings import run_gpu
 from hroofline.store.reading import BrokenRun
@@ -249,8 +249,12 @@ def show_summary(args: argparse.Namespace) -> int:
         total = phases.pop("total")
         counters = {"counters": asdict(provenance)} if provenance else {}
         work = {"work_sources": sources} if sources else {}
-        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work}))
+        compiled = {"compile": run.meta.compile_mode} if run.meta.compile_mode else {}
+        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled}))
     else:
+        compiled_note = compiled_line(run.meta.compile_mode)
+        if compiled_note:
+            say(f"note: {compiled_note}")
         line = provenance_line(provenance)
         if line:
             write_out(f"note: {line}\n")

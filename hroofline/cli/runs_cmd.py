@@ -8,14 +8,15 @@ from hroofline.cli.common import add_store_option, open_reader, say, write_out
 from hroofline.render.text import FORMATS, records_table, to_json
 from hroofline.store.listing import RUN_LISTING_COLUMNS, run_listing
 
-RUNS_TABLE_COLUMNS = ("run", "kind", "gpu", "precision", "phases", "sources", "launches", "ncu", "updated")
+RUNS_TABLE_COLUMNS = ("run", "kind", "gpu", "precision", "compile", "phases", "sources", "launches", "ncu", "updated")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     runs = commands.add_parser(
         "runs",
         description="List the runs in the store: how each was collected (kind), GPU, precision, phases, sources, "
-        "launches, ncu versions and dates. JSON has every column, as the runs table of `hroofline query`.",
+        "launches, ncu versions and dates, and the torch.compile mode of a compiled step (column compile, shown "
+        "where a run has one). JSON has every column, as the runs table of `hroofline query`.",
     )
     runs.add_argument(
         "--format", choices=FORMATS, default="table", help="table: for people; csv and json: every column"
@@ -38,7 +39,8 @@ def list_runs(args: argparse.Namespace) -> int:
 
         write_out(render_frame(pd.DataFrame(listing, columns=list(RUN_LISTING_COLUMNS)), "csv"))
     elif listing:
-        write_out(records_table(listing, RUNS_TABLE_COLUMNS))
+        compiled = any(row["compile"] for row in listing)  # the column where a run was compiled, not on every store
+        write_out(records_table(listing, [c for c in RUNS_TABLE_COLUMNS if compiled or c != "compile"]))
     elif not broken:
         write_out(f"no runs in {store.root}\n")
     return 0

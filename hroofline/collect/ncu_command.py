@@ -11,6 +11,9 @@
   that backward launches from autograd threads are included and tagged.
 - Clock and cache control are explicit choices, recorded in the run: ``base`` clocks give repeatable
   counts, ``--cache-control all`` flushes caches between replay passes.
+- A compiled step (``profile --compile``) whose mode replays CUDA graphs (reduce-overhead, max-autotune) is
+  profiled with ``--graph-profiling node``: each kernel node of a replayed graph is profiled as a kernel of its
+  own (ncu's default, said in the command so that the report is never one result per graph).
 - One pass exports one ``.ncu-rep`` with every metric; ``groups`` runs the application once per metric
   group (Yang et al.'s way, each pass with few counters, for clean timing) and writes each pass's
   long CSV log, merged launch by launch on import.
@@ -22,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hroofline.collect.compiling import replays_graphs
 from hroofline.collect.op_calls import MEASURE_RANGE
 from hroofline.collect.session import COLLECT_ENV, LAYERS_ENV, STEPS_ENV, WARMUP_ENV
 from hroofline.collect.workload import NVTX_DOMAIN, STEP_PHASES, WorkloadConfig
@@ -49,6 +53,12 @@ class NcuSettings:
     steps: int = 1
     kernel_filter: tuple[str, ...] = ()  # ncu options choosing kernels by name (``--kernels top:N``)
     distinct: bool = False  # only the op calls the workload marks as ``measure`` (one launch per signature)
+    compile: str | None = None  # the torch.compile mode of the profiled model (profile --compile)
+
+    @property
+    def graph_nodes(self) -> bool:
+        """Whether the step replays CUDA graphs, whose kernel nodes ncu is to profile one by one."""
+        return replays_graphs(self.compile, on_gpu=True)
 
     def recorded(self) -> dict[str, str]:
         recorded = {
@@ -58,6 +68,10 @@ class NcuSettings:
             "warmup_steps": str(self.warmup),
             "profiled_steps": str(self.steps),
         }
+        if self.compile is not None:
+            recorded["compile"] = self.compile
+        if self.graph_nodes:
+            recorded["graph_profiling"] = "node"
         if self.kernel_filter:
             recorded["kernel_filter"] = " ".join(self.kernel_filter)
         if self.distinct:
@@ -79,6 +93,7 @@ def workload_command(
     shape = ["--input-shape", ",".join(map(str, config.input_shape))] if config.input_shape else []
     tokens = ["--seq-len", str(config.seq_len)] if config.seq_len else []
     layout = ["--channels-last"] if config.channels_last else []
+    compiled = ["--compile", config.compile] if config.compile else []
     return [
         sys.executable,
         "-m",
@@ -88,6 +103,7 @@ def workload_command(
         *shape,
         *tokens,
         *layout,
+        *compiled,
         "--batch-size",
         str(config.batch_size),
         "--precision",
@@ -162,6 +178,7 @@ def ncu_passes(
         "--profile-from-start",
         "off",
         *nvtx_filter(settings.distinct),
+        *(["--graph-profiling", "node"] if settings.graph_nodes else []),
         "--clock-control",
         settings.clock_control,
         "--cache-control",

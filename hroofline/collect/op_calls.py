@@ -21,9 +21,12 @@ and NVTX ranges in the ncu pass, and would number the two passes apart. Inside `
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+from hroofline.errors import UsageError
 from hroofline.importers.kineto_links import CALL_RANGE_PREFIX
 
 MEASURE_RANGE = "measure"
@@ -87,3 +90,12 @@ def marking(marks: Any | None) -> Iterator[None]:
         return
     with marks:
         yield
+
+
+def measure_marks(path: Path, domain: str) -> Any:
+    """The ncu pass's op-call marks (in NVTX ``domain``) for the calls listed in ``path``."""
+    try:
+        planned = frozenset(int(number) for number in json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as error:
+        raise UsageError(f"--measure-calls {path}: not a JSON list of op-call numbers ({error})") from None
+    return measure_call_marks(planned, domain)

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hroofline.collect.compiling import quiet_layers, tracked_throughout
 from hroofline.collect.memory_tracking import CudaPhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
@@ -71,33 +72,36 @@ def profile_trace(
     step = TrainingStep(config, PhaseMarks([ranges.phase, tracker.phase_changed]), tracker)
     on_gpu = config.device != "cpu"
     progress(f"{config.arch}: {warmup} warm-up step(s)")
-    for _ in range(warmup):
-        step.run()
-    step.synchronize()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
-    scale = step.loss_scale()
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
-    profiler = _step_profiler(activities, steps, trace_file)  # the warm-up steps ran above
-    trace_file.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with tracker, native_stderr_quiet():
-        profiler.start()
-        with marking(trace_call_marks() if mark_calls else None):
-            for _ in range(steps):
+    with tracked_throughout(tracker, config.compile is not None) as tracking:
+        with quiet_layers(tracker):
+            for _ in range(warmup):
                 step.run()
-                step.synchronize()
-                profiler.step()
-        ranges.layer(None)
-        profiler.stop()
-    seconds = time.perf_counter() - started
-    warn_if_skipped(step, scale)
-    if not trace_file.exists():
-        raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
-    settings = {key: str(value) for key, value in asdict(config).items()}
+        step.synchronize()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+        progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
+        scale = step.loss_scale()
+        os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
+        profiler = _step_profiler(activities, steps, trace_file)  # the warm-up steps ran above
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        with tracking, native_stderr_quiet():
+            profiler.start()
+            with marking(trace_call_marks() if mark_calls else None):
+                for _ in range(steps):
+                    step.run()
+                    step.synchronize()
+                    profiler.step()
+            ranges.layer(None)
+            profiler.stop()
+        seconds = time.perf_counter() - started
+        warn_if_skipped(step, scale)
+        if not trace_file.exists():
+            raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
+        memory = measure_step_memory(step, on_gpu)  # a compiled step's still with the hooks it was compiled with
+    settings = {key: str(value) for key, value in asdict(config).items() if value is not None or key != "compile"}
     settings.update(warmup_steps=str(warmup), profiled_steps=str(steps), profiled_seconds=f"{seconds:.3f}")
     source = import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
-    source.info.memory, source.info.formulas_used["memory"] = measure_step_memory(step, on_gpu)
+    source.info.memory, source.info.formulas_used["memory"] = memory
     return source
 
 

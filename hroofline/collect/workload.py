@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hroofline.collect import compiling
 from hroofline.collect.models import (
     ModelSpec,
     build_model,
@@ -78,7 +78,8 @@ class WorkloadConfig:
     """``arch`` is a model spec (:mod:`hroofline.collect.models`): a torchvision name, ``hf:NAME``,
     ``PKG.MODULE:FACTORY`` or ``FILE.py:FACTORY``; ``input_shape`` one sample's shape (C,H,W);
     ``seq_len`` the tokens per sample of a model that takes token ids; ``channels_last`` keeps the model and its
-    images in NHWC (``torch.channels_last``), where cuDNN's tensor-core convolutions need no layout conversion."""
+    images in NHWC (``torch.channels_last``), where cuDNN's tensor-core convolutions need no layout conversion;
+    ``compile`` a torch.compile mode (:mod:`hroofline.collect.compiling`) for the model, None: eager."""
 
     arch: str
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -89,6 +90,7 @@ class WorkloadConfig:
     input_shape: tuple[int, ...] | None = None
     seq_len: int | None = None
     channels_last: bool = False
+    compile: str | None = None
 
     @property
     def model(self) -> ModelSpec:
@@ -96,6 +98,7 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", canonical_precision(self.precision))
+        compiling.check_compile_mode(self.compile)
         if self.optimizer not in OPTIMIZERS:
             raise UsageError(f"unknown optimizer {self.optimizer!r}", "use sgd (with momentum) or adam")
         if self.batch_size < 1:
@@ -224,6 +227,8 @@ class TrainingStep:
             self.optimizer = torch.optim.Adam(trained, lr=1e-3, foreach=foreach)
         else:
             self.optimizer = torch.optim.SGD(trained, lr=0.01, momentum=0.9, foreach=foreach)
+        if config.compile is not None:  # the wrapper, once the model is as it runs (layout, O2's half precision)
+            self.model = compiling.compiled_module(self.model, config.compile)
         scaled = config.precision == "amp" and device.type != "meta"
         # A modest first scale: at PyTorch's 65536 the first steps often overflow and skip the optimizer,
         # and a profiled step that skipped it would show no optimizer phase.
@@ -373,22 +378,24 @@ def run_profiled_steps(
 
     listeners = step.marks.listeners
     step.marks.listeners = []
-    for _ in range(warmup):
-        step.run()
-    step.synchronize()
-    step.marks.listeners = listeners
-    profiler = step.torch.cuda.profiler if cuda_profiler else None
-    scale = step.loss_scale()
-    if profiler is not None:
-        profiler.start()
-    try:
-        with tracker if tracker is not None else contextlib.nullcontext(), marking(marks):
-            for _ in range(steps):
+    with compiling.tracked_throughout(tracker, step.config.compile is not None) as tracking:
+        with compiling.quiet_layers(tracker):
+            for _ in range(warmup):
                 step.run()
-            step.synchronize()
-    finally:
+        step.synchronize()
+        step.marks.listeners = listeners
+        profiler = step.torch.cuda.profiler if cuda_profiler else None
+        scale = step.loss_scale()
         if profiler is not None:
-            profiler.stop()
+            profiler.start()
+        try:
+            with tracking, marking(marks):
+                for _ in range(steps):
+                    step.run()
+                step.synchronize()
+        finally:
+            if profiler is not None:
+                profiler.stop()
     warn_if_skipped(step, scale)
 
 
@@ -421,6 +428,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--compile", choices=compiling.COMPILE_MODES, help="torch.compile the model in this mode")
     parser.add_argument("--no-cuda-profiler-range", action="store_true", help="do not call cudaProfilerStart/Stop")
     parser.add_argument(
         "--measure-calls",
@@ -432,17 +440,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--memory-out", metavar="FILE", help="write each phase's CUDA memory (first profiled step) here, as JSON"
     )
     return parser.parse_args(argv)
-
-
-def measure_marks(path: Path) -> Any:
-    """The ncu pass's op-call marks for the calls listed in ``path``."""
-    from hroofline.collect.op_calls import measure_call_marks
-
-    try:
-        planned = frozenset(int(number) for number in json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError) as error:
-        raise UsageError(f"--measure-calls {path}: not a JSON list of op-call numbers ({error})") from None
-    return measure_call_marks(planned, NVTX_DOMAIN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -457,10 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             input_shape=parse_input_shape(args.input_shape),
             seq_len=args.seq_len,
             channels_last=args.channels_last,
+            compile=args.compile,
         )
         import torch
 
         from hroofline.collect.module_tracking import LayerTracker
+        from hroofline.collect.op_calls import measure_marks
 
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             print("hroofline workload: error: PyTorch sees no CUDA GPU", file=sys.stderr)
@@ -478,12 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         step = TrainingStep(config, PhaseMarks(listeners), tracker)
         print(
             f"hroofline workload: {config.arch}, batch {config.batch_size}, {config.precision}"
-            f"{', channels_last' if config.channels_last else ''}, "
+            f"{', channels_last' if config.channels_last else ''}"
+            f"{f', compiled ({config.compile})' if config.compile else ''}, "
             f"{args.warmup} warm-up + {args.steps} profiled step(s)",
             file=sys.stderr,
             flush=True,
         )
-        marks = measure_marks(Path(args.measure_calls)) if args.measure_calls else None
+        marks = measure_marks(Path(args.measure_calls), NVTX_DOMAIN) if args.measure_calls else None
         run_profiled_steps(step, args.warmup, args.steps, not args.no_cuda_profiler_range, tracker, marks)
         if memory is not None:
             from hroofline.collect.memory_tracking import write_memory

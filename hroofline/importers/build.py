@@ -9,7 +9,7 @@ evaluates the metric formulas and the report's own roofs on each result.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from hroofline.importers.checks import (
     uncounted_work_warning,
 )
 from hroofline.importers.graph_capture import captured_graphs
+from hroofline.importers.inductor_provenance import CompiledGraph
 from hroofline.importers.join import Pass, join_passes, launch_difference, measured_metrics, same_launches
 from hroofline.importers.kineto import TraceEvents, looks_like_json, parse_trace
 from hroofline.importers.metric_logs import folder_digest, folder_files, read_metric_logs
@@ -64,6 +65,7 @@ class ImportOptions:
     cpu_ops: bool = False  # a CPU-only trace (hroofline's own, on the CPU): every op is a launch (self time)
     force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
     captures: tuple[Path, ...] = ()  # traces replayed from CUDA graphs: the traces written while capturing them
+    compiled: Mapping[str, CompiledGraph] | None = None  # traces: a compile log's graphs, for compiled layers
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,14 @@ def _trace_source(
 ) -> ImportedSource:
     captured = tuple(graph for path in options.captures for graph in captured_graphs(_capture_trace(path)))
     trace_options = TraceOptions(
-        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu, captured
+        options.phase,
+        options.steps,
+        options.rank,
+        options.cpu_ops,
+        options.gpu,
+        options.force_gpu,
+        captured,
+        options.compiled,
     )
     if not options.captures:
         return trace_source(trace, source.digest, trace_options, metric_set)

@@ -10,7 +10,9 @@ call's thread at that moment are its stack (outermost first). From the stack com
 - the user ranges (``record_function``, ``## forward ##``), the phase they name, and the layer
   (hroofline's own ``hroofline.layer:`` ranges, or the op's ``Module Hierarchy``);
 - the phase, where no range names one: autograd's backward ops (``autograd::engine::evaluate_function``,
-  ``...Backward0``) are backward, whatever their thread; else a phase range open in the process then.
+  ``...Backward0``) are backward, whatever their thread; else a phase range open in the process then (PyTorch's
+  own ``Optimizer.step#SGD.step`` is one); else forward inside a forward pass that autograd recorded (see
+  ``forward_passes``).
 
 The ``ProfilerStep#N`` range open in the process at launch time is the launch's step.
 """
@@ -34,6 +36,7 @@ _DISPATCHABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z0-9_]+(\.[A-Za-z0-9
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
 _RANGE_TOKENS = re.compile(r"[^A-Za-z0-9_]+")
 _MODULE = re.compile(r"([A-Za-z0-9_]+)\(([^()]*)\)")
+_COMPILED_GRAPH = re.compile(r"^## Call CompiledFxGraph (\w+) ##$")
 
 
 @dataclass
@@ -48,6 +51,9 @@ class LaunchLink:
     step: int | None
     layer: str | None
     marked_call: int | None = None  # hroofline's number of the op call that launched it, where the trace marks it
+    # in a torch.compile'd graph: its FX cache key, when that call of the graph began, and the op (a Triton
+    # kernel's event, a library call's ATen op) the graph's code called: (key, graph start, op name, op start)
+    compiled_call: tuple[str, float, str, float] | None = None
 
 
 def range_phase(name: str) -> str | None:
@@ -131,6 +137,7 @@ def link_calls(trace: TraceEvents, calls: list[RuntimeCall | None]) -> list[Laun
     (an empty link where the call is None)."""
     by_thread = _events_by_thread(trace)
     phases, steps, layers = process_ranges(trace)
+    forward = forward_passes(trace)
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for index, call in enumerate(calls):
         if call is not None:
@@ -145,7 +152,7 @@ def link_calls(trace: TraceEvents, calls: list[RuntimeCall | None]) -> list[Laun
         if call is None:
             links.append(LaunchLink(None, None, (), (), None, None, None, None))
             continue
-        links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers))
+        links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers, forward))
     return links
 
 
@@ -166,7 +173,55 @@ def process_ranges(trace: TraceEvents) -> tuple[_Intervals, _Intervals, _Interva
     return phases, steps, _Intervals(layers)
 
 
-def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Intervals, layers: _Intervals) -> LaunchLink:
+def forward_passes(trace: TraceEvents) -> _Intervals:
+    """The forward passes of a trace, from autograd's own records, for traces whose ranges name no forward (a
+    script profiled without ``record_function``). Each op records autograd's sequence number when it starts
+    (``Sequence number``), and the backward op of the node an op created records the same number: the last op to
+    start with a number a backward op has is the one that created that node, in a forward pass. A forward pass
+    is the time from one such op's start to the last one's end, cut where a backward op or a phase range starts
+    (a trace of several steps has one per step). Ops that ran before the pass's first node (loading a batch)
+    stay outside it; a trace without backward ops (inference) or without sequence numbers (older PyTorch) has
+    none."""
+    ops = [e for e in trace.cpu if not e.is_range]
+    differentiated = {n for e in ops if _AUTOGRAD.search(e.name) and (n := _sequence_number(e)) is not None}
+    if not differentiated:
+        return _Intervals([])
+    creators: dict[int, CpuEvent] = {}
+    for op in sorted(ops, key=lambda e: e.start_s):
+        number = _sequence_number(op)
+        if number in differentiated and not _AUTOGRAD.search(op.name):
+            creators[number] = op
+    cuts = sorted(
+        e.start_s
+        for e in trace.cpu
+        if (e.is_range and range_phase(e.name)) or (not e.is_range and _AUTOGRAD.search(e.name))
+    )
+    passes: list[tuple[float, float, str]] = []
+    previous = None
+    for op in sorted(creators.values(), key=lambda e: e.start_s):
+        cut = previous is None or bisect.bisect_right(cuts, op.start_s) > bisect.bisect_right(cuts, previous.start_s)
+        if cut:
+            passes.append((op.start_s, op.end_s, "forward"))
+        else:
+            start, end, _ = passes[-1]
+            passes[-1] = (start, max(end, op.end_s), "forward")
+        previous = op
+    return _Intervals(passes)
+
+
+def _sequence_number(op: CpuEvent) -> int | None:
+    number = op.args.get("Sequence number")
+    return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
+
+
+def _link(
+    time: float,
+    stack: list[CpuEvent],
+    phases: _Intervals,
+    steps: _Intervals,
+    layers: _Intervals,
+    forward: _Intervals,
+) -> LaunchLink:
     ops = [e for e in stack if not e.is_range]
     ranges = tuple(
         e.name for e in stack if e.is_range and not e.name.startswith((LAYER_RANGE_PREFIX, CALL_RANGE_PREFIX))
@@ -178,7 +233,7 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
     elif any(_AUTOGRAD.search(op.name) for op in ops):
         phase = "backward"
     else:
-        phase = phases.at(time)
+        phase = phases.at(time) or forward.at(time)
     candidates = tuple(op for op in ops if _DISPATCHABLE.match(op.name) and _has_inputs(op))
     layer = layers.at(time)
     if layer is None:
@@ -193,7 +248,19 @@ def _link(time: float, stack: list[CpuEvent], phases: _Intervals, steps: _Interv
         step=int(step) if step is not None else None,
         layer=layer,
         marked_call=int(call[len(CALL_RANGE_PREFIX) :]) if call and call[len(CALL_RANGE_PREFIX) :].isdigit() else None,
+        compiled_call=_compiled_call(stack),
     )
+
+
+def _compiled_call(stack: list[CpuEvent]) -> tuple[str, float, str, float] | None:
+    """The compiled graph a launch ran in (Inductor's ``## Call CompiledFxGraph KEY ##`` range) and the first op
+    inside it: the graph's call that launched the kernel."""
+    for index, event in enumerate(stack):
+        match = _COMPILED_GRAPH.match(event.name) if event.is_range else None
+        if match:
+            op = next((e for e in stack[index + 1 :] if not e.is_range), None)
+            return (match.group(1), event.start_s, op.name, op.start_s) if op is not None else None
+    return None
 
 
 def _has_inputs(op: CpuEvent) -> bool:
@@ -208,11 +275,12 @@ def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[float], list[
     around it (its own name included), at its midpoint."""
     by_thread = _events_by_thread(trace)
     phases, steps, layers = process_ranges(trace)
+    forward = forward_passes(trace)
     found: list[tuple[CpuEvent, float, list[CpuEvent]]] = []
     for events in by_thread.values():
         found += _ops_with_self_time(events)
     found.sort(key=lambda entry: entry[0].start_s)
-    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers) for op, _, chain in found]
+    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers, forward) for op, _, chain in found]
     return [op for op, _, _ in found], [own for _, own, _ in found], links
 
 

@@ -20,6 +20,7 @@ source's notes give the share of kernel time with known work.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,9 @@ import pandas as pd
 
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
+from hroofline.importers.compiled_layers import with_compiled_layers
 from hroofline.importers.graph_capture import GRAPH_LAUNCHES, CapturedGraph, join_capture
+from hroofline.importers.inductor_provenance import CompiledGraph
 from hroofline.importers.kineto import (
     GpuActivity,
     TraceEvents,
@@ -84,6 +87,7 @@ class TraceOptions:
     gpu: GpuName | None = None  # the GPU that was profiled, where the user names it
     force_gpu: bool = False  # judge it as ``gpu`` even where the trace's device has another SM count
     captured: tuple[CapturedGraph, ...] = ()  # the graphs its graph launches replay, as captured (--capture)
+    compiled: Mapping[str, CompiledGraph] | None = None  # a compile log's graphs: compiled kernels' layers
 
 
 def trace_source(trace: TraceEvents, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
@@ -171,10 +175,15 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     frame = pd.concat([frame, activity_work(activities, kept_links, metric_set, rates)], axis=1)
     if options.cpu_ops:  # as the CPU recorder: the fewest bytes are a bound on traffic through L1
         frame = frame.rename(columns={"bytes_hbm": "bytes_l1"}).assign(device="cpu", time_method=CPU_TIME_METHOD)
+    placed: tuple[list[str], list[str]] = ([], [])
+    if options.compiled is not None:
+        frame, *placed = with_compiled_layers(frame, kept_links, options.compiled)
     info = _info(trace, digest, frame, options)
     info.notes += work_assumptions(_counted_ops(kept_links, frame["work_op"]))
     if joined is not None:
         info.notes += [joined.summary, _unknown_ops_note(frame, kept_links)]
+    info.notes += placed[0]
+    info.warnings += [f"{trace.path}: {warning}" for warning in placed[1]]
     if cpu_ops and trace.host_name:
         info.settings["host"] = trace.host_name
     if cpu_ops and not asked_for_cpu:

@@ -220,6 +220,12 @@ class RunMeta:
         return self.gpu or self.device_name
 
     @property
+    def compile_mode(self) -> str | None:
+        """The torch.compile mode its model was profiled in (``profile --compile``), None for an eager step or one
+        that does not say."""
+        return next((s.settings["compile"] for s in self.sources if s.settings.get("compile")), None)
+
+    @property
     def ncu_versions(self) -> list[str]:
         return sorted({s.ncu_version for s in self.sources if s.ncu_version})
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from hroofline.analyze.advice.base import Confirmation, Finding
+from hroofline.analyze.advice.base import Confirmation, Finding, Rule
 from hroofline.analyze.advice.rules import GPU_WITHOUT_CC, ON_CPU, ON_GPU, PREDICTED
 from hroofline.model.numbers import si
 
@@ -75,17 +75,23 @@ NOT_JUDGED = {
 }
 
 
-def advice_text(run: str, findings: Sequence[Finding], scope: str) -> str:
-    """The findings; where there are none, why (``scope``: what advise judged the run as, advice_scope)."""
+def advice_text(
+    run: str, findings: Sequence[Finding], scope: str, done: Sequence[Rule] = (), mode: str | None = None
+) -> str:
+    """The findings; where there are none, why (``scope``: what advise judged the run as, advice_scope); then the
+    advice the step has taken already (``done``: its model torch.compile'd in ``mode``)."""
     if scope in NOT_JUDGED:
         return f"{run}: {NOT_JUDGED[scope]}\n"
+    taken = [f"  done: {rule.title}: the model is torch.compile'd (mode {mode})" for rule in done]
+    taken = [f"done in {run}'s step (advise does not repeat it):", *taken] if taken else []
     if not findings:
-        return f"{run}: no advice: no rule found enough time to win{_NOTHING_FOUND[scope]}\n"
+        lines = [f"{run}: no advice: no rule found enough time to win{_NOTHING_FOUND[scope]}"]
+        return "\n".join([*lines, *taken]) + "\n"
     total = sum(f.win_s for f in findings)
     lines = [f"{run}: {len(findings)} finding(s), the most to win first (wins overlap: {si(total, 's')} is no sum)"]
     for rank, finding in enumerate(findings, start=1):
         lines += ["", *finding_lines(rank, finding)]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *(["", *taken] if taken else [])]) + "\n"
 
 
 def confirmation_lines(confirmations: Sequence[Confirmation], base: str, candidate: str) -> list[str]:

@@ -121,6 +121,38 @@ def _speedup_table(comparison: Comparison) -> TitledTable:
     return TitledTable("phases", header, phases, 1)
 
 
+_LEVEL_NAMES = {"hbm": "HBM", "l2": "L2", "l1": "L1"}
+
+
+def _compiled_table(comparison: Comparison) -> TitledTable | None:
+    """Eager against compiled: per phase, both runs' launches, bytes at the deepest level both have (fusion's
+    saving: one kernel reads and writes each tensor once) and time."""
+    if not comparison.compiled:
+        return None
+    level = comparison.bytes_level
+    rows = []
+    for phase, v in comparison.phases.items():
+        launches = [v.get(f"{side}_kernels") for side in ("base", "candidate")]
+        moved = [v.get(f"{side}_bytes_{level}") if level else None for side in ("base", "candidate")]
+        saved = moved[0] - moved[1] if None not in moved else None
+        saved = 0.0 if saved is not None and abs(saved) < 1 else saved  # float sums of equal bytes: none saved
+        rows.append(
+            [
+                Cell(phase),
+                *(Cell("-" if n is None else f"{int(n):,}", n) for n in launches),
+                *(Cell(si(b, "B"), b) for b in moved),
+                Cell(si(saved, "B"), saved),
+                Cell(si(v["base_time_s"], "s"), v["base_time_s"]),
+                Cell(si(v["candidate_time_s"], "s"), v["candidate_time_s"]),
+            ]
+        )
+    bytes_at = _LEVEL_NAMES.get(level or "", "")
+    header = ["phase", "base launches", "cand. launches", f"base {bytes_at} bytes", f"cand. {bytes_at} bytes"]
+    header += ["bytes saved", "base time", "cand. time"]
+    sides = ", ".join(f"{getattr(comparison, side)} (mode {mode})" for side, mode in comparison.compiled.items())
+    return TitledTable(f"torch.compile'd: {sides}: launches, bytes and time", header, rows, 1)
+
+
 def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     by_layer = comparison.matched_on == "layer"
     base, candidate = (
@@ -136,6 +168,9 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     key = "layer" if by_layer else "kernel family"
     # no "speedup" for a prediction against the step it predicts: how far the measurement is from the estimate
     tables = [_estimate_table(comparison) if comparison.estimate_versus_measured else _speedup_table(comparison)]
+    compiled = _compiled_table(comparison)
+    if compiled is not None:
+        tables.append(compiled)
     left_out = [
         f"phases only in {side}, left out: {', '.join(names)}"
         for names, side in (

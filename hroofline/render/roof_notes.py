@@ -87,3 +87,10 @@ def work_sources_line(shares: dict[str, float]) -> str | None:
         return None
     listed = ", ".join(f"{source} {100.0 * share:.1f}%" for source, share in shares.items())
     return f"compute-kernel time by where its work came from (column work_source): {listed}"
+
+
+def compiled_line(mode: str | None) -> str | None:
+    """What summary says of a compiled step (profile --compile)."""
+    if mode is None:
+        return None
+    return f"the model ran torch.compile'd (mode {mode}); the loss and the optimizer eager"

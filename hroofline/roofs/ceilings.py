@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -261,12 +262,8 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
     gpu = run_gpu(run.meta)
     datasheet = datasheet_ceilings(gpu) if gpu is not None and gpu.peaks else None
     if datasheet is None and not from_report:  # what roofs_unknown says, known here already
-        hint = (
-            CPU_CEILINGS_HINT
-            if run.meta.gpu == CPU
-            else "pass --ceilings with a GPU name, a bundled set or a file of measured ceilings (see `hroofline gpus`)"
-        )
-        raise UsageError(f"run {run.name!r} has no roofs: {roofs_unknown(run)}", hint)
+        # a problem of the run's data, not of the command line: exit 1, as doctor's for the same run
+        raise InputError(f"run {run.name!r} has no roofs: {roofs_unknown(run)}", _no_roofs_hint(run))
     if datasheet is None:
         roofs = RunRoofs(label="", source="", per_launch=report.copy())
     else:
@@ -276,6 +273,18 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
         roofs.origins[key] = REPORT
     roofs.label, roofs.source = _report_label(run, roofs, datasheet, from_report)
     return _counted_fp16(run, roofs)
+
+
+def _no_roofs_hint(run: Run) -> str:
+    """How to give a run roofs: a CPU's measured ceilings; for a GPU run, the GPU it ran on, named at import (the
+    run's own sources again) or the ceilings to judge it against."""
+    if run.meta.gpu == CPU:
+        return CPU_CEILINGS_HINT
+    sources = " ".join(shlex.quote(str(source.path)) for source in run.meta.sources) or "SOURCE"
+    return (
+        f"import it again with the GPU it ran on: hroofline import {sources} --run {run.name} --gpu NAME --replace "
+        "(`hroofline gpus` lists them), or pass --ceilings with a GPU name, a bundled set or a ceilings file"
+    )
 
 
 CPU_CEILINGS_HINT = (

@@ -14,6 +14,7 @@ from hroofline.analyze.advice import (
     small_grids,
 )
 from hroofline.analyze.advice.base import AdviceContext, Confirmation, Finding, Rule, advice_context, load_rules
+from hroofline.analyze.compiled_step import compile_mode
 from hroofline.model.run import Run
 
 Detector = Callable[[AdviceContext, Rule], Finding | None]
@@ -54,13 +55,23 @@ def advise(run: Run, ceilings: str | None = None) -> list[Finding]:
     if context.step_time_s <= 0:
         return []
     found = []
+    done = {rule.key for rule in done_by_compiling(run)}
     for key, rule in load_rules().items():
-        if rule.applies_to == "gpu" and not context.on_gpu:
+        if (rule.applies_to == "gpu" and not context.on_gpu) or key in done:
             continue
         finding = RULES[key][0](context, rule)
         if finding is not None and finding.win_s > 0:  # a finding that can win nothing is no advice
             found.append(finding)
     return sorted(found, key=lambda f: -f.win_s)
+
+
+def done_by_compiling(run: Run) -> list[Rule]:
+    """The rules whose change is torch.compile and that the run's step has made: its model is compiled in a mode
+    the rule lists (``done_when_compiled``; fusion for any mode, CUDA graphs for the modes that replay them)."""
+    mode = compile_mode(run)
+    if mode is None:
+        return []
+    return [rule for rule in load_rules().values() if mode in rule.settings.get("done_when_compiled", [])]
 
 
 def confirm_advice(before: Run, after: Run) -> list[Confirmation]:
