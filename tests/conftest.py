@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
+import io
 import lzma
 import os
 import pickle
@@ -25,6 +27,8 @@ import pytest
 from hroofline.cli.main import main
 from hroofline.importers.kineto import CpuEvent, TraceEvents, parse_trace
 from hroofline.importers.kineto_links import link_activities
+from hroofline.model.run import Run
+from hroofline.store.runs import RunStore
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
@@ -151,7 +155,7 @@ def h100_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "top", "chart", "report", "rm", "rename"}
+STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "steps", "top", "chart", "report", "rm", "rename"}
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 
@@ -169,6 +173,21 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
         assert main([*argv, "--store", str(store)]) == 0
     DEEPCAM_AS_IMPORTED[store] = tree_digest(store)
     return store
+
+
+@pytest.fixture(scope="session")
+def vllm_joined(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Run]:
+    """vLLM's piecewise-graph replay imported with its capture trace (../shared/fixtures/compiled/), as a user
+    imports it: what the import said, and the run."""
+    compiled = SHARED / "fixtures" / "compiled"
+    replay = need(compiled / "vllm-mi300x-piecewise-replay.json.gz")
+    capture = need(compiled / "vllm-mi300x-piecewise-capture.json.gz")
+    store = tmp_path_factory.mktemp("vllm-joined") / "store"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(["import", str(replay), "--capture", str(capture), "--run", "v", "--store", str(store)])
+    assert code == 0, out.getvalue()
+    return out.getvalue(), RunStore(store).load("v")
 
 
 @pytest.fixture

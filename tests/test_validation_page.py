@@ -71,6 +71,7 @@ NOT_READ = {
     "PyTorch versions and dates describing each row's steps",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
+    "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",
     "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
     "(signatures-estimates)",

@@ -113,6 +113,15 @@ class RunView(Run):
         check_count("top", top)
         return report([self], [], title or f"hroofline report: {self.name}", top, ceilings).write(Path(out))
 
+    def serving_steps(self) -> pd.DataFrame:
+        """A serving trace's steps (vLLM's execute ranges), one row each: phase (prefill, decode, mixed), batch,
+        query tokens and context per group, time, FLOPs, bytes, and the decode requests' attention bytes beside
+        the KV cache they read; empty for a run without serving steps."""
+        from hroofline.analyze.serving import serving_steps
+        from hroofline.api.views import Table
+
+        return Table(serving_steps(self))
+
     def advise(self, ceilings: str | None = None) -> pd.DataFrame:
         """What to change in the step, one row per finding, the most to win first, as ``hroofline advise``, against
         the run's roofs (or ``ceilings``: a GPU name, a bundled set or a ceilings file)."""

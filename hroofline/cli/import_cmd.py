@@ -60,7 +60,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--phase",
         help="phase of launches whose NVTX ranges name none: forward|fw|fwd, backward|bw|bwd, "
-        "optimizer|opt|optimizer_step|step, other (default: from NVTX, else other)",
+        "optimizer|opt|optimizer_step|step, prefill, decode, mixed, other (default: from NVTX or a serving "
+        "engine's step range, else other)",
     )
     parser.add_argument(
         "--gpu",

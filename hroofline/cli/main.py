@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("query_cmds", "remove runs from the store"),
     "rename": ("query_cmds", "rename a run"),
     "summary": ("query_cmds", "time, FLOPs and bytes per phase and in total"),
+    "steps": ("query_cmds", "a serving trace's steps: prefill, decode or mixed, batch, query tokens and context"),
     "chart": (
         "chart_cmds",
         "draw the hierarchical roofline of a run, or many runs on their GPUs' rooflines (HTML, PNG, SVG, JSON)",

@@ -1,5 +1,5 @@
-"""``hroofline kernels``, ``summary`` and ``query``, ``rm`` and ``rename``: a run's tables, SQL over the store, and
-the store's upkeep."""
+"""``hroofline kernels``, ``summary``, ``steps`` and ``query``, ``rm`` and ``rename``: a run's tables, SQL over the
+store, and the store's upkeep."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from hroofline.api.options import (
 )
 from hroofline.api.outputs import summary_frame
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
+from hroofline.errors import InputError
 from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
@@ -84,7 +85,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "name within a phase, or per layer (module path) within a phase",
     )
     add_selection_options(kernels)
-    kernels.add_argument("--phase", help="only this phase (forward, backward, optimizer, other or an alias)")
+    kernels.add_argument(
+        "--phase", help="only this phase (forward, backward, optimizer, prefill, decode, mixed, other or an alias)"
+    )
     kernels.add_argument("-n", "--top", type=positive_int, metavar="N", help="only the first N rows after sorting")
     kernels.add_argument(
         "--sort", default="time_s", metavar="COLUMN", help="column to sort by, largest first (default: time_s)"
@@ -130,6 +133,64 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
+    register_steps(commands)
+
+
+def register_steps(commands: argparse._SubParsersAction) -> None:
+    steps = commands.add_parser(
+        "steps",
+        description="A serving trace's steps (vLLM's execute_context_..._generation_... ranges), one row each:\n"
+        "its phase (prefill, decode, or mixed: both kinds of request in one batch), batch (requests), query\n"
+        "tokens and context (the tokens the requests attend to), time, FLOPs, HBM bytes, work_known, and the\n"
+        "decode requests' attention bytes beside the KV cache they read. Context lengths need TraceLens'\n"
+        "detailed range (vLLM's own gives requests and query tokens only).",
+        epilog="examples:\n"
+        "  hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm   # a trace and its capture\n"
+        "  hroofline steps vllm\n"
+        "  hroofline steps vllm --format csv   # with each kind of request's tokens and context",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    steps.add_argument("run", metavar="RUN")
+    steps.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table: for people (SI units; the step numbered, its range name in csv and json); csv, json: every column",
+    )
+    add_store_option(steps)
+    steps.set_defaults(run_command=show_steps)
+
+
+def show_steps(args: argparse.Namespace) -> int:
+    from hroofline.analyze.serving import serving_steps
+
+    run = open_store(args).load(args.run)
+    table = serving_steps(run)
+    if table.empty:
+        raise InputError(
+            f"run {args.run!r} has no serving steps: no launch inside a vLLM execute_context_..._generation_... range",
+            "import a vLLM trace profiled with its worker's ranges (vLLM 0.12 or later); `hroofline summary` shows "
+            "any run's phases",
+        )
+    if args.format == "table":  # the step numbered: its range name is long
+        table = table.assign(step=range(1, len(table) + 1))
+        table = table[[c for c in table.columns if c not in STEP_DETAIL_COLUMNS]]
+    write_out(render_frame(table, args.format))
+    return 0
+
+
+# What a terminal leaves out (csv and json have it): each kind of request's tokens, the attention's layers and bytes.
+STEP_DETAIL_COLUMNS = frozenset(
+    {
+        "prefill_query_tokens",
+        "decode_query_tokens",
+        "prefill_context_tokens",
+        "decode_context_tokens",
+        "kernels",
+        "attention_layers",
+        "attention_bytes",
+    }
+)
 
 
 def run_query(args: argparse.Namespace) -> int:

@@ -185,7 +185,8 @@ def _same_launches(nodes: tuple[Node, ...], replayed: list[GpuActivity]) -> bool
 
 def _replayed_link(captured: LaunchLink, replay: LaunchLink, own: dict[int, CpuEvent]) -> LaunchLink:
     """The captured node's link for one replay of it: its ops copied once per replay, its phase and layer the
-    capture's (the replay's where the capture names none), its launch time and step the replay's."""
+    capture's (the replay's where the capture names none), its launch time and step the replay's, its ranges the
+    replay's around the capture's."""
 
     def copy(op: CpuEvent) -> CpuEvent:
         return own.setdefault(id(op), replace(op))
@@ -195,6 +196,7 @@ def _replayed_link(captured: LaunchLink, replay: LaunchLink, own: dict[int, CpuE
         launch_s=replay.launch_s,
         op=copy(captured.op) if captured.op is not None else None,
         candidates=tuple(copy(op) for op in captured.candidates),
+        ranges=replay.ranges + captured.ranges,  # replayed inside the replay's ranges (a serving step's)
         phase=captured.phase or replay.phase,
         layer=captured.layer or replay.layer,
         step=replay.step,

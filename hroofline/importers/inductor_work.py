@@ -119,6 +119,7 @@ _NO_FLOPS = frozenset(
         "baddbmm",
         "convolution",
         "convolution_backward",
+        "moe_forward",  # vLLM's MoE op, whose input the kernel pads (triton_poi_fused_constant_pad_nd_moe_forward)
     ]
 )
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from hroofline.importers.kineto import CpuEvent, GpuActivity, RuntimeCall, TraceEvents, input_dims
 from hroofline.model.phases import canonical_phase
+from hroofline.work.serving_steps import serving_step
 
 LAYER_RANGE_PREFIX = "hroofline.layer:"
 # hroofline's count of the op calls of the profiled steps, one range per ATen op call (hroofline/collect/op_calls.py).
@@ -58,7 +59,11 @@ class LaunchLink:
 def range_phase(name: str) -> str | None:
     """The phase a range names: 'forward', '## backward ##', 'DistributedDataParallel.forward',
     'Optimizer.step#SGD.step', '## forward:pos_w ##', '[param|model|measure|forward]': by the whole name,
-    else by its first or last word."""
+    else by its first or last word; a serving engine's step range (vLLM's
+    'execute_context_2(14721)_generation_0(0)') by its requests: prefill, decode or mixed."""
+    step = serving_step(name)
+    if step is not None:
+        return step.phase
     whole = canonical_phase(name.strip("# ").strip())
     if whole and whole != "other":
         return whole

@@ -50,6 +50,7 @@ from hroofline.roofs.catalog import GIB, GpuName, gpu_from_display_name, gpu_fro
 from hroofline.roofs.formulas import KernelTime, derive_quantities
 from hroofline.roofs.metricset import MetricSet
 from hroofline.roofs.rates import DenseRates, rates_for
+from hroofline.work.serving_steps import step_of
 
 MARKED_CALLS_SETTING = "op_calls"  # present where op_call is hroofline's count, which an ncu pass can mark again
 TIME_METHOD = "measured: kernel duration in the PyTorch profiler trace (CUPTI activity)"
@@ -165,6 +166,7 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     name, cc = (None, None) if options.cpu_ops else device_description(trace, _first_device(activities))
     frame = _identity(trace, activities, kept_links, options, cc)
     from hroofline.importers.trace_split import activity_work  # imports torch: only traces need it
+    from hroofline.importers.trace_work import work_assumptions
 
     gpu = options.gpu or (gpu_from_display_name(name) if name else None)
     if gpu is None and cc is not None:
@@ -177,6 +179,7 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     if options.compiled is not None:
         frame, *placed = with_compiled_layers(frame, kept_links, options.compiled)
     info = _info(trace, digest, frame, options)
+    info.notes += work_assumptions(_counted_ops(kept_links, frame["work_op"]))
     if joined is not None:
         info.notes += [joined.summary, _unknown_ops_note(frame, kept_links)]
     info.notes += placed[0]
@@ -228,6 +231,16 @@ def _recorded_on_cpu(trace: TraceEvents, options: TraceOptions) -> bool:
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
         )
     return True
+
+
+def _counted_ops(links: list[LaunchLink], work_ops: pd.Series) -> list[tuple[str, dict[str, Any]]]:
+    """The ops whose work the launches carry (name, recorded arguments), each once."""
+    counted: dict[int, tuple[str, dict[str, Any]]] = {}
+    for link, work_op in zip(links, work_ops, strict=True):
+        for op in link.candidates:
+            if op.name == work_op:
+                counted.setdefault(id(op), (op.name, op.args))
+    return list(counted.values())
 
 
 def _launched_at(link: LaunchLink, activity: GpuActivity) -> float:
@@ -282,6 +295,7 @@ def _identity(
             "launch_id": np.arange(len(activities), dtype=np.int64),
             "kernel": [a.name for a in activities],
             "phase": phases,
+            "nvtx": [step.range_name if (step := step_of(link.ranges)) else None for link in links],
             "layer": layers,
             "shapes": [_shapes(link) for link in links],
             "grid": [_dims(a.args.get("grid")) for a in activities],

@@ -179,7 +179,7 @@ def _counted_op(
         if op.name in DISPATCHING_OPS and position < len(candidates) - 1:
             continue  # what it dispatched to is recorded inside it: that ran
         if id(op) not in works:
-            works[id(op)] = op_work(op.name, op.args)
+            works[id(op)] = op_work(op.name, op.args, link.ranges)
         work = works[id(op)]
         if work is not None:
             return op, work

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -24,8 +24,11 @@ from torch.utils._pytree import tree_leaves
 from hroofline.importers.kineto import input_dims
 from hroofline.work.fused_attention import fused_attention
 from hroofline.work.fused_ops import Argument, Formula, formula_for
+from hroofline.work.moe import MOE_FORMULAS, moe_model
 from hroofline.work.op_names import MATMUL_OPS
 from hroofline.work.ops import OpRecorder
+from hroofline.work.serving_attention import ATTENTION_ASSUMPTION, ATTENTION_OPS, CACHE_FORMULAS, unified_attention
+from hroofline.work.serving_steps import step_of
 
 # The dtype names the profiler writes (c10's type names), current and 2021.
 DTYPES: dict[str, torch.dtype] = {
@@ -95,11 +98,14 @@ class _Recorded:
     strides: Any
 
 
-def op_work(name: str, args: dict[str, Any]) -> OpWork | None:
-    """The analytic work of an op call as the trace recorded it, or None where it cannot be known."""
+def op_work(name: str, args: dict[str, Any], ranges: tuple[str, ...] = ()) -> OpWork | None:
+    """The analytic work of an op call as the trace recorded it, or None where it cannot be known; a serving
+    engine's attention op takes its step's context lengths from the ranges open around it (outermost first)."""
+    step = step_of(ranges) if name in ATTENTION_OPS else None
     key = json.dumps(
         [
             name,
+            step.range_name if step is not None else None,
             input_dims(args),
             args.get("Input type"),
             args.get("Concrete Inputs"),
@@ -113,8 +119,11 @@ def op_work(name: str, args: dict[str, Any]) -> OpWork | None:
 
 @lru_cache(maxsize=65536)
 def _op_work(key: str) -> OpWork | None:
-    name, dims, types, concrete, strides, output_dims = json.loads(key)
-    formula = formula_for(name)
+    name, step_range, dims, types, concrete, strides, output_dims = json.loads(key)
+    step = step_of((step_range,)) if step_range else None
+    if name in ATTENTION_OPS:  # its work needs the step's context lengths
+        return _fused_work(name, partial(unified_attention, step), dims, types, concrete) if step else None
+    formula = formula_for(name) or MOE_FORMULAS.get(name) or CACHE_FORMULAS.get(name)
     if formula is not None:  # fused ops have no FLOP formula on the meta device (or none at all here)
         return _fused_work(name, formula, dims, types, concrete)
     packet = _packet(name)
@@ -146,16 +155,40 @@ def _op_work(key: str) -> OpWork | None:
     return None
 
 
-def _fused_work(name: str, formula: Formula, dims: Any, types: Any, concrete: Any) -> OpWork | None:
-    """The work of an op that :mod:`hroofline.work.fused_ops` counts, from its recorded arguments."""
+def work_assumptions(counted: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """One line per assumption that the work of the counted ops (name, recorded arguments) rests on: the model a
+    MoE op's expert sizes were taken from, how serving attention was charged."""
+    models = sorted(
+        {model.assumption for name, args in counted if name in MOE_FORMULAS and (model := _moe_model(args))}
+    )
+    lines = [f"MoE expert sizes not in the trace were assumed from the model its shapes match: {m}" for m in models]
+    if any(name in ATTENTION_OPS for name, _ in counted):
+        lines.append(ATTENTION_ASSUMPTION)
+    return lines
+
+
+def _moe_model(args: dict[str, Any]) -> Any:
+    arguments = _fused_arguments(input_dims(args), args.get("Input type"), args.get("Concrete Inputs"))
+    return moe_model(arguments) if arguments is not None else None
+
+
+def _fused_arguments(dims: Any, types: Any, concrete: Any) -> list[Argument] | None:
     if not isinstance(dims, list):
         return None
     types = types if isinstance(types, list) else []
     concrete = concrete if isinstance(concrete, list) else []
-    arguments = [
+    return [
         _fused_argument(dims[i], types[i] if i < len(types) else "", concrete[i] if i < len(concrete) else "")
         for i in range(len(dims))
     ]
+
+
+def _fused_work(name: str, formula: Formula, dims: Any, types: Any, concrete: Any) -> OpWork | None:
+    """The work of an op that :mod:`hroofline.work.fused_ops` counts, from its recorded arguments."""
+    arguments = _fused_arguments(dims, types, concrete)
+    if arguments is None:
+        return None
+    types = types if isinstance(types, list) else []
     work = formula(arguments)
     if work is None:
         return None

@@ -1,4 +1,5 @@
-"""Canonical training-step phases and the names that map to them."""
+"""Canonical phases (a training step's; a serving step's: prefill, decode or mixed) and the names that map to
+them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ ALIASES: dict[str, str] = {
     "opt": "optimizer",
     "optimizer_step": "optimizer",
     "step": "optimizer",
+    "prefill": "prefill",
+    "decode": "decode",
+    "mixed": "mixed",  # a serving step with requests in prefill and in decode
     "other": "other",
 }
 
@@ -31,7 +35,8 @@ def parse_phase_option(name: str) -> str:
     if phase is None:
         raise UsageError(
             f"unknown phase {name!r}",
-            "use forward (fw, fwd), backward (bw, bwd), optimizer (opt, optimizer_step, step) or other",
+            "use forward (fw, fwd), backward (bw, bwd), optimizer (opt, optimizer_step, step), prefill, decode, "
+            "mixed or other",
         )
     return phase
 

@@ -33,7 +33,7 @@ from hroofline.model.quantities import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTI
 #    (itself where ncu measured it, another launch of its signature where they were copied).
 SCHEMA_VERSION = 8
 
-PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
+PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "prefill", "decode", "mixed", "other")
 
 
 def ordered_phases(present: set[str]) -> list[str]:
