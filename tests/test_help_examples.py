@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hroofline.cli.main import COMMANDS, EPILOG, main
-from tests.conftest import SHARED
+from tests.conftest import REPO, SHARED
 from tools.docs_reference import command_parser
 
 # An example that is not run, by how it starts, and why.
@@ -47,6 +47,13 @@ FILES = {
     "trace.json.gz": "fixtures/kineto/kineto_a100_ddp2_nccl_rank0.json.gz",
     "replay.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-replay.json.gz",
     "capture.pt.trace.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-capture.json.gz",
+}
+
+# ... and by the repository's own GPU data (tests/data/gpu-2026-11-28/README.md: an H200's compiled resnet50 step)
+COMPILED_STEP = "tests/data/gpu-2026-11-28"
+REPO_FILES = {
+    "compiled.json.xz": f"{COMPILED_STEP}/traces/resnet50-bf16-compiled-trace.json.xz",
+    "torch-trace.tar.xz": f"{COMPILED_STEP}/compile-logs/resnet50-bf16-compiled-torch-trace.tar.xz",
 }
 
 
@@ -112,6 +119,8 @@ def test_every_help_example_runs_when_copied(
     for name, path in FILES.items():
         (work / name).symlink_to(SHARED / path)
     (work / "gemm-calibration.ncu-rep").symlink_to(h100_dir / "gemm-calibration-base-clock.ncu-rep")
+    for name, path in REPO_FILES.items():
+        (work / name).symlink_to(REPO / path)
     monkeypatch.chdir(work)
     monkeypatch.setenv("HROOFLINE_STORE", str(store))
     failed = []

@@ -44,7 +44,7 @@ examples:
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
   hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
-  hroofline import trace.json --run c --compile-log torch-trace/   # torch.compile'd: kernels on their modules
+  hroofline import compiled.json.xz --run c --compile-log torch-trace.tar.xz   # torch.compile'd: kernels on modules
 """
 
 
