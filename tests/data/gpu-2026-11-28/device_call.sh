@@ -65,8 +65,8 @@ torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))"; git log -1 
 log "env: $(grep -m1 torch $OUT/env.txt)"
 
 if [ "${2:-all}" = third ]; then
-  step generate 100 python3 $HERE/generate_times.py $OUT/generate-times-more.csv 100 gpt2-large tinyllama-1.1b
-  step gpt2-compiled-ncu 280 profile_ncu gpt2-bf16-compiled-ncu hf:gpt2 --compile default
+  step gpt2-compiled-ncu 270 profile_ncu gpt2-bf16-compiled-ncu hf:gpt2 --compile default
+  step generate 80 python3 $HERE/generate_times.py $OUT/generate-times-more.csv 70 gpt2-large tinyllama-1.1b
   step gpt2-graphs 60 profile_trace gpt2-bf16-reduce-overhead hf:gpt2 --compile reduce-overhead
   pack
   log "done; $(left) s of the budget left"
