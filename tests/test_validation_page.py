@@ -26,6 +26,8 @@ NOT_READ = {
     "error-factor": "the reading's example (the table's first row) and the goals (x1.2 / x1.6; the H100's, "
     "bench/estimate_error.py H100_GOAL), not measurements",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
+    "fp8-gemms": "kernel times " + RECORDED + " (an H200 trace, tests/data/gpu-2026-11-28/low-precision); "
+    "tests/test_low_precision.py checks the FLOPs, the FP8 roof and 60-80% of it with its own copy",
     "bound": "the steps faster than their bound: bench/estimate_error.py lists them, no test reads the page",
     "estimate": "the batch range of NVIDIA's published tables (../shared/reference/published-step-times.csv)",
     "h100-leaning": "medians of estimate/measured, now and before two changes (history), not read from the page",

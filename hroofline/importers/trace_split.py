@@ -105,14 +105,14 @@ def activity_work(
 
 
 class KernelNames:
-    """What kernel names show, per activity: a computing kernel (a GEMM, convolution or attention kernel), a
-    tensor-core one, a CUDA-core one, TF32 or BF16 inputs."""
+    """What kernel names show, per activity: a computing kernel (a GEMM, convolution or attention kernel, not one
+    that only sets a GEMM up), a tensor-core one, a CUDA-core one, TF32 or BF16 inputs."""
 
     def __init__(self, names: list[str], hints: TensorKernelHints) -> None:
         def showing(fragments: tuple[str, ...]) -> np.ndarray:
             return np.array([any(f in name for f in fragments) for name in names], dtype=bool)
 
-        self.computing = showing(hints.compute_names)
+        self.computing = showing(hints.compute_names) & ~showing(hints.setup_names)
         self.tensor = showing(hints.float_names)
         self.cuda_cores = showing(hints.cuda_core_names)
         self.tf32 = showing(hints.precision_names.get("flops_tensor_tf32", ("tf32",)))
