@@ -189,3 +189,47 @@ def test_grouped_gemms_of_an_h200_trace() -> None:
     assert len(unknown) == 3 and unknown["flops_tensor_fp8"].isna().all()
     assert np.isnan(unknown[list(FLOP_QUANTITIES)].to_numpy()).all()
     assert math.isclose(float(launches["flops_tensor_fp8"].sum()), sum(f for _, f, _ in H200_PRODUCTS))
+
+
+def _recorded(*arguments: tuple[list[int], str, str]) -> dict[str, Any]:
+    """Trace args as the profiler writes them: (dims, type, concrete value) per argument in schema order."""
+    return {
+        "Input Dims": [a[0] for a in arguments],
+        "Input type": [a[1] for a in arguments],
+        "Concrete Inputs": [a[2] for a in arguments],
+    }
+
+
+FP8_TYPE, FP4_TYPE, FLOAT = "c10::Float8_e4m3fn", "c10::Float4_e2m1fn_x2", "float"
+NONE = ([], "", "")
+
+
+def test_mixed_fp8_by_fp4_batched_scaled_grouped_and_fp8_attention_columns() -> None:
+    """FP8 by FP4 (Blackwell's f8f6f4 MMA, at the FP8 rate): K is the FP8 side's, the FP4 side's doubled; a batched
+    _scaled_grouped_mm (no offsets) is 2 G M N K with its default bfloat16 output; FP8 FlashAttention counts on the
+    FP8 roof too (before, the FP16 one)."""
+    mixed = op_work(
+        "aten::_scaled_mm",
+        _recorded(
+            ([128, 256], FP8_TYPE, ""), ([128, 64], FP4_TYPE, ""), ([], FLOAT, ""), ([], FLOAT, ""),
+            NONE, NONE, ([], "Scalar", "15"), ([], "Scalar", "False"),
+        ),
+    )  # fmt: skip
+    assert mixed is not None and mixed.flops == {"flops_tensor_fp8": 2.0 * 128 * 64 * 256}
+    assert mixed.bytes == 128 * 256 + 128 * 64 + 4 + 4 + 128 * 64 * 2
+    batched = op_work(
+        "aten::_scaled_grouped_mm",
+        _recorded(
+            ([4, 64, 128], FP8_TYPE, ""), ([4, 128, 32], FP8_TYPE, ""), ([4, 64], FLOAT, ""), ([4, 32], FLOAT, ""),
+            NONE, NONE, NONE, ([], "", ""), ([], "Scalar", "False"),
+        ),
+    )  # fmt: skip
+    assert batched is not None and batched.flops == {"flops_tensor_fp8": 2.0 * 4 * 64 * 32 * 128}
+    assert batched.bytes == 4 * 64 * 128 + 4 * 128 * 32 + 4 * 64 * 4 + 4 * 32 * 4 + 4 * 64 * 32 * 2
+    q = ([2, 128, 4, 64], FP8_TYPE, "")  # flash_attn::_flash_attn_forward(q, k, v, dropout_p, scale, causal, ...)
+    attention = op_work(
+        "flash_attn::_flash_attn_forward",
+        _recorded(q, q, q, ([], "Scalar", "0."), ([], "Scalar", "0.125"), ([], "Scalar", "False"),
+                  ([], "Scalar", "-1"), ([], "Scalar", "-1"), ([], "Scalar", "0."), NONE, ([], "Scalar", "False")),
+    )  # fmt: skip
+    assert attention is not None and attention.flops == {"flops_tensor_fp8": 2.0 * 2 * 128 * 128 * 4 * (64 + 64)}

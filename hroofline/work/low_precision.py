@@ -25,6 +25,7 @@ schema order: PyTorch 2.14's ``native_functions.yaml``) and gives:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -89,83 +90,79 @@ def _scale_list_bytes(scales: Argument, recipes: Argument) -> float | None:
     return float(sum(math.prod(s) * RECIPE_SCALE_DTYPES[k].itemsize for s, k in zip(scales.shapes, kinds, strict=True)))
 
 
-def _work(
-    a: Argument, b: Argument, out_shape: tuple[int, ...], contraction: int, out: torch.dtype | None, read: float
-) -> FusedWork | None:
-    """2 x (output elements) x K FLOPs in the pair's column; bytes: a, b, ``read`` (scales, bias) and the output."""
-    if a.dtype is None or b.dtype is None or out is None:
-        return None
-    logical = contraction * PACKED_VALUES.get(a.dtype, 1)
-    column = precision_column(a.dtype, b.dtype) or PRECISION_COLUMN.get(a.dtype)
-    if column is None:
-        return None
-    moved = a.bytes + b.bytes + read + math.prod(out_shape) * out.itemsize
-    return FusedWork(2.0 * math.prod(out_shape) * logical, moved, column, matmul=True)
+@dataclass(frozen=True)
+class GemmSchema:
+    """Where a scaled or grouped product's arguments are, after ``self`` and ``mat2``: its scale tensors (v1 ops),
+    its scale lists with their recipes (_v2 ops), bias, ``out_dtype``, ``offs`` (grouped ops) and
+    ``contraction_dim`` (_v2 ops); ``bf16_out``: bfloat16 without an ``out_dtype`` (else the inputs' dtype)."""
+
+    out_dtype: int
+    bias: int
+    scales: tuple[int, ...] = ()
+    scale_lists: tuple[tuple[int, int], ...] = ()
+    offs: int | None = None
+    contraction: int | None = None
+    bf16_out: bool = False
 
 
-def _scaled_mm(version: int) -> Formula:
-    # v1: (self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
-    # v2: (self, mat2, scale_a[], recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b, bias, out_dtype,
-    #      contraction_dim, use_fast_accum)
+def _read_besides(schema: GemmSchema, args: list[Argument]) -> float | None:
+    """Bytes of the scales and the bias; None where a scale list's recipes do not say its dtype."""
+    lists = [_scale_list_bytes(_arg(args, i), _arg(args, r)) for i, r in schema.scale_lists]
+    if any(b is None for b in lists):
+        return None
+    tensors = [_arg(args, i) for i in (*schema.scales, schema.bias)]
+    return sum(t.bytes for t in tensors if t.tensor is not None) + sum(b for b in lists if b is not None)
+
+
+def _product(schema: GemmSchema) -> Formula:
     def formula(args: list[Argument]) -> FusedWork | None:
-        """(M, K) by (K, N) -> (M, N), the contraction along ``contraction_dim`` where a _v2 call gives one."""
+        """(M, K) by (K, N) -> (M, N), the contraction along ``contraction_dim`` where a _v2 call gives one; grouped
+        ops batched, (G, M, K) by (G, K, N) -> (G, M, N): 2 x output elements x K. With offsets the groups' extents
+        are values a trace does not record: unknown."""
         a, b = _arg(args, 0), _arg(args, 1)
-        if a.tensor is None or b.tensor is None or len(a.tensor) != 2 or len(b.tensor) != 2:
+        if a.tensor is None or b.tensor is None or a.dtype is None or b.dtype is None:
             return None
-        if version == 1:
-            scales = sum(_arg(args, i).bytes for i in (2, 3, 4, 5) if _arg(args, i).tensor is not None)
-            out_dtype, dims = _out_dtype(_arg(args, 6), a.dtype), None
-        else:
-            a_scales = _scale_list_bytes(_arg(args, 2), _arg(args, 3))
-            b_scales = _scale_list_bytes(_arg(args, 5), _arg(args, 6))
-            if a_scales is None or b_scales is None:
-                return None
-            scales = a_scales + b_scales + _arg(args, 8).bytes
-            out_dtype, dims = _out_dtype(_arg(args, 9), a.dtype), _arg(args, 10).value
+        grouped = schema.offs is not None
+        if grouped and (_arg(args, schema.offs).tensor is not None or a.tensor[:1] != b.tensor[:1]):
+            return None
+        rank = 3 if grouped else 2
+        if len(a.tensor) != rank or len(b.tensor) != rank:
+            return None
+        dims = _arg(args, schema.contraction).value if schema.contraction is not None else None
         k_a, k_b = (dims[0], dims[1]) if isinstance(dims, list | tuple) and len(dims) == 2 else (1, 0)
-        if a.tensor[k_a] != b.tensor[k_b]:
+        k_a, k_b = k_a + rank - 2, k_b + rank - 2  # after the group dimension
+        contraction = a.tensor[k_a] * PACKED_VALUES.get(a.dtype, 1)
+        if contraction != b.tensor[k_b] * PACKED_VALUES.get(b.dtype, 1):
             return None
-        return _work(a, b, (a.tensor[1 - k_a], b.tensor[1 - k_b]), a.tensor[k_a], out_dtype, scales)
+        rows, columns = a.tensor[2 * rank - 3 - k_a], b.tensor[2 * rank - 3 - k_b]
+        out_shape = (*a.tensor[: rank - 2], rows, columns)
+        out = _out_dtype(_arg(args, schema.out_dtype), torch.bfloat16 if schema.bf16_out else a.dtype)
+        read = _read_besides(schema, args)
+        column = precision_column(a.dtype, b.dtype) or PRECISION_COLUMN.get(a.dtype)
+        if out is None or read is None or column is None:
+            return None
+        moved = a.bytes + b.bytes + read + math.prod(out_shape) * out.itemsize
+        return FusedWork(2.0 * math.prod(out_shape) * contraction, moved, column, matmul=True)
 
     return formula
 
 
-def _grouped(scaled: int) -> Formula:
-    """``scaled``: 0 for _grouped_mm(self, mat2, offs, bias, out_dtype); 1 for _scaled_grouped_mm(self, mat2,
-    scale_a, scale_b, offs, bias, scale_result, out_dtype, use_fast_accum); 2 for its _v2 (self, mat2, scale_a[],
-    recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b, offs, bias, out_dtype, contraction_dim, use_fast_accum)."""
-    offs_at, bias_at, out_at = {0: (2, 3, 4), 1: (4, 5, 7), 2: (8, 9, 10)}[scaled]
-
-    def formula(args: list[Argument]) -> FusedWork | None:
-        """Batched (G, M, K) by (G, K, N) -> (G, M, N), no offsets: 2 G M N K. With offsets the groups' extents
-        are values the trace does not hold: unknown."""
-        a, b, offs = _arg(args, 0), _arg(args, 1), _arg(args, offs_at)
-        if offs.tensor is not None or a.tensor is None or b.tensor is None or len(a.tensor) != 3 or len(b.tensor) != 3:
-            return None
-        if a.tensor[0] != b.tensor[0] or a.tensor[2] != b.tensor[1]:
-            return None
-        read = _arg(args, bias_at).bytes
-        if scaled == 1:
-            read += _arg(args, 2).bytes + _arg(args, 3).bytes + _arg(args, 6).bytes
-        elif scaled == 2:
-            a_scales = _scale_list_bytes(_arg(args, 2), _arg(args, 3))
-            b_scales = _scale_list_bytes(_arg(args, 5), _arg(args, 6))
-            if a_scales is None or b_scales is None:
-                return None
-            read += a_scales + b_scales
-        default = a.dtype if scaled == 0 else torch.bfloat16
-        out_shape = (a.tensor[0], a.tensor[1], b.tensor[2])
-        return _work(a, b, out_shape, a.tensor[2], _out_dtype(_arg(args, out_at), default), read)
-
-    return formula
-
-
+# Argument positions in PyTorch 2.14's native_functions.yaml (self and mat2 first):
+# _scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
+# _scaled_mm_v2(self, mat2, scale_a[], recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b, bias, out_dtype,
+#     contraction_dim, use_fast_accum)
+# _grouped_mm(self, mat2, offs, bias, out_dtype)
+# _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs, bias, scale_result, out_dtype, use_fast_accum)
+# _scaled_grouped_mm_v2(self, mat2, scale_a[], recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b, offs, bias,
+#     out_dtype, contraction_dim, use_fast_accum)
 FORMULAS: dict[str, Formula] = {
-    "aten::_scaled_mm": _scaled_mm(1),
-    "aten::_scaled_mm_v2": _scaled_mm(2),
-    "aten::_grouped_mm": _grouped(0),
-    "aten::_scaled_grouped_mm": _grouped(1),
-    "aten::_scaled_grouped_mm_v2": _grouped(2),
+    "aten::_scaled_mm": _product(GemmSchema(out_dtype=6, bias=4, scales=(2, 3, 5))),
+    "aten::_scaled_mm_v2": _product(GemmSchema(out_dtype=9, bias=8, scale_lists=((2, 3), (5, 6)), contraction=10)),
+    "aten::_grouped_mm": _product(GemmSchema(out_dtype=4, bias=3, offs=2)),
+    "aten::_scaled_grouped_mm": _product(GemmSchema(out_dtype=7, bias=5, scales=(2, 3, 6), offs=4, bf16_out=True)),
+    "aten::_scaled_grouped_mm_v2": _product(
+        GemmSchema(out_dtype=10, bias=9, scale_lists=((2, 3), (5, 6)), offs=8, contraction=11, bf16_out=True)
+    ),
 }
 
 
