@@ -233,3 +233,42 @@ def test_mixed_fp8_by_fp4_batched_scaled_grouped_and_fp8_attention_columns() -> 
                   ([], "Scalar", "-1"), ([], "Scalar", "-1"), ([], "Scalar", "0."), NONE, ([], "Scalar", "False")),
     )  # fmt: skip
     assert attention is not None and attention.flops == {"flops_tensor_fp8": 2.0 * 2 * 128 * 128 * 4 * (64 + 64)}
+
+
+class Float8Face(torch.Tensor):
+    """torchao's float8 training pattern (Float8TrainingTensor): a tensor that shows itself as bfloat16, holds
+    e4m3 data and a scale, and runs aten::mm as torch._scaled_mm."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor, scale: torch.Tensor) -> Float8Face:
+        return torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(), dtype=BF16)
+
+    def __init__(self, data: torch.Tensor, scale: torch.Tensor) -> None:
+        self.fp8, self.scale = data, scale
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten.mm.default:
+            a, b = args
+            return torch._scaled_mm(a.fp8, b.fp8, a.scale, b.scale, out_dtype=BF16)
+        raise NotImplementedError(func)
+
+
+def test_a_float8_subclass_mm_counts_as_the_scaled_mm_inside_it_beside_bf16_work() -> None:
+    """The profiler records the subclass's aten::mm with bfloat16 inputs around the aten::_scaled_mm it dispatched
+    to: the FP8 product ran, and its 2 M N K land in flops_tensor_fp8 (before, all of them were the outer mm's
+    bfloat16 FLOPs). A bfloat16 product of the same step stays in its own column: a mixed FP8 training step's
+    FLOPs per precision."""
+    one = torch.tensor(1.0)
+    a = Float8Face(torch.randn(64, 128).to(E4M3), one)
+    b = Float8Face(torch.randn(96, 128).to(E4M3).t(), one)
+    x, w = torch.randn(32, 128, dtype=BF16), torch.randn(128, 48, dtype=BF16)
+
+    def step() -> None:
+        torch.mm(a, b)
+        torch.mm(x, w)
+
+    launches = trace_source(_trace_of(step), "float8", TraceOptions(cpu_ops=True), load_metric_set()).launches
+    assert launches["flops_tensor_fp8"].sum() == pytest.approx(2 * 64 * 96 * 128, rel=1e-12)
+    assert set(launches.loc[launches["flops_tensor_fp8"] > 0, "work_op"]) == {"aten::_scaled_mm"}
+    assert launches["flops_fp16"].sum() == pytest.approx(2 * 32 * 48 * 128, rel=1e-12)  # the bfloat16 mm alone

@@ -166,6 +166,11 @@ FORMULAS: dict[str, Formula] = {
 }
 
 
+# The scaled products: what a float8 tensor subclass's aten::mm (torchao's Float8TrainingTensor) dispatches to,
+# recorded inside an op whose own recorded inputs are the subclass's bfloat16 face
+SCALED_OPS: frozenset[str] = frozenset(name for name in FORMULAS if "_scaled_" in name)
+
+
 def formula_for(name: str) -> Formula | None:
     """The formula of a scaled or grouped product recorded as ``name`` (``aten::_scaled_mm``), if it is one."""
     return FORMULAS.get(name)
