@@ -272,3 +272,18 @@ def test_a_float8_subclass_mm_counts_as_the_scaled_mm_inside_it_beside_bf16_work
     assert launches["flops_tensor_fp8"].sum() == pytest.approx(2 * 64 * 96 * 128, rel=1e-12)
     assert set(launches.loc[launches["flops_tensor_fp8"] > 0, "work_op"]) == {"aten::_scaled_mm"}
     assert launches["flops_fp16"].sum() == pytest.approx(2 * 32 * 48 * 128, rel=1e-12)  # the bfloat16 mm alone
+
+
+def test_an_h200_step_of_a_float8_subclass_mm_beside_a_bf16_one() -> None:
+    """record_float8_subclass.py on an H200: the subclass's FP8 GEMM (cuBLAS's nvjet qqtst kernel, launched under
+    aten::mm > aten::_scaled_mm) on the FP8 tensor column, the plain bfloat16 one on the BF16 column: 2 x 4096 x
+    4096 x 8192 each, apart (before: both on BF16)."""
+    path = H200_TRACE.with_name("float8-subclass-h200-trace.json.xz")
+    trace = parse_trace(lzma.decompress(path.read_bytes()), path)
+    launches = trace_source(trace, "float8", TraceOptions(), load_metric_set()).launches.set_index("kernel")
+    fp8 = launches.filter(like="nvjet_sm90_qqtst", axis=0)
+    bf16 = launches.filter(like="nvjet_sm90_tst", axis=0)
+    flops = 2 * 4096 * 4096 * 8192
+    assert fp8["flops_tensor_fp8"].item() == flops and fp8["flops_tensor_bf16"].item() == 0
+    assert bf16["flops_tensor_bf16"].item() == flops and bf16["flops_tensor_fp8"].item() == 0
+    assert fp8["work_op"].item() == "aten::_scaled_mm"
