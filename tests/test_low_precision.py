@@ -5,6 +5,7 @@ and scales read once at their element size, the output written once)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import lzma
 import math
@@ -31,6 +32,7 @@ from tests.conftest import REPO
 E4M3, E5M2, BF16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16
 # Recorded by tests/data/gpu-2026-11-28/low-precision/record.py on an H200 (its README says how)
 H200_TRACE = REPO / "tests" / "data" / "gpu-2026-11-28" / "low-precision" / "h200-trace.json.xz"
+SUBCLASS_SCRIPT = H200_TRACE.with_name("record_float8_subclass.py")
 # NVIDIA's H100 SXM datasheet: 1,979 TFLOP/s dense FP8 (3,958 with sparsity); B200: 9 PFLOP/s dense FP4
 H100_FP8_DENSE = 1979e12
 B200_FP4_DENSE = 9e15
@@ -235,23 +237,14 @@ def test_mixed_fp8_by_fp4_batched_scaled_grouped_and_fp8_attention_columns() -> 
     assert attention is not None and attention.flops == {"flops_tensor_fp8": 2.0 * 2 * 128 * 128 * 4 * (64 + 64)}
 
 
-class Float8Face(torch.Tensor):
-    """torchao's float8 training pattern (Float8TrainingTensor): a tensor that shows itself as bfloat16, holds
-    e4m3 data and a scale, and runs aten::mm as torch._scaled_mm."""
-
-    @staticmethod
-    def __new__(cls, data: torch.Tensor, scale: torch.Tensor) -> Float8Face:
-        return torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(), dtype=BF16)
-
-    def __init__(self, data: torch.Tensor, scale: torch.Tensor) -> None:
-        self.fp8, self.scale = data, scale
-
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        if func is torch.ops.aten.mm.default:
-            a, b = args
-            return torch._scaled_mm(a.fp8, b.fp8, a.scale, b.scale, out_dtype=BF16)
-        raise NotImplementedError(func)
+def _float8_face() -> type[torch.Tensor]:
+    """torchao's float8 training pattern (Float8TrainingTensor) as record_float8_subclass.py has it: a tensor that
+    shows itself as bfloat16, holds e4m3 data and a scale, and runs aten::mm as torch._scaled_mm."""
+    spec = importlib.util.spec_from_file_location("record_float8_subclass", SUBCLASS_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Float8Face
 
 
 def test_a_float8_subclass_mm_counts_as_the_scaled_mm_inside_it_beside_bf16_work() -> None:
@@ -259,9 +252,9 @@ def test_a_float8_subclass_mm_counts_as_the_scaled_mm_inside_it_beside_bf16_work
     to: the FP8 product ran, and its 2 M N K land in flops_tensor_fp8 (before, all of them were the outer mm's
     bfloat16 FLOPs). A bfloat16 product of the same step stays in its own column: a mixed FP8 training step's
     FLOPs per precision."""
-    one = torch.tensor(1.0)
-    a = Float8Face(torch.randn(64, 128).to(E4M3), one)
-    b = Float8Face(torch.randn(96, 128).to(E4M3).t(), one)
+    one, float8_face = torch.tensor(1.0), _float8_face()
+    a = float8_face(torch.randn(64, 128).to(E4M3), one)
+    b = float8_face(torch.randn(96, 128).to(E4M3).t(), one)
     x, w = torch.randn(32, 128, dtype=BF16), torch.randn(128, 48, dtype=BF16)
 
     def step() -> None:
