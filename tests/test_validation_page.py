@@ -70,6 +70,8 @@ NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
+    "fp8-gemms": "kernel times " + RECORDED + " (an H200 trace, tests/data/gpu-2026-11-28/low-precision); "
+    "tests/test_low_precision.py checks the FLOPs, the FP8 roof and 60-80% of it with its own copy",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
     "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",

@@ -6,7 +6,9 @@
 - Any other kernel belongs to the op whose work is counted: of the dispatchable ops around its launch, the
   outermost whose recorded inputs replay (:mod:`hroofline.importers.trace_work`), skipping an op that calls
   itself again on inputs cast to another type (autocast: an ``aten::linear`` of float inputs around one of
-  bfloat16 inputs) and any op that encloses an op another launch counts (so no work counts twice). The op's
+  bfloat16 inputs) or around a scaled FP8/FP4 product (a float8 tensor subclass's ``aten::mm``, whose recorded
+  inputs are its bfloat16 face, around the ``aten::_scaled_mm`` it dispatched to), and any op that encloses an op
+  another launch counts (so no work counts twice). The op's
   bytes are split over its kernels in proportion to their durations, its FLOPs likewise over its tensor-core
   kernels where it has some (a split-K GEMM's reduction kernel does none of the multiply-adds), else over all.
 - Whether an op's matrix products, convolutions and fused attention ran on tensor cores follows from its
@@ -36,6 +38,7 @@ from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, Op
 from hroofline.model.quantities import FLOP_QUANTITIES
 from hroofline.roofs.metricset import MetricSet, TensorKernelHints
 from hroofline.roofs.rates import DenseRates
+from hroofline.work.low_precision import SCALED_OPS
 
 # Where a launch's work came from (the launch table's work_source).
 FORMULA = "formula"  # the launching ATen op's FLOP and byte formulas on its recorded shapes
@@ -105,14 +108,14 @@ def activity_work(
 
 
 class KernelNames:
-    """What kernel names show, per activity: a computing kernel (a GEMM, convolution or attention kernel), a
-    tensor-core one, a CUDA-core one, TF32 or BF16 inputs."""
+    """What kernel names show, per activity: a computing kernel (a GEMM, convolution or attention kernel, not one
+    that only sets a GEMM up), a tensor-core one, a CUDA-core one, TF32 or BF16 inputs."""
 
     def __init__(self, names: list[str], hints: TensorKernelHints) -> None:
         def showing(fragments: tuple[str, ...]) -> np.ndarray:
             return np.array([any(f in name for f in fragments) for name in names], dtype=bool)
 
-        self.computing = showing(hints.compute_names)
+        self.computing = showing(hints.compute_names) & ~showing(hints.setup_names)
         self.tensor = showing(hints.float_names)
         self.cuda_cores = showing(hints.cuda_core_names)
         self.tf32 = showing(hints.precision_names.get("flops_tensor_tf32", ("tf32",)))
@@ -178,6 +181,8 @@ def _counted_op(
             continue
         if op.name in DISPATCHING_OPS and position < len(candidates) - 1:
             continue  # what it dispatched to is recorded inside it: that ran
+        if op.name not in SCALED_OPS and any(inner.name in SCALED_OPS for inner in candidates[position + 1 :]):
+            continue  # a float8 subclass's aten::mm, recorded as bfloat16: the scaled product inside it ran
         if id(op) not in works:
             works[id(op)] = op_work(op.name, op.args, link.ranges)
         work = works[id(op)]

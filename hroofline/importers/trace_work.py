@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_leaves
 
 from hroofline.importers.kineto import input_dims
+from hroofline.work import low_precision
 from hroofline.work.fused_attention import fused_attention
 from hroofline.work.fused_ops import Argument, Formula, formula_for
 from hroofline.work.moe import MOE_FORMULAS, moe_model
@@ -46,6 +47,10 @@ DTYPES: dict[str, torch.dtype] = {
     "bool": torch.bool,
     "c10::Float8_e4m3fn": torch.float8_e4m3fn,
     "c10::Float8_e5m2": torch.float8_e5m2,
+    "c10::Float8_e4m3fnuz": torch.float8_e4m3fnuz,
+    "c10::Float8_e5m2fnuz": torch.float8_e5m2fnuz,
+    "c10::Float8_e8m0fnu": torch.float8_e8m0fnu,  # MX block scales
+    "c10::Float4_e2m1fn_x2": torch.float4_e2m1fn_x2,  # two FP4 values an element
     "c10::complex<float>": torch.complex64,
     "c10::complex<double>": torch.complex128,
 }
@@ -66,7 +71,7 @@ SCALAR_TYPES: dict[int, torch.dtype] = {
     6: torch.float32,
     7: torch.float64,
     11: torch.bool,
-    15: torch.bfloat16,
+    **low_precision.SCALAR_TYPES,
 }
 
 
@@ -123,7 +128,7 @@ def _op_work(key: str) -> OpWork | None:
     step = step_of((step_range,)) if step_range else None
     if name in ATTENTION_OPS:  # its work needs the step's context lengths
         return _fused_work(name, partial(unified_attention, step), dims, types, concrete) if step else None
-    formula = formula_for(name) or MOE_FORMULAS.get(name) or CACHE_FORMULAS.get(name)
+    formula = formula_for(name) or low_precision.formula_for(name) or MOE_FORMULAS.get(name) or CACHE_FORMULAS.get(name)
     if formula is not None:  # fused ops have no FLOP formula on the meta device (or none at all here)
         return _fused_work(name, formula, dims, types, concrete)
     packet = _packet(name)

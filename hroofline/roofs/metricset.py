@@ -114,6 +114,7 @@ class TensorKernelHints:
     precision_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # FLOP column -> name fragments
     compute_names: tuple[str, ...] = ()  # GEMM, convolution and attention kernels: where an op's FLOPs go
     cuda_core_names: tuple[str, ...] = ()  # products that run on the CUDA cores (GEMV, SIMT, FFMA GEMMs)
+    setup_names: tuple[str, ...] = ()  # kernels that set a GEMM up, named like one, and do none of its arithmetic
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,7 @@ def load_metric_set(name: str = "hierarchical") -> MetricSet:
             precision_names={k: tuple(v) for k, v in hints.get("precision", {}).items()},
             compute_names=tuple(hints.get("compute", ())),
             cuda_core_names=tuple(hints.get("cuda_cores", ())),
+            setup_names=tuple(hints.get("setup", ())),
         ),
         display_names=dict(data.get("display_names", {})),
     )

@@ -74,7 +74,7 @@ def _given(argument: Argument) -> bool:
 
 def _column(dtype: torch.dtype | None) -> str:
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        return "flops_fp16"  # FP8 attention (FA3): the trace path has no FP8 column yet, judged on the FP16 roof
+        return "flops_tensor_fp8"  # FP8 attention (FA3): both products on the FP8 tensor cores
     return PRECISION_COLUMN.get(dtype or LIST_DTYPE, "flops_fp32")
 
 
