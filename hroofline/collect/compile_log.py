@@ -23,24 +23,28 @@ from hroofline.errors import InputError
 from hroofline.importers.inductor_provenance import CompiledGraph, layers_from_compile_log
 from hroofline.model.layers import COMPILED
 
+PROVENANCE_OPTION = "trace.provenance_tracking_level"  # what INDUCTOR_PROVENANCE=1 sets
 COMPILE_LOG_DIR = "compile-log"  # beside the trace: ``hroofline import trace.json --compile-log compile-log``
 
 
 @contextlib.contextmanager
 def compile_logged(folder: Path) -> Iterator[None]:
     """torch.compile's structured log with Inductor's provenance, into ``folder`` (emptied first), while inside;
-    the compilation's cache a fresh one in the temporary folder, removed after."""
+    the compilation's cache a fresh one in the temporary folder, removed after. A PyTorch without the provenance
+    option (an older one) logs no provenance: :func:`read_compile_log` then says so."""
     import torch._inductor.config as inductor_config
-    from torch._inductor.utils import fresh_cache
+    import torch._inductor.utils as inductor_utils
     from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
 
     shutil.rmtree(folder, ignore_errors=True)  # an earlier profile's log is not this compilation's
     folder.mkdir(parents=True)
     handler = LazyTraceHandler(str(folder))
     handler.setFormatter(TorchLogsFormatter(trace=True))
+    provenance = {PROVENANCE_OPTION: 1} if hasattr(inductor_config.trace, "provenance_tracking_level") else {}
+    fresh_cache = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache  # its older name
     trace_log.addHandler(handler)
     try:
-        with inductor_config.patch({"trace.provenance_tracking_level": 1}), fresh_cache():
+        with inductor_config.patch(provenance), fresh_cache():
             yield
     finally:
         trace_log.removeHandler(handler)
