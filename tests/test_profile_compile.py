@@ -30,11 +30,12 @@ STEPS = ("forward", "backward", "optimizer")
 EAGER, COMPILED = "mlp.build-fp32-cpu-b4-3x4x4-trace", "mlp.build-fp32-cpu-b4-3x4x4-compiled-trace"
 
 
-def _gemm_flops_by_hand() -> dict[str, int]:
-    """A linear layer of K inputs and N outputs on M samples: 2 M N K FLOPs forward; backward, the weight gradient
-    (2 M N K) and, for the second layer only (the batch needs no gradient), the input gradient (2 M N K)."""
+def _gemm_flops_by_hand() -> dict[tuple[str, str], int]:
+    """Per phase and layer (the Sequential's Linears are its modules 1 and 3): a linear layer of K inputs and N
+    outputs on M samples, 2 M N K FLOPs forward; backward, the weight gradient (2 M N K) and, for the second layer
+    only (the batch needs no gradient), the input gradient (2 M N K)."""
     first, second = 2 * BATCH * IN * HIDDEN, 2 * BATCH * HIDDEN * OUT
-    return {"forward": first + second, "backward": first + 2 * second}
+    return {("forward", "1"): first, ("forward", "3"): second, ("backward", "1"): first, ("backward", "3"): 2 * second}
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +54,33 @@ def mlp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "store"
 
 
-def _gemm_flops(launches) -> dict[str, float]:
+def _gemm_flops(launches) -> dict[tuple[str, str], float]:
+    """The GEMMs' FLOPs (with the ops they launch, which share them) per phase and layer."""
     columns = [c for c in launches.columns if c.startswith("flops_") and c != "flops_tensor"]
     gemms = launches[launches["work_op"].isin(GEMMS)]
-    return {phase: float(rows[columns].sum().sum()) for phase, rows in gemms.groupby("phase", observed=True)}
+    by_layer = gemms.groupby([gemms["phase"].astype(str), gemms["layer"].astype(str)])
+    return {key: float(rows[columns].sum().sum()) for key, rows in by_layer}
 
 
-def test_a_compiled_cpu_step_has_the_eager_steps_gemm_flops_and_says_it_was_compiled(cli, mlp_runs: Path) -> None:
+def test_a_compiled_cpu_steps_gemms_land_on_the_eager_steps_layers_with_their_flops(cli, mlp_runs: Path) -> None:
+    """profile --compile writes the compilation's log (TORCH_TRACE with Inductor's provenance) and imports the
+    trace with it: each GEMM Inductor's C++ code calls (with out=) inside the compiled region is on its Linear,
+    with the FLOPs the eager step has there, layer by layer."""
     store = RunStore(mlp_runs)
     eager, compiled = store.load(EAGER), store.load(COMPILED)
-    by_hand = _gemm_flops_by_hand()  # forward 29,696, backward 34,816
+    by_hand = _gemm_flops_by_hand()  # forward 24,576 and 5,120; backward 24,576 and 10,240
     assert _gemm_flops(eager.launches) == pytest.approx(by_hand, rel=1e-12)
     assert _gemm_flops(compiled.launches) == pytest.approx(by_hand, rel=1e-12)
-    # Inductor's C++ code calls the GEMMs with out= inside the compiled region; the loss and optimizer stay eager
-    gemms = compiled.launches[compiled.launches["work_op"].isin(GEMMS)]
-    assert set(gemms["layer"]) == {"<compiled>"}
-    assert {"<loss>", "<optimizer>"} <= set(compiled.launches["layer"].astype(str))
+    notes = compiled.meta.sources[0].notes
+    placed = [note for note in notes if note.startswith("compiled kernels placed on their layers by the compile log")]
+    assert len(placed) == 1 and ": 100.0% of the compiled graphs' kernel time" in placed[0], notes
+    assert not compiled.meta.sources[0].warnings
+    assert list((mlp_runs.parent / "compiled" / "compile-log").glob("*.log"))  # kept beside the trace
+    # the loss and optimizer stay eager; what is left in the region is its own bookkeeping (Dynamo's cache
+    # lookup, the autograd function's calls), no GEMM
+    assert {"<loss>", "<optimizer>", "<compiled>"} <= set(compiled.launches["layer"].astype(str))
+    region = compiled.launches[compiled.launches["layer"] == "<compiled>"]
+    assert region["work_op"].isna().all()
     settings = compiled.meta.sources[0].settings
     assert settings["compile"] == "default" and settings["warmup_steps"] == "3"  # compilation outside the step
     assert compiled.meta.compile_mode == "default" and eager.meta.compile_mode is None
@@ -87,24 +99,37 @@ def test_a_compiled_cpu_step_has_the_eager_steps_gemm_flops_and_says_it_was_comp
     assert json.loads(cli("summary", COMPILED, "--format", "json", "--store", mlp_runs).out)["compile"] == "default"
 
 
-def test_compare_matches_the_compiled_region_with_the_modules_it_replaced(cli, mlp_runs: Path) -> None:
-    """The eager run's module paths (0-3) against the compiled run's <compiled>: one model, layer to layer, with
-    each phase's launches, bytes and time."""
+def test_compare_matches_the_compiled_run_layer_by_layer(cli, mlp_runs: Path) -> None:
+    """The eager run's Linears (1, 3) against the compiled run's, where its GEMMs are placed; the eager Flatten and
+    ReLU (0, 2), fused away, folded into the compiled region's <compiled>: per phase and layer both runs' launches,
+    bytes and time, as the stored launches sum them."""
     store = RunStore(mlp_runs)
     eager, compiled = store.load(EAGER).launches, store.load(COMPILED).launches
     data = json.loads(cli("compare", EAGER, COMPILED, "--format", "json", "--store", mlp_runs).out)
     assert data["matched_on"] == "layer" and data["compiled"] == {"candidate": "default"}
     assert data["bytes_level"] == "l1"  # the CPU's runs count bytes at L1 only
-    region = {(row["phase"], row["family"]): row for row in data["families"]}
+    rows = {(row["phase"], row["family"]): row for row in data["families"]}
+
+    def sums(launches, phase: str, layers: list[str]) -> tuple[int, float, float]:
+        inside = launches[(launches["phase"] == phase) & launches["layer"].astype(str).isin(layers)]
+        return int(inside["launches"].sum()), float(inside["bytes_l1"].sum()), float(inside["time_s"].sum())
+
     for phase in ("forward", "backward"):
-        row = region[(phase, "<compiled>")]
-        assert row["status"] == "matched"
-        modules = eager[(eager["phase"] == phase) & eager["layer"].astype(str).isin(["0", "1", "2", "3"])]
-        assert row["base_kernels"] == int(modules["launches"].sum()) and row["base_time_s"] == pytest.approx(
-            float(modules["time_s"].sum())
-        )
-        inside = compiled[(compiled["phase"] == phase) & (compiled["layer"] == "<compiled>")]
-        assert row["candidate_kernels"] == int(inside["launches"].sum())
+        for layer in ("1", "3"):
+            row = rows[(phase, layer)]
+            assert row["status"] == "matched"
+            for side, launches in (("base", eager), ("candidate", compiled)):
+                kernels, moved, seconds = sums(launches, phase, [layer])
+                assert row[f"{side}_kernels"] == kernels and kernels > 0
+                assert row[f"{side}_bytes"] == pytest.approx(moved, rel=1e-12)
+                assert row[f"{side}_time_s"] == pytest.approx(seconds, rel=1e-12)
+        region = rows[(phase, "<compiled>")]
+        assert region["base_kernels"] == sums(eager, phase, ["0", "2"])[0]
+        assert region["candidate_kernels"] == sums(compiled, phase, ["<compiled>"])[0]
+    # the forward Linears: eager, aten::linear's transpose, addmm and the ops under them; compiled, Inductor's
+    # addmm alone (its weight's transpose a view of the generated code)
+    forward = [rows[("forward", layer)] for layer in ("1", "3")]
+    assert all(row["candidate_kernels"] < row["base_kernels"] for row in forward)
     total = data["phases"]["total"]
     assert total["base_kernels"] == int(eager["launches"].sum())
     assert total["candidate_kernels"] == int(compiled["launches"].sum())
@@ -113,6 +138,11 @@ def test_compare_matches_the_compiled_region_with_the_modules_it_replaced(cli, m
     assert text.code == 0, text.err
     assert f"torch.compile'd: {COMPILED} (mode default): launches, bytes and time" in text.out
     assert "base L1 bytes" in text.out and "bytes saved" in text.out
+    by_layer = text.out.split("torch.compile'd, layer by layer (the 8 with the most time):\n", 1)[1]
+    header, *lines = by_layer.splitlines()
+    assert header.split()[:4] == ["phase", "layer", "base", "launches"]
+    shown = {tuple(line.split()[:2]) for line in lines[1:] if line.strip() and not line.endswith(":")}
+    assert {("forward", "1"), ("forward", "3"), ("backward", "3")} <= shown
     assert "not the same model" not in text.out
 
 
@@ -208,3 +238,28 @@ def test_the_dry_run_of_a_compiled_step_says_its_graph_profiling_and_a_short_war
         "profile", "--arch", "resnet50", "--gpu", "a100", "--compile", "max-autotune", "--warmup", "1", "--dry-run"
     )
     assert "--warmup 1: the measured step records its CUDA graphs (--compile wants 3)" in graphs.err
+
+
+def test_a_compile_log_that_cannot_be_read_leaves_the_compiled_region_with_one_warning(
+    mlp_runs: Path, tmp_path: Path
+) -> None:
+    """What profile --compile does where its compile log places nothing: no graphs, one warning line; the
+    import then keeps the compiled region's label. The log: the compiled profile's own, its provenance handles
+    taken out (a PyTorch that writes none), and an empty folder (a compilation that logged nothing)."""
+    from hroofline.collect.compile_log import read_compile_log
+
+    log = next((mlp_runs.parent / "compiled" / "compile-log").glob("*.log"))
+    assert read_compile_log(log.parent)[0]  # as written, it places the GEMMs (the tests above)
+    stripped = tmp_path / "stripped"
+    stripped.mkdir()
+    lines = log.read_text().splitlines(keepends=True)
+    (stripped / log.name).write_text("".join(line for line in lines if "[Provenance debug handles]" not in line))
+    graphs, warnings = read_compile_log(stripped)
+    assert graphs is None and len(warnings) == 1
+    assert warnings[0].startswith("--compile: the compile log is not readable (")
+    assert "INDUCTOR_PROVENANCE=1" in warnings[0] and warnings[0].endswith(
+        "the compiled kernels keep the layer <compiled>"
+    )
+    (tmp_path / "empty").mkdir()
+    graphs, warnings = read_compile_log(tmp_path / "empty")
+    assert graphs is None and "no TORCH_TRACE log entries" in warnings[0] and len(warnings) == 1

@@ -36,6 +36,8 @@ FAMILY_COLUMNS: tuple[str, ...] = (
     "candidate_flops",
     "base_kernels",
     "candidate_kernels",
+    "base_bytes",  # at the comparison's bytes_level (None where there is none)
+    "candidate_bytes",
     "status",
 )
 
@@ -311,6 +313,14 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     b = family_sums(base, match, compiled_folds(base, candidate))
     c = family_sums(candidate, match, compiled_folds(candidate, base))
     merged = b.merge(c, on=["phase", "family"], how="outer", suffixes=("_b", "_c"))
+    # One run predicting the step the other measured: "estimated versus measured"; a prediction against another
+    # GPU's or step's run is no measure of the estimate's error, and the comparison says what differs.
+    one_predicted = base.meta.predicted != candidate.meta.predicted
+    differs = other_step(base, candidate) if one_predicted else None
+    side = ("base" if base.meta.predicted else "candidate") if one_predicted and differs is None else None
+    phases = compare_phases(base, candidate, side)
+    level = _common_bytes_level(phases)
+    moved = [merged[f"bytes_{level}_{suffix}"] if level else pd.Series(None, index=merged.index) for suffix in "bc"]
     families = pd.DataFrame(
         {
             "phase": merged["phase"],
@@ -321,6 +331,8 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
             "candidate_flops": merged["flops_c"],
             "base_kernels": merged["kernels_b"].fillna(0).astype("int64"),
             "candidate_kernels": merged["kernels_c"].fillna(0).astype("int64"),
+            "base_bytes": moved[0],
+            "candidate_bytes": moved[1],
         }
     )
     families["saved_s"] = families["base_time_s"] - families["candidate_time_s"]
@@ -329,12 +341,6 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
     families.loc[merged["time_s_b"].isna().to_numpy(), "status"] = "only in candidate"
     families["speedup"] = families["base_time_s"] / families["candidate_time_s"].where(families["candidate_time_s"] > 0)
     families = families.sort_values("saved_s", ascending=False, kind="stable").reset_index(drop=True)
-    # One run predicting the step the other measured: "estimated versus measured"; a prediction against another
-    # GPU's or step's run is no measure of the estimate's error, and the comparison says what differs.
-    one_predicted = base.meta.predicted != candidate.meta.predicted
-    differs = other_step(base, candidate) if one_predicted else None
-    side = ("base" if base.meta.predicted else "candidate") if one_predicted and differs is None else None
-    phases = compare_phases(base, candidate, side)
     return Comparison(
         base=base.name,
         candidate=candidate.name,
@@ -348,7 +354,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         predicted=side,
         predictions=[run.name for run in (base, candidate) if run.meta.predicted],
         compiled=compiled_sides(base, candidate),
-        bytes_level=_common_bytes_level(phases),
+        bytes_level=level,
     )
 
 

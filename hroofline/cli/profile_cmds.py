@@ -109,7 +109,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="torch.compile the model (its loss and optimizer stay eager) in MODE: default (--compile alone), "
         f"max-autotune or reduce-overhead (both replay CUDA graphs on a GPU); {COMPILED_WARMUP} warm-up steps "
         "(compilation, CUDA graph warm-up and recording) run before the measured step; the run is named "
-        "...-compiled[-MODE]. Not with --script: your script compiles its model itself and is profiled as it runs",
+        "...-compiled[-MODE]. A trace (--backend trace, and on the CPU) places the compiled kernels on their "
+        "modules by the compilation's log (TORCH_TRACE with Inductor's provenance, kept in --out-dir's "
+        "compile-log/); under ncu they carry the layer <compiled>. Not with --script: your script compiles its "
+        "model itself and is profiled as it runs",
     )
     profile.add_argument(
         "--backend",

@@ -72,6 +72,8 @@ def _check_gpu_visible(gpu: GpuName | None) -> None:
 def _say_trace_notes(source: ImportedSource, trace_file: Path) -> None:
     for note in source.info.notes:
         say(f"  note: {note}")
+    for warning in source.info.warnings:
+        say(f"hroofline: warning: {warning}")
     say(f"  trace: {trace_file} (open it in Perfetto or chrome://tracing)")
 
 

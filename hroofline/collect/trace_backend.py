@@ -21,11 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hroofline.collect.compile_log import COMPILE_LOG_DIR, compile_logged, read_compile_log
 from hroofline.collect.compiling import quiet_layers, tracked_throughout
 from hroofline.collect.memory_tracking import CudaPhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
 from hroofline.errors import ProfilingError
+from hroofline.importers.build import ImportOptions
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
 from hroofline.importers.source import ImportedSource
 from hroofline.model.run import CUDA_MEMORY_METHOD, LIVENESS_METHOD, PhaseMemory, first_per_phase
@@ -72,7 +74,9 @@ def profile_trace(
     step = TrainingStep(config, PhaseMarks([ranges.phase, tracker.phase_changed]), tracker)
     on_gpu = config.device != "cpu"
     progress(f"{config.arch}: {warmup} warm-up step(s)")
-    with tracked_throughout(tracker, config.compile is not None) as tracking:
+    compile_log = trace_file.parent / COMPILE_LOG_DIR if config.compile is not None else None
+    logged = compile_logged(compile_log) if compile_log is not None else contextlib.nullcontext()
+    with logged, tracked_throughout(tracker, config.compile is not None) as tracking:
         with quiet_layers(tracker):
             for _ in range(warmup):
                 step.run()
@@ -100,7 +104,9 @@ def profile_trace(
         memory = measure_step_memory(step, on_gpu)  # a compiled step's still with the hooks it was compiled with
     settings = {key: str(value) for key, value in asdict(config).items() if value is not None or key != "compile"}
     settings.update(warmup_steps=str(warmup), profiled_steps=str(steps), profiled_seconds=f"{seconds:.3f}")
-    source = import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+    graphs, unread = read_compile_log(compile_log) if compile_log is not None else (None, [])
+    source = import_collected_trace(trace_file, settings, ImportOptions(cpu_ops=not on_gpu, compiled=graphs))
+    source.info.warnings += unread
     source.info.memory, source.info.formulas_used["memory"] = memory
     return source
 
@@ -140,7 +146,7 @@ def profile_script_trace(
         raise ProfilingError(f"torch.profiler wrote no trace to {trace_file}")
     settings = {"script": str(script), "arguments": " ".join(argv), "warmup_steps": str(warmup)}
     settings.update(profiled_steps=str(steps), profiled_seconds=f"{profiled.seconds:.3f}")
-    return import_collected_trace(trace_file, settings, cpu_ops=not on_gpu)
+    return import_collected_trace(trace_file, settings, ImportOptions(cpu_ops=not on_gpu))
 
 
 def _step_profiler(activities: list[Any], steps: int, trace_file: Path) -> Any:
@@ -247,10 +253,10 @@ def native_stderr_quiet() -> Iterator[None]:
         sys.stderr.write("\n".join(kept) + "\n")
 
 
-def import_collected_trace(trace_file: Path, settings: dict[str, str], cpu_ops: bool) -> ImportedSource:
-    from hroofline.importers.build import ImportOptions, import_source
+def import_collected_trace(trace_file: Path, settings: dict[str, str], options: ImportOptions) -> ImportedSource:
+    from hroofline.importers.build import import_source
     from hroofline.roofs.metricset import load_metric_set
 
-    source = import_source(trace_file, ImportOptions(cpu_ops=cpu_ops), load_metric_set())
+    source = import_source(trace_file, options, load_metric_set())
     source.info.settings.update(settings)
     return source

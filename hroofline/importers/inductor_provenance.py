@@ -23,7 +23,9 @@ A post-grad node's module, in this order (forward graph, then backward, which re
    code (``""``: the model's own).
 
 A parameter shared by two modules (GPT-2's ``lm_head`` and ``wte``) is named after the first; a node on a line of
-the compiled function itself that calls ``self.NAME(...)`` and reads a parameter of no module NAME belongs to NAME.
+the compiled function itself that calls ``self.NAME(...)`` and reads a parameter of no module NAME belongs to NAME,
+where the line's nodes read the parameters of that one module only (else the line is the caller's, printed for
+every node of a model made of PyTorch's own modules, whose frames the stacks leave out).
 A kernel fused from nodes of several modules goes to their common ancestor.
 """
 
@@ -306,10 +308,14 @@ def place_nodes(graph: _Graph, before: _Placed, own_lines: set[tuple[str, int]])
     (parameters, and a backward graph's saved forward nodes) and their modules and source lines."""
     modules: dict[str, str] = {}
     lines = {**before.lines, **graph.line}
+    owners_on_line: dict[tuple[str, int, str, str] | None, set[str]] = {}
+    for name in graph.nodes:
+        read = {before.modules[r] for r in graph.reads[name] if r in before.parameters}
+        owners_on_line.setdefault(graph.line[name], set()).update(read)
     for name in graph.nodes:  # 1. parameters read, else saved forward nodes of its own line
         line = graph.line[name]
         parameters = [
-            _shared_parameter_owner(before.modules[r], line, own_lines)
+            _shared_parameter_owner(before.modules[r], line, own_lines, len(owners_on_line[line]))
             for r in graph.reads[name]
             if r in before.parameters
         ]
@@ -396,10 +402,13 @@ def _spread(
                 queue.append(other)
 
 
-def _shared_parameter_owner(module: str, line: tuple[str, int, str, str] | None, own: set) -> str:
+def _shared_parameter_owner(module: str, line: tuple[str, int, str, str] | None, own: set, owners: int) -> str:
     """A parameter's module, or, read on a line of the compiled function calling ``self.NAME(`` where NAME is
-    no module of the parameter's path, NAME (a tied weight, named after its first module)."""
-    if line is None:
+    no module of the parameter's path, NAME (a tied weight, named after its first module) -- where the line reads
+    the parameters of that one module only (``owners``): a line whose nodes read those of several is no one
+    module's call but the caller's, printed for every node when all the model's code is PyTorch's own (an
+    ``nn.Sequential`` of ``nn.Linear``; the stacks leave PyTorch's frames out)."""
+    if line is None or owners != 1:
         return module
     called = _SELF_CALL.findall(line[3])
     if not called or any(name in module.split(".") for name in called):

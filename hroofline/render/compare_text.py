@@ -153,6 +153,35 @@ def _compiled_table(comparison: Comparison) -> TitledTable | None:
     return TitledTable(f"torch.compile'd: {sides}: launches, bytes and time", header, rows, 1)
 
 
+def _compiled_layers_table(comparison: Comparison, count: int) -> TitledTable | None:
+    """Eager against compiled, layer by layer (the compiled kernels placed on their modules): the ``count``
+    layers with the most time in either run, per phase, with both runs' launches, bytes and time."""
+    if not comparison.compiled or comparison.matched_on != "layer":
+        return None
+    families = comparison.families
+    busiest = families.assign(most=families[["base_time_s", "candidate_time_s"]].max(axis=1))
+    busiest = busiest.sort_values("most", ascending=False, kind="stable").head(count)
+    order = {phase: index for index, phase in enumerate(comparison.phases)}
+    busiest = busiest.sort_values("phase", key=lambda phases: phases.map(order), kind="stable")
+    rows = []
+    for record in busiest.to_dict(orient="records"):
+        moved = [record["base_bytes"], record["candidate_bytes"]]
+        rows.append(
+            [
+                Cell(str(record["phase"])),
+                Cell(str(record["family"])),
+                *(Cell(f"{int(n):,}", n) for n in (record["base_kernels"], record["candidate_kernels"])),
+                *(Cell(si(b, "B"), b) for b in moved),
+                Cell(si(record["base_time_s"], "s"), record["base_time_s"]),
+                Cell(si(record["candidate_time_s"], "s"), record["candidate_time_s"]),
+            ]
+        )
+    bytes_at = _LEVEL_NAMES.get(comparison.bytes_level or "", "")
+    header = ["phase", "layer", "base launches", "cand. launches", f"base {bytes_at} bytes", f"cand. {bytes_at} bytes"]
+    header += ["base time", "cand. time"]
+    return TitledTable(f"torch.compile'd, layer by layer (the {count} with the most time)", header, rows, 2)
+
+
 def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     by_layer = comparison.matched_on == "layer"
     base, candidate = (
@@ -168,9 +197,7 @@ def comparison_tables(comparison: Comparison, count: int) -> ComparisonTables:
     key = "layer" if by_layer else "kernel family"
     # no "speedup" for a prediction against the step it predicts: how far the measurement is from the estimate
     tables = [_estimate_table(comparison) if comparison.estimate_versus_measured else _speedup_table(comparison)]
-    compiled = _compiled_table(comparison)
-    if compiled is not None:
-        tables.append(compiled)
+    tables += [table for table in (_compiled_table(comparison), _compiled_layers_table(comparison, count)) if table]
     left_out = [
         f"phases only in {side}, left out: {', '.join(names)}"
         for names, side in (
