@@ -138,3 +138,23 @@ def test_positions_beyond_the_model_are_a_usage_error(cli) -> None:
     result = cli("predict", "--generate", "--model", "hf:gpt2", "--gpu", "h200", "--prompt-tokens", "1000")
     assert result.code == 2
     assert "hf:gpt2 takes at most 1024 positions" in result.err
+
+
+def test_the_measured_error_printed_is_the_files() -> None:
+    """metrics/generation.toml's measured / estimate, recomputed from the measured file it names (an H200's
+    generate of GPT-2, its README in tests/data/gpu-2026-11-28), to its printed two decimals."""
+    import pandas as pd
+
+    from hroofline.analyze.generation import load_measured_generation
+
+    (recorded,) = load_measured_generation()
+    measured = pd.read_csv(REPO / recorded.source)
+    ttft, tpot = [], []
+    for row in measured.itertuples(index=False):
+        p = hroofline.predict_generation("hf:gpt2", "h200", row.prompt_tokens, row.new_tokens, row.batch)
+        ttft.append(row.ttft_s / p.ttft.estimate_s)
+        tpot.append(row.tpot_s / p.tpot.estimate_s)
+    assert len(ttft) == 3
+    assert recorded.ttft == pytest.approx((min(ttft), max(ttft)), abs=0.005)
+    assert recorded.tpot == pytest.approx((min(tpot), max(tpot)), abs=0.005)
+    assert min(tpot) > 5  # host-bound: generate's own work per token is not in the estimate

@@ -16,7 +16,13 @@ FIGURE_CHECKS = Path(__file__).resolve().parent / "figures" / "test_validation_p
 
 # Blocks whose figures a figure check compares with the page one by one (each table row: its figures after the
 # first cell; the first cell, what the row describes, is in NOT_READ below).
-CHECKED = {"held-out": FIGURE_CHECKS, "widest-band": FIGURE_CHECKS}
+GENERATION_CHECK = FIGURE_CHECKS.parent / "test_generate.py"
+CHECKED = {
+    "held-out": FIGURE_CHECKS,
+    "widest-band": FIGURE_CHECKS,
+    "generate": GENERATION_CHECK,
+    "generate-gap": GENERATION_CHECK,
+}
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
 RECORDED = "recorded, not recomputed"
@@ -57,6 +63,9 @@ NOT_READ = {
     "flops": "tests/test_predict.py and tests/figures/test_memory.py recompute these with their own copy; the "
     "course report's are " + RECORDED,
     "gpt2-flops": "tests/test_predict.py recomputes these with its own copy",
+    "generate-setup": "the measured requests' shape (128 + 128 tokens, TPOT over 127), asserted from the file by "
+    "tests/figures/test_generate.py",
+    "generate": "the first column: the model and batch each row predicts and measured (128 + 128 tokens, bf16)",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
     "compiled-layers": "tests/test_compiled_layers.py recomputes these with its own copy (make test)",
     "signatures": RECORDED + ": launches measured under ncu on an H100 and an H200 (estimates so marked)",

@@ -26,10 +26,13 @@ for activations, the CUDA context and the allocator.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import cache
 
 from hroofline.analyze.estimate import ErrorBand, EstimateModel
 from hroofline.collect.decoder_shape import DecoderShape
+from hroofline.roofs.metricset import metrics_dir
 
 CACHE_UTILIZATION = 0.90  # vLLM's default gpu_memory_utilization: weights + KV cache within it
 # precision -> (bytes per weight and per cached value, the tensor roof its FLOPs run on)
@@ -154,6 +157,31 @@ def generation_fit(shape: DecoderShape, request: GenerationRequest, capacity_byt
 
 
 @dataclass(frozen=True)
+class MeasuredGeneration:
+    """Generation measured on a GPU against this estimate: measured / estimated, least and most
+    (metrics/generation.toml)."""
+
+    measured_on: str
+    source: str
+    ttft: tuple[float, float]
+    tpot: tuple[float, float]
+
+
+@cache
+def load_measured_generation() -> tuple[MeasuredGeneration, ...]:
+    data = tomllib.loads((metrics_dir() / "generation.toml").read_text())
+    return tuple(
+        MeasuredGeneration(
+            str(entry["measured_on"]),
+            str(entry["source"]),
+            (float(entry["ttft"][0]), float(entry["ttft"][1])),
+            (float(entry["tpot"][0]), float(entry["tpot"][1])),
+        )
+        for entry in data["measured"]
+    )
+
+
+@dataclass(frozen=True)
 class GenerationPrediction:
     shape: DecoderShape
     request: GenerationRequest
@@ -163,7 +191,8 @@ class GenerationPrediction:
     tpot: StepTimes
     kv_bytes_per_token: float
     fit: GenerationFit | None  # None where the catalog lacks the GPU's memory
-    error: ErrorBand | None  # the estimate's held-out band (inference passes): not measured on generation
+    error: ErrorBand | None  # the step estimate's held-out band (inference passes): not measured on generation
+    measured: tuple[MeasuredGeneration, ...]  # generation measured against this estimate (metrics/generation.toml)
 
     def total_s(self, ttft_s: float, tpot_s: float) -> float:
         """The whole request: the prefill, then a decode step for each token after the first."""
@@ -215,4 +244,5 @@ def predict_generation(
         kv_bytes_per_token=kv_bytes_per_token(shape, request.value_bytes),
         fit=generation_fit(shape, request, capacity_bytes) if capacity_bytes else None,
         error=roofs.estimate.error_for("forward"),
+        measured=load_measured_generation(),
     )

@@ -55,13 +55,18 @@ def _step_line(label: str, times: StepTimes) -> str:
 
 
 def _error_line(prediction: GenerationPrediction) -> str:
+    """What generation measured on a GPU showed against this estimate, and the step estimate's band."""
+    parts = [
+        f"on {m.measured_on} ({m.source}), measured / estimate: TTFT x{m.ttft[0]:.2f} to x{m.ttft[1]:.2f}, "
+        f"TPOT x{m.tpot[0]:.2f} to x{m.tpot[1]:.2f}"
+        for m in prediction.measured
+    ]
     error = prediction.error
-    if error is None:
-        return "error band: none known"
-    return (
-        f"error band: none measured on generation; the estimate's band on {error.measured_on} is 90% within "
-        f"x{error.p90:.2f} (docs/validation.md compares generation measured on an H200)"
-    )
+    if error is not None:
+        parts.append(f"the step estimate's band, on {error.measured_on}, is 90% within x{error.p90:.2f}")
+    if not parts:
+        return "error: none known"
+    return "error: " + "; ".join(parts) + " (docs/validation.md, Generation)"
 
 
 def _fit_line(prediction: GenerationPrediction) -> str:

@@ -1,0 +1,79 @@
+"""The validation page's generation figures (docs/validation.md, keys ``generate`` and ``generate-gap``): Hugging
+Face generation of GPT-2 timed on an H200 (tests/data/gpu-2026-11-28/generate-times.csv, made by
+generate_times.py there: random weights, bf16, greedy, 128 prompt + 128 new tokens) beside what
+``predict --generate`` gives now for the same requests, compared with the page figure by figure. Nothing here is
+fitted to the measurement: the estimate's host floor and efficiencies come from metrics/estimate.toml and
+metrics/host_cost.toml, fitted and measured on other steps."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import hroofline
+from tests.conftest import REPO
+from tests.validation_page import assert_page_shows, page_figures, table_row
+
+MEASURED = REPO / "tests" / "data" / "gpu-2026-11-28" / "generate-times.csv"
+ROWS = {1: "GPT-2 at batch 1", 8: "GPT-2 at batch 8", 32: "GPT-2 at batch 32"}
+
+
+@pytest.fixture(scope="module")
+def compared() -> list[tuple[pd.Series, object]]:
+    measured = pd.read_csv(MEASURED)
+    assert list(measured["batch"]) == [1, 8, 32]
+    assert set(measured["prompt_tokens"]) == {128} and set(measured["new_tokens"]) == {128}
+    return [
+        (row, hroofline.predict_generation("hf:gpt2", "h200", 128, 128, int(row.batch)))
+        for row in measured.itertuples(index=False)
+    ]
+
+
+def test_the_table_of_measured_and_predicted_generation(compared) -> None:
+    for row, p in compared:
+        figures = [
+            row.ttft_s * 1e3,
+            p.ttft.estimate_s * 1e3,
+            p.ttft.bound_s * 1e6,
+            row.tpot_s * 1e3,
+            p.tpot.estimate_s * 1e3,
+            p.tpot.bound_s * 1e6,
+            row.tokens_per_s,
+            p.tokens_per_s_estimate,
+            p.tokens_per_s_bound,
+            (p.fit.weight_bytes + p.fit.cache_bytes) / 1e6,
+            row.peak_bytes / 1e6,
+        ]
+        assert_page_shows(table_row("generate", ROWS[row.batch]), figures, f"the row at batch {row.batch}")
+
+
+def test_the_gap_paragraph(compared) -> None:
+    """The measured decode steps are host-bound: hundreds of times the bound, about six times the estimate."""
+    tpot = [row.tpot_s for row, _ in compared]
+    bounds = [p.tpot.bound_s for _, p in compared]
+    estimates = [p.tpot.estimate_s for _, p in compared]
+    assert all(p.tpot.host_bound for _, p in compared)  # the estimate is the host floor at every batch
+    over_bound = [m / b for m, b in zip(tpot, bounds, strict=True)]
+    over_estimate = [m / e for m, e in zip(tpot, estimates, strict=True)]
+    beside = [(m - e) * 1e3 for m, e in zip(tpot, estimates, strict=True)]
+    ttft = [row.ttft_s / p.ttft.estimate_s for row, p in compared]
+    memory = [100 * (p.fit.weight_bytes + p.fit.cache_bytes) / row.peak_bytes for row, p in compared]
+    shape = compared[0][1].shape
+    figures = [
+        min(bounds) * 1e6,
+        max(bounds) * 1e6,
+        shape.read_weights * 2 / 1e6,
+        min(over_bound),
+        max(over_bound),
+        shape.forward_ops,
+        estimates[0] * 1e3,
+        min(over_estimate),
+        max(over_estimate),
+        min(beside),
+        max(beside),
+        min(ttft),
+        max(ttft),
+        min(memory),
+        max(memory),
+    ]
+    assert_page_shows(page_figures("generate-gap"), figures, "the paragraph on the gap")
