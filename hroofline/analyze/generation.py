@@ -162,7 +162,7 @@ class MeasuredGeneration:
     (metrics/generation.toml)."""
 
     measured_on: str
-    source: str
+    sources: tuple[str, ...]  # the measured files, from the repository's root
     ttft: tuple[float, float]
     tpot: tuple[float, float]
 
@@ -173,7 +173,7 @@ def load_measured_generation() -> tuple[MeasuredGeneration, ...]:
     return tuple(
         MeasuredGeneration(
             str(entry["measured_on"]),
-            str(entry["source"]),
+            tuple(str(source) for source in entry["sources"]),
             (float(entry["ttft"][0]), float(entry["ttft"][1])),
             (float(entry["tpot"][0]), float(entry["tpot"][1])),
         )

@@ -57,7 +57,7 @@ def _step_line(label: str, times: StepTimes) -> str:
 def _error_line(prediction: GenerationPrediction) -> str:
     """What generation measured on a GPU showed against this estimate, and the step estimate's band."""
     parts = [
-        f"on {m.measured_on} ({m.source}), measured / estimate: TTFT x{m.ttft[0]:.2f} to x{m.ttft[1]:.2f}, "
+        f"on {m.measured_on}, measured / estimate: TTFT x{m.ttft[0]:.2f} to x{m.ttft[1]:.2f}, "
         f"TPOT x{m.tpot[0]:.2f} to x{m.tpot[1]:.2f}"
         for m in prediction.measured
     ]

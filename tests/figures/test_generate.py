@@ -1,6 +1,7 @@
-"""The validation page's generation figures (docs/validation.md, keys ``generate`` and ``generate-gap``): Hugging
-Face generation of GPT-2 timed on an H200 (tests/data/gpu-2026-11-28/generate-times.csv, made by
-generate_times.py there: random weights, bf16, greedy, 128 prompt + 128 new tokens) beside what
+"""The validation page's generation figures (docs/validation.md, keys ``generate``, ``generate-gap``,
+``generate-loop`` and ``generate-more``): Hugging Face generation timed on an H200 (tests/data/gpu-2026-11-28/
+generate-times.csv, made by generate_times.py there: random weights, bf16, greedy, 128 prompt + 128 new tokens;
+and tests/data/gpu-2026-11-28b: a loop of the model alone, and generate of GPT-2 large and TinyLlama) beside what
 ``predict --generate`` gives now for the same requests, compared with the page figure by figure. Nothing here is
 fitted to the measurement: the estimate's host floor and efficiencies come from metrics/estimate.toml and
 metrics/host_cost.toml, fitted and measured on other steps."""
@@ -15,7 +16,19 @@ from tests.conftest import REPO
 from tests.validation_page import assert_page_shows, page_figures, table_row
 
 MEASURED = REPO / "tests" / "data" / "gpu-2026-11-28" / "generate-times.csv"
+LATER = REPO / "tests" / "data" / "gpu-2026-11-28b"  # the model alone, and generate of the two larger models
 ROWS = {1: "GPT-2 at batch 1", 8: "GPT-2 at batch 8", 32: "GPT-2 at batch 32"}
+LOOP_ROWS = {
+    ("gpt2", 1): "hf:gpt2 at batch 1",
+    ("gpt2", 8): "hf:gpt2 at batch 8",
+    ("gpt2", 32): "hf:gpt2 at batch 32",
+    ("tinyllama-1.1b", 1): "hf:tinyllama-1.1b at batch 1",
+    ("tinyllama-1.1b", 8): "hf:tinyllama-1.1b at batch 8",
+    ("tinyllama-1.1b", 32): "hf:tinyllama-1.1b at batch 32",
+    ("gpt2-large", 1): "hf:gpt2-large at batch 1",
+    ("gpt2-large", 8): "hf:gpt2-large at batch 8",
+    ("gpt2-large", 32): "hf:gpt2-large at batch 32",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +72,7 @@ def test_the_gap_paragraph(compared) -> None:
     ttft = [row.ttft_s / p.ttft.estimate_s for row, p in compared]
     memory = [100 * (p.fit.weight_bytes + p.fit.cache_bytes) / row.peak_bytes for row, p in compared]
     shape = compared[0][1].shape
+    loop = pd.read_csv(LATER / "decode-loop.csv")
     figures = [
         min(bounds) * 1e6,
         max(bounds) * 1e6,
@@ -71,9 +85,51 @@ def test_the_gap_paragraph(compared) -> None:
         max(over_estimate),
         min(beside),
         max(beside),
+        loop[loop["model"] == "gpt2"]["tpot_s"].min() * 1e3,
+        loop[loop["model"] == "gpt2"]["tpot_s"].max() * 1e3,
         min(ttft),
         max(ttft),
         min(memory),
         max(memory),
     ]
     assert_page_shows(page_figures("generate-gap"), figures, "the paragraph on the gap")
+
+
+def _predicted(row: object) -> object:
+    return hroofline.predict_generation(f"hf:{row.model}", "h200", row.prompt_tokens, row.new_tokens, row.batch)
+
+
+def test_the_model_alone() -> None:
+    loop = pd.read_csv(LATER / "decode-loop.csv")
+    assert len(loop) == len(LOOP_ROWS)
+    for row in loop.itertuples(index=False):
+        p = _predicted(row)
+        figures = [
+            row.prefill_s * 1e3,
+            p.ttft.estimate_s * 1e3,
+            p.ttft.bound_s * 1e3,
+            row.tpot_s * 1e3,
+            p.tpot.estimate_s * 1e3,
+            p.tpot.bound_s * 1e3,
+        ]
+        label = LOOP_ROWS[(row.model, row.batch)]
+        assert_page_shows(table_row("generate-loop", label), figures, f"the row {label!r}")
+
+
+def test_generate_of_the_larger_models() -> None:
+    measured = pd.read_csv(LATER / "generate-times.csv")
+    assert len(measured) == 6
+    for row in measured.itertuples(index=False):
+        p = _predicted(row)
+        figures = [
+            row.ttft_s * 1e3,
+            p.ttft.estimate_s * 1e3,
+            row.tpot_s * 1e3,
+            p.tpot.estimate_s * 1e3,
+            row.tokens_per_s,
+            p.tokens_per_s_estimate,
+            (p.fit.weight_bytes + p.fit.cache_bytes) / 1e9,
+            row.peak_bytes / 1e9,
+        ]
+        label = LOOP_ROWS[(row.model, row.batch)]
+        assert_page_shows(table_row("generate-more", label), figures, f"the row {label!r}")
