@@ -136,8 +136,13 @@ class GenerationFit:
     largest_context: int  # tokens per sequence at the request's batch (the model's position limit aside)
 
     @property
+    def held_bytes(self) -> float:
+        """The weights and the request's KV cache."""
+        return self.weight_bytes + self.cache_bytes
+
+    @property
     def fits(self) -> bool:
-        return self.weight_bytes + self.cache_bytes <= self.budget_bytes
+        return self.held_bytes <= self.budget_bytes
 
 
 def generation_fit(shape: DecoderShape, request: GenerationRequest, capacity_bytes: float) -> GenerationFit:

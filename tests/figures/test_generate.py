@@ -42,22 +42,54 @@ def compared() -> list[tuple[pd.Series, object]]:
     ]
 
 
+# A table's columns, in the page's order: (measured or predicted, the row's column or the prediction's attribute,
+# the factor to the page's unit).
+GENERATE_COLUMNS = (
+    ("measured", "ttft_s", 1e3),
+    ("predicted", "ttft.estimate_s", 1e3),
+    ("predicted", "ttft.bound_s", 1e6),
+    ("measured", "tpot_s", 1e3),
+    ("predicted", "tpot.estimate_s", 1e3),
+    ("predicted", "tpot.bound_s", 1e6),
+    ("measured", "tokens_per_s", 1),
+    ("predicted", "tokens_per_s_estimate", 1),
+    ("predicted", "tokens_per_s_bound", 1),
+    ("predicted", "fit.held_bytes", 1e-6),
+    ("measured", "peak_bytes", 1e-6),
+)
+LOOP_COLUMNS = (
+    ("measured", "prefill_s", 1e3),
+    ("predicted", "ttft.estimate_s", 1e3),
+    ("predicted", "ttft.bound_s", 1e3),
+    ("measured", "tpot_s", 1e3),
+    ("predicted", "tpot.estimate_s", 1e3),
+    ("predicted", "tpot.bound_s", 1e3),
+)
+MORE_COLUMNS = (
+    ("measured", "ttft_s", 1e3),
+    ("predicted", "ttft.estimate_s", 1e3),
+    ("measured", "tpot_s", 1e3),
+    ("predicted", "tpot.estimate_s", 1e3),
+    ("measured", "tokens_per_s", 1),
+    ("predicted", "tokens_per_s_estimate", 1),
+    ("predicted", "fit.held_bytes", 1e-9),
+    ("measured", "peak_bytes", 1e-9),
+)
+
+
+def shows_row(key: str, label: str, row: object, prediction: object, columns: tuple) -> None:
+    figures = []
+    for side, name, factor in columns:
+        value = row if side == "measured" else prediction
+        for part in name.split("."):
+            value = getattr(value, part)
+        figures.append(value * factor)
+    assert_page_shows(table_row(key, label), figures, f"the row {label!r}")
+
+
 def test_the_table_of_measured_and_predicted_generation(compared) -> None:
     for row, p in compared:
-        figures = [
-            row.ttft_s * 1e3,
-            p.ttft.estimate_s * 1e3,
-            p.ttft.bound_s * 1e6,
-            row.tpot_s * 1e3,
-            p.tpot.estimate_s * 1e3,
-            p.tpot.bound_s * 1e6,
-            row.tokens_per_s,
-            p.tokens_per_s_estimate,
-            p.tokens_per_s_bound,
-            (p.fit.weight_bytes + p.fit.cache_bytes) / 1e6,
-            row.peak_bytes / 1e6,
-        ]
-        assert_page_shows(table_row("generate", ROWS[row.batch]), figures, f"the row at batch {row.batch}")
+        shows_row("generate", ROWS[row.batch], row, p, GENERATE_COLUMNS)
 
 
 def test_the_gap_paragraph(compared) -> None:
@@ -70,7 +102,7 @@ def test_the_gap_paragraph(compared) -> None:
     over_estimate = [m / e for m, e in zip(tpot, estimates, strict=True)]
     beside = [(m - e) * 1e3 for m, e in zip(tpot, estimates, strict=True)]
     ttft = [row.ttft_s / p.ttft.estimate_s for row, p in compared]
-    memory = [100 * (p.fit.weight_bytes + p.fit.cache_bytes) / row.peak_bytes for row, p in compared]
+    memory = [100 * p.fit.held_bytes / row.peak_bytes for row, p in compared]
     shape = compared[0][1].shape
     loop = pd.read_csv(LATER / "decode-loop.csv")
     figures = [
@@ -103,33 +135,11 @@ def test_the_model_alone() -> None:
     loop = pd.read_csv(LATER / "decode-loop.csv")
     assert len(loop) == len(LOOP_ROWS)
     for row in loop.itertuples(index=False):
-        p = _predicted(row)
-        figures = [
-            row.prefill_s * 1e3,
-            p.ttft.estimate_s * 1e3,
-            p.ttft.bound_s * 1e3,
-            row.tpot_s * 1e3,
-            p.tpot.estimate_s * 1e3,
-            p.tpot.bound_s * 1e3,
-        ]
-        label = LOOP_ROWS[(row.model, row.batch)]
-        assert_page_shows(table_row("generate-loop", label), figures, f"the row {label!r}")
+        shows_row("generate-loop", LOOP_ROWS[(row.model, row.batch)], row, _predicted(row), LOOP_COLUMNS)
 
 
 def test_generate_of_the_larger_models() -> None:
     measured = pd.read_csv(LATER / "generate-times.csv")
     assert len(measured) == 6
     for row in measured.itertuples(index=False):
-        p = _predicted(row)
-        figures = [
-            row.ttft_s * 1e3,
-            p.ttft.estimate_s * 1e3,
-            row.tpot_s * 1e3,
-            p.tpot.estimate_s * 1e3,
-            row.tokens_per_s,
-            p.tokens_per_s_estimate,
-            (p.fit.weight_bytes + p.fit.cache_bytes) / 1e9,
-            row.peak_bytes / 1e9,
-        ]
-        label = LOOP_ROWS[(row.model, row.batch)]
-        assert_page_shows(table_row("generate-more", label), figures, f"the row {label!r}")
+        shows_row("generate-more", LOOP_ROWS[(row.model, row.batch)], row, _predicted(row), MORE_COLUMNS)
