@@ -5,6 +5,7 @@ GPT-2 defaults: 12 layers, 12 heads, 768 wide, 3072 in the MLP, 50,257 tokens, 1
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -108,6 +109,10 @@ def test_predict_generate_prints_ttft_tpot_throughput_cache_and_fit(cli) -> None
     gpt2 = cli("predict", "--generate", "--model", "hf:gpt2", "--gpu", "h200", "--batch-size", "8", "--format", "csv")
     assert "kv_cache_bytes_per_token,B,36864" in gpt2.out
     assert "largest_batch,sequences,14412" in gpt2.out
+    as_json = cli("predict", "--generate", "--model", "hf:gpt2", "--gpu", "h200", "--format", "json")
+    rows = {row["quantity"]: row for row in json.loads(as_json.out)}
+    assert rows["kv_cache_bytes"]["bound"] == 36_864 * 256  # batch 1 by default, 128 + 128 tokens
+    assert rows["tpot"]["estimate"] > rows["tpot"]["bound"] > 0
 
 
 BAD_REQUESTS = [
@@ -118,6 +123,7 @@ BAD_REQUESTS = [
     (["--model", "hf:gpt2", "--new-tokens", "4"], "--prompt-tokens and --new-tokens are for --generate"),
     (["--generate", "--model", "hf:gpt2", "--precision", "amp"], "generation runs in bf16 or fp8"),
     (["--generate", "--model", "hf:gpt2", "--batch-size", "1,2"], "no lists"),
+    (["--generate", "--model", "hf:gpt2", "--phases", "forward"], "--phases is not for --generate"),
     (["--generate", "--model", "hf:gpt2", "--gpu", "a100", "--precision", "fp8"], "no FP8 tensor or HBM peak"),
 ]
 

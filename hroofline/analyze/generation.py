@@ -221,6 +221,11 @@ class GenerationPrediction:
         return self.tokens_per_s(self.ttft.bound_s, self.tpot.bound_s)
 
     @property
+    def weights_read_bytes(self) -> float:
+        """What every step reads of the weights (all but the untied embedding tables)."""
+        return self.shape.read_weights * self.request.value_bytes
+
+    @property
     def kv_cache_bytes(self) -> float:
         """The request's KV cache at its longest context."""
         return self.kv_bytes_per_token * self.request.batch * self.request.context

@@ -57,6 +57,8 @@ def run_generate(args: argparse.Namespace) -> int:
                 f"{option} is not for --generate",
                 "--generate takes --model hf:NAME, --gpu, --precision, --batch-size, --prompt-tokens, --new-tokens",
             )
+    if args.phases != "train":  # predict's default; generation has its own steps
+        raise UsageError("--phases is not for --generate: it predicts the prefill and the decode steps")
     if not args.model:
         raise UsageError("--generate needs --model hf:NAME (a causal language model: hf:gpt2, hf:tinyllama-1.1b)")
     batches = args.batch_size or [1]

@@ -41,7 +41,7 @@ def generation_text(prediction: GenerationPrediction) -> str:
     if prediction.fit is not None:
         lines.append(_fit_line(prediction))
     lines.append(
-        f"work: {si(shape.read_weights * request.value_bytes, 'B')} of weights read per step; "
+        f"work: {si(prediction.weights_read_bytes, 'B')} of weights read per step; "
         f"prefill {si(prediction.ttft.work.flops, 'FLOP')}, a decode step {si(prediction.tpot.work.flops, 'FLOP')} "
         f"on the {ROOF_LABELS[roofs.tensor_key]} roof ({si(roofs.tensor_flops, 'FLOP/s')}), "
         f"HBM {si(roofs.hbm_bytes, 'B/s')}"
