@@ -39,6 +39,7 @@ _API: dict[str, str] = {
     "profiled_step": "hroofline.collect.session",
     "load": "hroofline.api.notebook",
     "predict": "hroofline.api.prediction",
+    "predict_generation": "hroofline.api.prediction",
     "compare": "hroofline.api.notebook",
     "advise": "hroofline.api.notebook",
     "runs": "hroofline.api.notebook",

@@ -17,6 +17,7 @@ FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 
 HOPPER_CHECKS = FIGURES / "test_hopper_estimate.py"
 TIMM_CHECKS = FIGURES / "test_timm_step_times.py"
+GENERATION_CHECK = FIGURES / "test_generate.py"
 
 # Blocks whose figures a figure check (the file named) compares with the page one by one (each table row: its
 # figures after the first cell; the first cell, what the row describes, is in NOT_READ below).
@@ -62,6 +63,10 @@ CHECKED = {
     "host-machines": FIGURES / "test_host_machines.py",
     "fifth-visit-traces": FIGURES / "test_visit_traces.py",
     "sixth-visit-traces": FIGURES / "test_visit_traces.py",
+    "generate": GENERATION_CHECK,
+    "generate-gap": GENERATION_CHECK,
+    "generate-loop": GENERATION_CHECK,
+    "generate-more": GENERATION_CHECK,
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -72,6 +77,15 @@ NOT_READ = {
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
     "fp8-gemms": "kernel times " + RECORDED + " (an H200 trace, tests/data/gpu-2026-11-28/low-precision); "
     "tests/test_low_precision.py checks the FLOPs, the FP8 roof and 60-80% of it with its own copy",
+    "generate-setup": "the measured requests' shape (128 + 128 tokens, TPOT over 127), asserted from the file by "
+    "tests/figures/test_generate.py",
+    "generate-loop-setup": "the loop's shape (127 tokens, 4 KV heads), as tests/data/gpu-2026-11-28b/README.md says",
+    "generate-summary": "tests/test_generation.py recomputes the ratios (metrics/generation.toml) with its own "
+    "copy; 941 ops is TinyLlama's traced forward pass; 21 to 105 times: the table's measured TPOT over its bound, "
+    "least and most",
+    "generate-loop": "the first column: the model and batch each row predicts and measured",
+    "generate-more": "the first column: the model and batch each row predicts and measured",
+    "generate": "the first column: the model and batch each row predicts and measured (128 + 128 tokens, bf16)",
     "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
     "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",

@@ -33,6 +33,8 @@ _HOMES: dict[str, str] = {
     "store_at": "notebook",
     "predict": "prediction",
     "predict_run": "prediction",
+    "predict_generation": "prediction",
+    "describe_generation": "prediction",
     "PredictOptions": "prediction",
     "Prediction": "prediction",
     "RunView": "face",

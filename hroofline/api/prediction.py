@@ -325,3 +325,73 @@ def predict_run(
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
     return Prediction(source, gpu.name, config.precision, name, peaks, estimate_model, fit, config.batch_size)
+
+
+def predict_generation(
+    model: str,
+    gpu: str,
+    prompt_tokens: int = 128,
+    new_tokens: int = 128,
+    batch_size: int = 1,
+    precision: str = "bf16",
+) -> Any:
+    """What generating ``new_tokens`` after a ``prompt_tokens`` prompt, ``batch_size`` sequences at once, should
+    cost on ``gpu``, as ``hroofline predict --generate``: ``model`` a bundled causal language model
+    (``hf:gpt2``, ``hf:tinyllama-1.1b``), ``precision`` ``bf16`` or ``fp8`` (weights and KV cache). Returns an
+    analyze.generation.GenerationPrediction: ``.ttft`` and ``.tpot`` (bound_s, estimate_s, host_s),
+    ``.tokens_per_s_estimate``, ``.tokens_per_s_bound``, ``.kv_bytes_per_token``, ``.kv_cache_bytes``, ``.fit``
+    (tokens of KV cache that fit, the largest batch and context); :func:`describe_generation` gives its text."""
+    name, resolved, request = generation_request(model, gpu, prompt_tokens, new_tokens, batch_size, precision)
+    return generation_prediction(name, resolved, request)
+
+
+def describe_generation(prediction: Any) -> str:
+    """The text ``hroofline predict --generate`` prints for a :func:`predict_generation`."""
+    from hroofline.render.generation import generation_text
+
+    return generation_text(prediction)
+
+
+def generation_request(
+    model: str, gpu: str, prompt_tokens: int, new_tokens: int, batch_size: int, precision: str
+) -> tuple[str, Any, Any]:
+    """The model's config name, the catalog GPU and the request, checked (torch is not imported)."""
+    from hroofline.analyze.generation import GENERATION_PRECISIONS, GenerationRequest
+    from hroofline.collect.decoder_shape import check_generation_model
+    from hroofline.errors import UsageError
+    from hroofline.model.quantities import ROOF_LABELS
+    from hroofline.roofs.catalog import resolve_gpu
+
+    if precision not in GENERATION_PRECISIONS:
+        raise UsageError(f"generation runs in {' or '.join(GENERATION_PRECISIONS)}, not {precision!r}")
+    counts = {"prompt tokens": prompt_tokens, "new tokens": new_tokens, "batch size": batch_size}
+    for what, value in counts.items():
+        if not isinstance(value, int) or value < 1:
+            raise UsageError(f"{what} must be 1 or more, not {value!r}")
+    name = check_generation_model(model)
+    resolved = resolve_gpu(gpu)
+    tensor_key = GENERATION_PRECISIONS[precision][1]
+    if tensor_key not in resolved.peaks or "hbm" not in resolved.peaks:
+        raise UsageError(
+            f"the catalog has no {ROOF_LABELS[tensor_key]} or HBM peak for {resolved.name}",
+            "--precision bf16, or a GPU with FP8 tensor cores: hroofline gpus",
+        )
+    return name, resolved, GenerationRequest(prompt_tokens, new_tokens, batch_size, precision)
+
+
+def generation_prediction(name: str, gpu: Any, request: Any) -> Any:
+    """Reads the model's shape on the meta device and predicts the request on ``gpu`` (a catalog GpuName)."""
+    from hroofline.analyze.estimate import load_estimate_model
+    from hroofline.analyze.generation import GENERATION_PRECISIONS, Roofs, predict_generation
+    from hroofline.collect.decoder_shape import decoder_shape
+    from hroofline.errors import UsageError
+
+    shape = decoder_shape(name)
+    if shape.max_positions and request.context > shape.max_positions:
+        raise UsageError(
+            f"{request.prompt_tokens} prompt + {request.new_tokens} new tokens: hf:{name} takes at most "
+            f"{shape.max_positions} positions"
+        )
+    tensor_key = GENERATION_PRECISIONS[request.precision][1]
+    roofs = Roofs(gpu.peaks[tensor_key], tensor_key, gpu.peaks["hbm"], load_estimate_model().for_cc(gpu.cc))
+    return predict_generation(shape, request, gpu.variant or gpu.name, roofs, gpu.memory_bytes)

@@ -18,6 +18,7 @@ from hroofline.cli.common import (
     workload_name,
     write_out,
 )
+from hroofline.cli.predict_generate import GENERATE_EXAMPLES, add_generate_options, run_generate, wants_generation
 from hroofline.collect.workload import WorkloadConfig
 from hroofline.errors import UsageError
 from hroofline.model.numbers import si
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from hroofline.model.run import Run
     from hroofline.store.runs import RunStore
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   hroofline predict --arch resnet18 --gpu v100 --batch-size 256 --phases forward --run r18-fw
   hroofline predict --arch resnet50 --gpu a100 --run r50-fp32-a100
@@ -41,11 +43,15 @@ examples:
   hroofline compare r50-fp32-a100 r50-amp-a100
   hroofline predict --arch resnet18,resnet50 --gpu v100,a100 --batch-size 64,256
   hroofline chart resnet18-fp32-v100-sxm2-b256-predicted resnet18-fp32-a100-40gb-b256-predicted --by run
-
+generation (TTFT, TPOT, tokens/s, KV cache; docs/guides/predict.md):
+"""
+    + GENERATE_EXAMPLES
+    + """
 The run's kernels are ATen ops (aten::convolution, ...); time_s is the estimate and time_bound_s the
 roofline's lower bound (`summary --format json` gives both, per phase, with memory_peak_bytes and
 memory_retained_bytes), so `compare` against a measured run shows how far the real step is from them.
 """
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -103,6 +109,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "`hroofline ceilings --measure [--device cuda] --out FILE`, its seconds per probe op over the probe's "
         "mean host weight taken as the element-wise op's floor (default: the floor fitted to published steps)",
     )
+    add_generate_options(predict)
     add_store_option(predict)
     predict.set_defaults(run_command=run_predict)
 
@@ -160,6 +167,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from hroofline.collect.models import check_model
     from hroofline.roofs.host_file import load_host_cost
 
+    if wants_generation(args):
+        return run_generate(args)
     planned = planned_runs(args)
     store = open_store(args, writing=True)
     estimate_model = _calibration(store.load(args.calibrate)) if args.calibrate else None
