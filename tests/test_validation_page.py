@@ -44,6 +44,7 @@ CHECKED = {
     "large-runs": FIGURES / "test_large_runs.py",
     "benchmarks": FIGURES / "test_benchmarks.py",
     "compiled-layers": FIGURES / "test_compiled_figures.py",
+    "compiled-ncu": FIGURES / "test_compiled_figures.py",
     "error-factor": FIGURE_CHECKS,
     "estimate": FIGURE_CHECKS,
     "bound": FIGURE_CHECKS,

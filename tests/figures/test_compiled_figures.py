@@ -1,6 +1,7 @@
-"""The validation page's figures of compiled steps (docs/validation.md, key ``compiled-layers``), recomputed from
-the H200 traces and compile logs of tests/data/gpu-2026-11-28 and compared with the page figure by figure (the
-behaviour itself is tests/test_compiled_layers.py's, in make test)."""
+"""The validation page's figures of compiled steps (docs/validation.md, keys ``compiled-layers`` and
+``compiled-ncu``), recomputed from the H200 traces, compile logs and ncu report of tests/data/gpu-2026-11-28 and
+compared with the page figure by figure (the behaviour is tests/test_compiled_layers.py's and
+test_compiled_ncu.py's, in make test)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,21 @@ def test_compiled_kernels_on_their_layers() -> None:
         layers.append([float(within), float(len(both)), total])
     computed = [*graphs, *on_a_layer, *before, 1.0, *layers[0], *layers[1]]
     assert_page_shows(page_figures("compiled-layers"), computed, "compiled kernels on their layers")
+
+
+def test_a_compiled_step_under_ncu_and_in_its_trace() -> None:
+    from tests.test_compiled_ncu import REPORT, TRACE, _flops_by_phase, _kernels
+
+    measured, analytic = _kernels(REPORT), _kernels(TRACE)
+    ncu, trace = _flops_by_phase(measured) / 1e12, _flops_by_phase(analytic) / 1e12
+    computed = [
+        float(len(measured)),
+        ncu["forward"],
+        trace["forward"],
+        ncu["backward"],
+        trace["backward"],
+        ncu.sum(),
+        trace.sum(),
+        ncu["optimizer"] * 1e3,
+    ]
+    assert_page_shows(page_figures("compiled-ncu"), computed, "a compiled step under ncu and in its trace")
