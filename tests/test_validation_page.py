@@ -18,6 +18,7 @@ FIGURE_CHECKS = FIGURES / "test_validation_page.py"
 HOPPER_CHECKS = FIGURES / "test_hopper_estimate.py"
 TIMM_CHECKS = FIGURES / "test_timm_step_times.py"
 GENERATION_CHECK = FIGURES / "test_generate.py"
+TRACE_CHECKS = FIGURES / "test_trace_figures.py"
 
 # Blocks whose figures a figure check (the file named) compares with the page one by one (each table row: its
 # figures after the first cell; the first cell, what the row describes, is in NOT_READ below).
@@ -68,6 +69,9 @@ CHECKED = {
     "generate-gap": GENERATION_CHECK,
     "generate-loop": GENERATION_CHECK,
     "generate-more": GENERATION_CHECK,
+    "graph-capture": TRACE_CHECKS,
+    "serving": TRACE_CHECKS,
+    "fp8-gemms": TRACE_CHECKS,
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
@@ -76,8 +80,6 @@ NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
     "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
-    "fp8-gemms": "kernel times " + RECORDED + " (an H200 trace, tests/data/gpu-2026-11-28/low-precision); "
-    "tests/test_low_precision.py checks the FLOPs, the FP8 roof and 60-80% of it with its own copy",
     "generate-setup": "the measured requests' shape (128 + 128 tokens, TPOT over 127), asserted from the file by "
     "tests/figures/test_generate.py",
     "generate-loop-setup": "the loop's shape (127 tokens, 4 KV heads), as tests/data/gpu-2026-11-28b/README.md says",
@@ -87,8 +89,6 @@ NOT_READ = {
     "generate-loop": "the first column: the model and batch each row predicts and measured",
     "generate-more": "the first column: the model and batch each row predicts and measured",
     "generate": "the first column: the model and batch each row predicts and measured (128 + 128 tokens, bf16)",
-    "graph-capture": "tests/test_graph_capture.py recomputes these with its own copy (make test)",
-    "serving": "tests/test_serving.py recomputes these from the trace's JSON (make test)",
     "signatures": "the first column: what each step is (batch, tokens)",
     "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
     "(signatures-estimates)",
