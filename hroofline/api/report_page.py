@@ -19,7 +19,7 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.run import Run
 from hroofline.render.output import write_atomically
 from hroofline.render.roof_notes import provenance_line
-from hroofline.render.utilization import utilization_lines
+from hroofline.render.utilization import utilization_sentence
 from hroofline.roofs.ceilings import RunRoofs, readable_source, run_roofs
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
         ("roofs", roofs.label + "".join(f"; {note}" for note in roofs.notes)),
     ]
     utilization = run_utilization(run)
-    facts += [("MFU and MBU", " ".join(line.strip() for line in utilization_lines(utilization)))]
+    facts += [("MFU and MBU", utilization_sentence(utilization))]
     phases = []
     summary = summary_with_utilization(phase_summary(run), utilization)
     for phase in summary:

@@ -35,3 +35,14 @@ def utilization_lines(utilization: RunUtilization) -> list[str]:
     if lines:
         lines.append("time: the kernels' summed GPU time (gaps between kernels left out)")
     return lines + utilization.reasons
+
+
+def utilization_sentence(utilization: RunUtilization) -> str:
+    """The same in one paragraph (a report's facts): each kind's peaks separated by semicolons, kinds by full stops."""
+    parts: list[str] = []
+    for line in utilization_lines(utilization):
+        if line.startswith("  ") and parts:
+            parts[-1] += (" " if parts[-1].endswith("against") else "; ") + line.strip()
+        else:
+            parts.append(line)
+    return ". ".join(parts) + "."
