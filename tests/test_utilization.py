@@ -137,3 +137,21 @@ def test_every_flop_column_has_its_dense_roof() -> None:
     assert FLOP_ROOFS["flops_tensor_bf16_sparse"] == "tensor_bf16" and FLOP_ROOFS["flops_tensor_fp8"] == "tensor_fp8"
     assert all(not key.endswith("_sparse") for key in FLOP_ROOFS.values())
     assert MODEL == "model"
+
+
+def test_the_notebook_face_has_mfu_per_phase_kernel_and_layer(h100_runs: Path) -> None:
+    from hroofline.api.face import RunView
+
+    run = RunView.of(RunStore(h100_runs).load("gpt2"))
+    total = run_utilization(run).total
+    assert total is not None and run.mfu == total.mfu
+    summary = run.summary()
+    assert summary.loc["total", "mfu_pct"] == pytest.approx(100 * run.mfu)
+    assert pd.isna(summary.loc["optimizer", "mfu_pct"])  # fused optimizer kernels: no known FLOPs
+    top = run.top(n=3)
+    gemm = top.iloc[0]  # the LM head's align1 GEMM: one precision, compute-bound, so MFU is its % of roof
+    assert gemm["mfu_pct"] == pytest.approx(gemm["roof_pct"], abs=0.1) and pd.isna(gemm["hfu_pct"])
+    layers = run.kernels(group_by="layer", phase="forward")
+    assert layers["mfu_pct"].notna().any() and layers["mbu_pct"].notna().any()
+    # a layer's MFU is its FLOPs at the BF16/FP32/FP16 peaks over its time: never above 100%
+    assert layers["mfu_pct"].dropna().le(100).all()

@@ -17,13 +17,14 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.layers import matches
 from hroofline.model.quantities import (
     BYTE_QUANTITIES,
+    COMPUTE_ROOF_OF,
     CORE_FLOP_QUANTITIES,
     OP_QUANTITIES,
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
     UTILIZATION_COLUMNS,
 )
-from hroofline.model.run import LAUNCH_COLUMNS, PEAK_COLUMNS, PHASES, PhaseMemory, Run, first_per_phase
+from hroofline.model.run import LAUNCH_COLUMNS, PEAK_PREFIX, PHASES, PhaseMemory, Run, first_per_phase
 from hroofline.roofs.formulas import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -254,8 +255,11 @@ SUMMARY_READS: tuple[str, ...] = (
     "phase",
     "category",
     "source",  # which launches' FLOPs are the model's and which the hardware's (MFU, HFU)
-    "clock_hz",  # the roofs MFU and MBU are taken against
-    *PEAK_COLUMNS,
+    "clock_hz",  # the roofs MFU and MBU are taken against: the dense FLOP roofs and HBM's
+    *dict.fromkeys(
+        PEAK_PREFIX + k.removesuffix("_sparse") for c, k in COMPUTE_ROOF_OF.items() if c.startswith("flops_")
+    ),
+    PEAK_PREFIX + "hbm",
 )
 # What rankings of kernels and layers read: every launch column, not the raw ncu metrics behind them.
 RANKING_READS: tuple[str, ...] = tuple(LAUNCH_COLUMNS)

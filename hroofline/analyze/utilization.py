@@ -30,7 +30,7 @@ import pandas as pd
 from hroofline.analyze.kernels import KernelQuery, kernel_table
 from hroofline.errors import HrooflineError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, ROOF_LABELS, UTILIZATION_COLUMNS
-from hroofline.model.run import JOINED_KIND, Run
+from hroofline.model.run import JOINED_KIND, PEAK_COLUMNS, Run
 from hroofline.roofs.ceilings import COUNTED_FP16_FACTOR, CPU, RunRoofs, run_gpu, run_roofs, weighted_median
 from hroofline.roofs.rates import SPARSE_SUFFIX, rates_for
 
@@ -103,6 +103,9 @@ def dense_roofs(run: Run) -> RunRoofs | str:
     """The run's own roofs, dense, at its launches' clocks; or why it has none to take MFU against."""
     if run.meta.gpu == CPU or run.meta.ceilings:
         return "its roofs are ceilings measured on a CPU, not a GPU's dense peaks"
+    unread = [c for c in PEAK_COLUMNS if c not in run.launches]  # a run read in part (summary's columns)
+    if unread:
+        run = Run(run.meta, run.launches.assign(**dict.fromkeys(unread, float("nan"))))
     try:
         return run_roofs(run)
     except HrooflineError as error:

@@ -226,8 +226,6 @@ def show_top(args: argparse.Namespace) -> int:
     if args.format == "table":
         with_table_names(table)
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
-        for line in utilization_lines(ranked.utilization):
-            write_out(f"{line}\n")
         table = shown_columns(table)
         for note in roofs.notes:
             write_out(f"note: {note}\n")
@@ -239,6 +237,8 @@ def show_top(args: argparse.Namespace) -> int:
                 "note: a prediction: time_s is the estimated time (bound / its class's efficiency, with a host "
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
             )
+        for line in utilization_lines(ranked.utilization):  # the denominator of mfu_pct, hfu_pct, mbu_pct
+            write_out(f"{line}\n")
     write_out(render_frame(table, args.format))
     if args.format == "table" and not run.meta.predicted:
         write_out(f"what to change, with what it can win: hroofline advise {run.name}\n")
