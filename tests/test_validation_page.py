@@ -63,6 +63,7 @@ NOT_READ = {
     "signatures-accuracy": "bench/collection_cost.py's figures on the shared H100 GPT-2 step (make bench)",
     "h100": RECORDED + ": the H100's software and what ran on it",
     "h100-gemms": "tests/test_h100.py recomputes these from the shared reports with its own copy (make test)",
+    "mfu": "tests/test_utilization.py recomputes these from the shared H100 files with its own copy (make test)",
     "h100-findings": "tests/test_h100.py checks these on the shared files with its own copy; the measured "
     "ceilings are " + RECORDED,
     "second-visit": RECORDED + " (an H100 and an H200); tests/test_real_gpu_runs.py checks them on the files",

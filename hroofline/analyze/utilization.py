@@ -101,8 +101,10 @@ class RunUtilization:
 
 def dense_roofs(run: Run) -> RunRoofs | str:
     """The run's own roofs, dense, at its launches' clocks; or why it has none to take MFU against."""
-    if run.meta.gpu == CPU or run.meta.ceilings:
+    if run.meta.gpu == CPU:
         return "its roofs are ceilings measured on a CPU, not a GPU's dense peaks"
+    if run.meta.ceilings:
+        return f"its roofs are a set of ceilings ({run.meta.ceilings.get('label', 'measured')}), not dense peaks"
     unread = [c for c in PEAK_COLUMNS if c not in run.launches]  # a run read in part (summary's columns)
     if unread:
         run = Run(run.meta, run.launches.assign(**dict.fromkeys(unread, float("nan"))))
