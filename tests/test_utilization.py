@@ -155,3 +155,11 @@ def test_the_notebook_face_has_mfu_per_phase_kernel_and_layer(h100_runs: Path) -
     assert layers["mfu_pct"].notna().any() and layers["mbu_pct"].notna().any()
     # a layer's MFU is its FLOPs at the BF16/FP32/FP16 peaks over its time: never above 100%
     assert layers["mfu_pct"].dropna().le(100).all()
+
+
+def test_a_tiny_utilization_is_not_printed_as_none() -> None:
+    from hroofline.render.text import cell_text
+
+    # a small predicted CNN's MFU is 0.0007%: "0.0%" would read as no work at all
+    assert cell_text(0.0007, "mfu_pct") == "< 0.05%" and cell_text(0.0, "mfu_pct") == "0.0%"
+    assert cell_text(0.3, "hfu_pct") == "0.3%" and cell_text(0.0007, "roof_pct") == "0.0%"
