@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from hroofline.analyze.kernels import KERNEL_COLUMNS, LAUNCH_CONTEXT
+from hroofline.model.quantities import UTILIZATION_COLUMNS
 from tests.conftest import run_program
 
 SOURCE = "a100_sam_decoder_fp32_nersc_metrics_profpreamble.csv"
@@ -23,7 +24,7 @@ def sam(cli, ncu_dir: Path):
 
 def test_kernels_per_launch(sam) -> None:
     table = pd.read_csv(io.StringIO(sam("kernels", "sam", "--format", "csv").out))
-    assert list(table.columns) == [*KERNEL_COLUMNS, *LAUNCH_CONTEXT]
+    assert list(table.columns) == [*KERNEL_COLUMNS, *LAUNCH_CONTEXT, *UTILIZATION_COLUMNS]  # MFU, HFU, MBU last
     assert len(table) == 72 and (table["count"] == 1).all()
     assert table["time_s"].is_monotonic_decreasing
     assert (table["phase"] == "forward").all()
@@ -53,7 +54,7 @@ def test_unknown_sort_column(sam) -> None:
 
 def test_summary_json_shape(sam) -> None:
     data = json.loads(sam("summary", "sam", "--format", "json").out)
-    assert set(data) == {"run", "phases", "total"}
+    assert set(data) == {"run", "phases", "total", "utilization"}  # utilization: MFU's peaks, why any is missing
     assert list(data["phases"]) == ["forward"]
     per_precision = {"flops_tensor_" + p for p in ("tf32", "fp16", "fp16_acc16", "bf16", "fp8", "fp4", "fp64")}
     per_precision |= {f"flops_tensor_{p}_sparse" for p in ("tf32", "fp16", "fp16_acc16", "bf16", "fp8")}
@@ -71,6 +72,7 @@ def test_summary_json_shape(sam) -> None:
         "bytes_l2",
         "bytes_hbm",
         "kernels",
+        *UTILIZATION_COLUMNS,
     }
     assert data["total"]["flops_tensor"] is None  # not measured: null, not 0
     assert all(data["total"][column] is None for column in per_precision)
@@ -79,6 +81,9 @@ def test_summary_json_shape(sam) -> None:
 
 def test_summary_table(sam) -> None:
     lines = sam("summary", "sam").out.splitlines()
+    # no GPU named, no ncu peaks: it says why it has no MFU instead of guessing one, above the table
+    assert lines[0].startswith("no MFU or MBU: run 'sam' has no roofs: it does not say which GPU it ran on")
+    lines = lines[1:]
     assert lines[0].split() == [
         "phase",
         "time_s",

@@ -133,7 +133,10 @@ def test_top_json_and_table(cli, deepcam_store: Path) -> None:
     lines = table.out.splitlines()
     assert lines[0].startswith("roofs: v100-sxm2 datasheet")
     assert lines[1].startswith("note: FP16 roof halved to match ncu's FP16 counters")
-    assert lines[3].startswith("implicit_convolve_sgemm<__half, ...>")
+    assert lines[2].startswith("HFU: hardware FLOPs")  # ncu's counters: the denominator of hfu_pct, then the table
+    header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
+    assert "hfu_pct" in lines[header] and "mfu_pct" not in lines[header]
+    assert lines[header + 1].startswith("implicit_convolve_sgemm<__half, ...>")
 
 
 def test_wrong_ceilings_put_dots_above_roofs_and_say_so(cli, deepcam_store: Path, tmp_path: Path) -> None:

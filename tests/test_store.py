@@ -183,14 +183,17 @@ def test_summary_and_rankings_read_fewer_columns_with_the_same_results(deepcam_s
     a read of every column gives, on DeepCAM's ncu runs."""
     from hroofline.analyze.kernels import RANKING_READS, SUMMARY_READS, KernelQuery, kernel_table, phase_summary
     from hroofline.analyze.provenance import counter_provenance
+    from hroofline.analyze.utilization import run_utilization
 
     store = RunStore(deepcam_store)
     for name in store.run_names():
         whole, numbers, ranked = store.load(name), store.load(name, SUMMARY_READS), store.load(name, RANKING_READS)
         assert any(c.startswith("metric:") for c in whole.launches.columns)
         assert not any(c.startswith("metric:") for c in numbers.launches.columns)
-        assert "kernel" not in numbers.launches.columns and len(numbers.launches.columns) < 40  # names not read
+        # names not read; the FLOP and HBM roofs are (MFU, MBU)
+        assert "kernel" not in numbers.launches.columns and len(numbers.launches.columns) < 50
         assert phase_summary(numbers) == phase_summary(whole)
+        assert run_utilization(numbers) == run_utilization(whole)  # MFU reads the FLOP and HBM roofs only
         assert counter_provenance(numbers.launches) == counter_provenance(whole.launches)
         query = KernelQuery(group_by="name")
         assert kernel_table(ranked, query).equals(kernel_table(whole, query))

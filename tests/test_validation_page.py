@@ -103,6 +103,7 @@ NOT_READ = {
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
+    "mfu": "tests/test_utilization.py recomputes these from the shared H100 files with its own copy (make test)",
 }
 
 

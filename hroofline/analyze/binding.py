@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
+from hroofline.analyze.utilization import kernel_utilization, with_utilization
 from hroofline.errors import HrooflineError
-from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS
+from hroofline.model.quantities import COMPUTE_ROOF_OF, LEVEL_LABELS, LEVELS, ROOF_LABELS, UTILIZATION_COLUMNS
 from hroofline.model.run import Run, ordered_phases
 from hroofline.roofs.ceilings import CPU, RunRoofs, run_gpu
 from hroofline.roofs.metricset import load_metric_set
@@ -53,6 +54,7 @@ TOP_COLUMNS: tuple[str, ...] = (
     "ai_l2",
     "ai_hbm",
     *ROOF_COLUMNS,
+    *UTILIZATION_COLUMNS,
 )
 TOP_SORTS: tuple[str, ...] = ("time_s", "recoverable_s", "time_at_roof_s", "flops", "flop_rate")
 # top --by layer: the layer first, then its kernel with the most time.
@@ -230,7 +232,16 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     launches = selected_launches(run, query)
     pipes = load_metric_set().pipes_of(run.meta.cc)
     terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
-    table = _finish(kernel_table(run, query, _group_terms(terms)))
+    extra = _group_terms(terms)
+    utilization = kernel_utilization(run)  # against the run's own dense peaks, whatever roofs it is judged by
+    if utilization is not None:
+        extra = extra.join(utilization.loc[launches.index])
+    table = _finish(kernel_table(run, query, extra))
+    table = (
+        with_utilization(table)
+        if utilization is not None
+        else table.assign(**{c: float("nan") for c in UTILIZATION_COLUMNS})
+    )
     phase_time = run.launches.groupby("phase", observed=True)["time_s"].sum()
     table["phase_share_pct"] = 100.0 * table["time_s"] / table["phase"].map(phase_time).astype("float64")
     if notes is not None:

@@ -17,12 +17,14 @@ from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.layers import matches
 from hroofline.model.quantities import (
     BYTE_QUANTITIES,
+    COMPUTE_ROOF_OF,
     CORE_FLOP_QUANTITIES,
     OP_QUANTITIES,
     QUANTITIES,
     TENSOR_FLOP_QUANTITIES,
+    UTILIZATION_COLUMNS,
 )
-from hroofline.model.run import LAUNCH_COLUMNS, PHASES, PhaseMemory, Run, first_per_phase
+from hroofline.model.run import LAUNCH_COLUMNS, PEAK_PREFIX, PHASES, PhaseMemory, Run, first_per_phase
 from hroofline.roofs.formulas import arithmetic_intensity, flop_rate, total_flops
 
 KERNEL_COLUMNS: tuple[str, ...] = (
@@ -56,6 +58,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "kernels",
     "copies",
     "work_known",
+    *UTILIZATION_COLUMNS,
     "communication_s",
     "bytes_link",
     "memory_peak_bytes",
@@ -227,8 +230,10 @@ def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
 
 def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
     """For people: the per-precision tensor and integer columns only where some row is non-zero (the
-    total, flops_tensor, still says 0 or not measured)."""
+    total, flops_tensor, still says 0 or not measured); MFU, HFU and MBU only where some row has one (a trace has
+    model FLOPs, an ncu report hardware FLOPs)."""
     empty = [c for c in DETAIL_COLUMNS if c in table and not (table[c].fillna(0) != 0).any()]
+    empty += [c for c in UTILIZATION_COLUMNS if c in table and table[c].isna().all()]
     return table.drop(columns=empty)
 
 
@@ -249,6 +254,12 @@ SUMMARY_READS: tuple[str, ...] = (
     "counters_from",
     "phase",
     "category",
+    "source",  # which launches' FLOPs are the model's and which the hardware's (MFU, HFU)
+    "clock_hz",  # the roofs MFU and MBU are taken against: the dense FLOP roofs and HBM's
+    *dict.fromkeys(
+        PEAK_PREFIX + k.removesuffix("_sparse") for c, k in COMPUTE_ROOF_OF.items() if c.startswith("flops_")
+    ),
+    PEAK_PREFIX + "hbm",
 )
 # What rankings of kernels and layers read: every launch column, not the raw ncu metrics behind them.
 RANKING_READS: tuple[str, ...] = tuple(LAUNCH_COLUMNS)

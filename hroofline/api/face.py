@@ -14,11 +14,13 @@ from hroofline.model.run import Run
 if TYPE_CHECKING:
     import pandas as pd
 
+    from hroofline.analyze.utilization import RunUtilization
+
 
 @dataclass
 class RunView(Run):
-    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``; a notebook displays
-    its summary."""
+    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``, ``.mfu`` and
+    ``.utilization()``; a notebook displays its summary."""
 
     @classmethod
     def of(cls, run: Run) -> RunView:
@@ -33,6 +35,21 @@ class RunView(Run):
 
         return Table(summary_frame(self, check_choice("by", by, SUMMARY_GROUPINGS)))
 
+    @property
+    def mfu(self) -> float | None:
+        """The run's model FLOPs utilisation, a fraction: its model FLOPs, each precision at its dense peak at the
+        clock its kernels ran at, over their time (None where it has none: ``utilization().reasons`` says why)."""
+        total = self.utilization().total
+        return total.mfu if total is not None else None
+
+    def utilization(self) -> RunUtilization:
+        """MFU, HFU (hardware FLOPs) and MBU per phase and in total (``.groups``), the dense peaks they are taken
+        against (``.peaks``) and why any is missing (``.reasons``); per kernel or layer: ``top()`` and
+        ``kernels()`` have ``mfu_pct``, ``hfu_pct`` and ``mbu_pct`` columns."""
+        from hroofline.analyze.utilization import run_utilization
+
+        return run_utilization(self)
+
     def kernels(
         self,
         group_by: str = DEFAULT_KERNELS_GROUPING,
@@ -45,12 +62,12 @@ class RunView(Run):
         """As ``hroofline kernels``: the kernel table per ``launch`` (default), kernel ``name`` or ``layer`` (within
         each phase), optionally of one phase, of the layers matching ``layer`` (a module path and below it, or a
         glob) and the launches whose NVTX stack matches ``nvtx``; sorted by ``sort``, its first ``n`` rows."""
-        from hroofline.analyze.kernels import kernel_table
+        from hroofline.analyze.utilization import utilization_table
         from hroofline.api.options import KERNEL_GROUPINGS, check_choice, kernel_query
         from hroofline.api.views import Table
 
         check_choice("group_by", group_by, KERNEL_GROUPINGS)
-        return Table(kernel_table(self, kernel_query(group_by, phase, layer, nvtx, n, sort)))
+        return Table(utilization_table(self, kernel_query(group_by, phase, layer, nvtx, n, sort)))
 
     def top(
         self,

@@ -11,6 +11,7 @@ import pandas as pd
 
 from hroofline.analyze.binding import RooflinePoints, RoofNotes, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery
+from hroofline.analyze.utilization import RunUtilization, run_utilization
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.model.run import Run
@@ -62,6 +63,7 @@ class TopTable:
     table: pd.DataFrame
     roofs: RunRoofs
     notes: RoofNotes = field(default_factory=RoofNotes)
+    utilization: RunUtilization = field(default_factory=RunUtilization)  # the run's MFU and MBU, their peaks
 
     @property
     def warnings(self) -> list[str]:
@@ -71,7 +73,7 @@ class TopTable:
 def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
     roofs = run_roofs(run, ceilings)
     notes = RoofNotes()
-    return TopTable(top_kernels(run, roofs, query, notes), roofs, notes)
+    return TopTable(top_kernels(run, roofs, query, notes), roofs, notes, run_utilization(run))
 
 
 def summary_frame(run: Run, by: str = "phase") -> pd.DataFrame:
@@ -81,9 +83,11 @@ def summary_frame(run: Run, by: str = "phase") -> pd.DataFrame:
 
     from hroofline.analyze.kernels import phase_summary
     from hroofline.analyze.ranks import grouped_summary
+    from hroofline.analyze.utilization import summary_with_utilization
 
     if by == "phase":
-        return pd.DataFrame(phase_summary(run)).T.rename_axis("phase").infer_objects()
+        summary = summary_with_utilization(phase_summary(run), run_utilization(run))
+        return pd.DataFrame(summary).T.rename_axis("phase").infer_objects()
     rows = grouped_summary(run, by)
     if not rows:
         raise UsageError(

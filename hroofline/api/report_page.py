@@ -12,12 +12,14 @@ from hroofline.analyze.binding import RoofNotes, has_times, ranked, roof_table, 
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
+from hroofline.analyze.utilization import run_utilization, summary_with_utilization
 from hroofline.api.advice import findings
 from hroofline.api.outputs import explained, warnings_of
 from hroofline.errors import HrooflineError, UsageError
 from hroofline.model.run import Run
 from hroofline.render.output import write_atomically
 from hroofline.render.roof_notes import provenance_line
+from hroofline.render.utilization import utilization_sentence
 from hroofline.roofs.ceilings import RunRoofs, readable_source, run_roofs
 
 if TYPE_CHECKING:
@@ -89,8 +91,10 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
         ("ncu", ", ".join(meta.ncu_versions) or "-"),
         ("roofs", roofs.label + "".join(f"; {note}" for note in roofs.notes)),
     ]
+    utilization = run_utilization(run)
+    facts += [("MFU and MBU", utilization_sentence(utilization))]
     phases = []
-    summary = phase_summary(run)
+    summary = summary_with_utilization(phase_summary(run), utilization)
     for phase in summary:
         if phase == "total":
             continue

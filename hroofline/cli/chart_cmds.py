@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from hroofline.analyze.binding import TOP_COLUMNS
-from hroofline.analyze.kernels import RANKING_READS
+from hroofline.analyze.kernels import RANKING_READS, shown_columns
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.api.options import (
     CHART_GROUPINGS,
@@ -36,6 +36,7 @@ from hroofline.model.quantities import LEVEL_LABELS
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
+from hroofline.render.utilization import utilization_lines
 
 DOT_NOUNS = {"name": "kernels", "layer": "layers", "launch": "launches"}
 
@@ -225,6 +226,7 @@ def show_top(args: argparse.Namespace) -> int:
     if args.format == "table":
         with_table_names(table)
         write_out(f"roofs: {roofs.label} (how each is made: hroofline ceilings --run {run.name})\n")
+        table = shown_columns(table)
         for note in roofs.notes:
             write_out(f"note: {note}\n")
         counters = provenance_line(counter_provenance(run.launches))
@@ -235,6 +237,8 @@ def show_top(args: argparse.Namespace) -> int:
                 "note: a prediction: time_s is the estimated time (bound / its class's efficiency, with a host "
                 "floor), time_at_roof_s its roofline bound, so roof_pct is the estimate's efficiency\n"
             )
+        for line in utilization_lines(ranked.utilization):  # the denominator of mfu_pct, hfu_pct, mbu_pct
+            write_out(f"{line}\n")
     write_out(render_frame(table, args.format))
     if args.format == "table" and not run.meta.predicted:
         write_out(f"what to change, with what it can win: hroofline advise {run.name}\n")

@@ -14,12 +14,12 @@ from hroofline.analyze.kernels import (
     SUMMARY_COLUMNS,
     SUMMARY_READS,
     empty_detail_columns,
-    kernel_table,
     phase_summary,
     shown_columns,
 )
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread, work_source_shares
+from hroofline.analyze.utilization import run_utilization, summary_with_utilization, utilization_table
 from hroofline.api.options import (
     DEFAULT_KERNELS_GROUPING,
     FORMATS,
@@ -32,9 +32,11 @@ from hroofline.cli.common import add_selection_options, add_store_option, open_s
 from hroofline.errors import InputError
 from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
+from hroofline.model.quantities import UTILIZATION_COLUMNS
 from hroofline.model.run import Run
 from hroofline.render.roof_notes import compiled_line, provenance_line, work_sources_line
 from hroofline.render.text import render_frame, summary_table, to_json
+from hroofline.render.utilization import utilization_lines
 from hroofline.roofs.ceilings import run_gpu
 from hroofline.store.reading import BrokenRun
 
@@ -112,7 +114,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Per phase and in total: time (s), FLOPs, tensor FLOPs (all, and per input precision), "
         "integer tensor operations, bytes at L1/L2/HBM and the number of kernel launches; for a PyTorch "
         "profiler trace also work_known (the share of compute-kernel time whose work is known) and, where it has "
-        "communication kernels, communication_s and bytes_link (their time and bus bytes). The table leaves "
+        "communication kernels, communication_s and bytes_link (their time and bus bytes); mfu_pct, hfu_pct "
+        "and mbu_pct: model FLOPs (a trace's, from the ops' shapes), hardware FLOPs (ncu's counters) and HBM "
+        "bytes at their dense "
+        "peaks over the time, the peaks printed first (docs/numbers.md#mfu-and-mbu). The table leaves "
         "out per-precision columns that are zero or not measured everywhere; JSON has them all (null: not "
         "measured).",
     )
@@ -227,7 +232,7 @@ def rename_run(args: argparse.Namespace) -> int:
 
 def show_kernels(args: argparse.Namespace) -> int:
     run = open_store(args).load(args.run, RANKING_READS)
-    table = kernel_table(run, kernel_query(args.group_by, args.phase, args.layer, args.nvtx, args.top, args.sort))
+    table = utilization_table(run, kernel_query(args.group_by, args.phase, args.layer, args.nvtx, args.top, args.sort))
     if args.format == "table":  # a terminal gets readable names and no empty detail columns; csv and json keep all
         with_table_names(table)
         table = shown_columns(table)
@@ -242,7 +247,8 @@ def show_summary(args: argparse.Namespace) -> int:
     if args.format == "csv":
         write_out(render_frame(summary_frame(run).reset_index(), "csv"))
         return 0
-    phases = phase_summary(run)
+    utilization = run_utilization(run)
+    phases = summary_with_utilization(phase_summary(run), utilization)
     provenance = counter_provenance(run.launches)
     sources = work_source_shares(run.launches)
     if args.format == "json":
@@ -250,11 +256,20 @@ def show_summary(args: argparse.Namespace) -> int:
         counters = {"counters": asdict(provenance)} if provenance else {}
         work = {"work_sources": sources} if sources else {}
         compiled = {"compile": run.meta.compile_mode} if run.meta.compile_mode else {}
-        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled}))
+        used = {
+            "utilization": {
+                "peaks": [asdict(p) for p in utilization.peaks],
+                "hbm_byte_per_s": utilization.hbm_byte_per_s,
+                "reasons": utilization.reasons,
+            }
+        }
+        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled, **used}))
     else:
         compiled_note = compiled_line(run.meta.compile_mode)
         if compiled_note:
             say(f"note: {compiled_note}")
+        for line in utilization_lines(utilization):
+            write_out(f"{line}\n")
         line = provenance_line(provenance)
         if line:
             write_out(f"note: {line}\n")
@@ -262,7 +277,12 @@ def show_summary(args: argparse.Namespace) -> int:
         if sources_line:
             say(f"note: {sources_line}")  # a note on stderr: the table on stdout stays as it was
         empty = empty_detail_columns(phases)
-        present = {c for values in phases.values() for c in values}
+        present = {
+            c
+            for values in phases.values()
+            for c, value in values.items()
+            if value is not None or c not in UTILIZATION_COLUMNS
+        }
         write_out(summary_table(phases, [c for c in SUMMARY_COLUMNS if c not in empty and c in present]))
     return 0
 

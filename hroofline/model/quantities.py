@@ -37,6 +37,9 @@ OP_QUANTITIES: tuple[str, ...] = (
 BYTE_QUANTITIES: tuple[str, ...] = ("bytes_l1", "bytes_l2", "bytes_hbm")
 QUANTITIES: tuple[str, ...] = FLOP_QUANTITIES + OP_QUANTITIES + BYTE_QUANTITIES
 
+# Utilisation of the dense peaks, % (hroofline/analyze/utilization.py): of model FLOPs, of hardware FLOPs, of HBM.
+UTILIZATION_COLUMNS: tuple[str, ...] = ("mfu_pct", "hfu_pct", "mbu_pct")
+
 LEVELS: tuple[str, ...] = ("l1", "l2", "hbm")
 # The compute roofs: one per FLOP (or operation) quantity, named as in metrics/gpus.toml and ceilings files.
 COMPUTE_ROOF_OF: dict[str, str] = {

@@ -16,6 +16,7 @@ import pandas as pd
 from hroofline.analyze.advice.base import Finding
 from hroofline.model.names import distinct_short_names
 from hroofline.model.numbers import plain, si
+from hroofline.model.quantities import UTILIZATION_COLUMNS
 from hroofline.model.run import SourceInfo
 from hroofline.render.advice import advice_html
 from hroofline.render.compare_text import ComparisonTables
@@ -228,12 +229,19 @@ def _overview_table_html(table: pd.DataFrame) -> str:
     return f'<table class="hr-table"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+SUMMARY_SHARES: tuple[tuple[str, str], ...] = (("mfu_pct", "MFU"), ("hfu_pct", "HFU"), ("mbu_pct", "MBU"))
+
+
 def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
     predicted = any("time_bound_s" in values for values in summary.values())
     memory = any("memory_peak_bytes" in values for values in summary.values())
     header = ["phase", "estimate" if predicted else "time", *(["bound"] if predicted else []), "FLOPs", "FLOP/s"]
     header += ["tensor share", "L1 bytes", "L2 bytes", "HBM bytes", "launches"]
     header += ["peak memory", "retained"] if memory else []
+    shares = [
+        (c, label) for c, label in SUMMARY_SHARES if any(values.get(c) is not None for values in summary.values())
+    ]
+    header += [label for _, label in shares]
     rows = []
     for phase, values in summary.items():
         time_s, flops, tensor = values.get("time_s"), values.get("flops"), values.get("flops_tensor")
@@ -252,6 +260,7 @@ def _summary_html(summary: dict[str, dict[str, float | int | None]]) -> str:
         ]
         if memory:
             cells += [si(values.get("memory_peak_bytes"), "B"), si(values.get("memory_retained_bytes"), "B")]
+        cells += [_top_cell(c, values.get(c)) for c, _ in shares]
         rows.append(
             f'<tr><td class="text">{escape(phase)}</td>' + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
         )
@@ -272,6 +281,9 @@ TOP_HEADERS: tuple[tuple[str, str], ...] = (
     ("roof_pct", "% of roof"),
     ("time_at_roof_s", "time at roof"),
     ("recoverable_s", "recoverable"),
+    ("mfu_pct", "MFU"),
+    ("hfu_pct", "HFU"),
+    ("mbu_pct", "MBU"),
 )
 
 
@@ -281,7 +293,13 @@ def top_table_html(top: pd.DataFrame, chart_id: str | None = None) -> str:
     if top.empty:
         return '<p class="note">No kernels.</p>'
     by_layer = "layer" in top.columns
-    headers = ((("layer", "layer"), ("kernel", "longest kernel")) if by_layer else TOP_HEADERS[:1]) + TOP_HEADERS[1:]
+    # MFU, HFU, MBU only where some row has one (a trace's FLOPs are the model's, an ncu report's the hardware's)
+    shown_headers = tuple(
+        (key, label)
+        for key, label in TOP_HEADERS[1:]
+        if key not in UTILIZATION_COLUMNS or (key in top.columns and top[key].notna().any())
+    )
+    headers = ((("layer", "layer"), ("kernel", "longest kernel")) if by_layer else TOP_HEADERS[:1]) + shown_headers
     text_columns = ("layer", "kernel")
     head = "".join(
         f'<th class="{"text" if key in text_columns else ""}">{escape(label)}</th>' for key, label in headers
@@ -293,7 +311,7 @@ def top_table_html(top: pd.DataFrame, chart_id: str | None = None) -> str:
         cells = [f'<td class="kernel">{escape(str(record["layer"]))}</td>'] if by_layer else []
         cells += [f'<td class="kernel" title="{escape(name)}">{escape(shown[name])}</td>']
         cells += [
-            f"<td{_sort_value(record[key])}>{escape(_top_cell(key, record[key]))}</td>" for key, _ in TOP_HEADERS[1:]
+            f"<td{_sort_value(record[key])}>{escape(_top_cell(key, record[key]))}</td>" for key, _ in shown_headers
         ]
         picks = f' data-kernel="{escape(name)}" title="click: ring its dots on the chart"' if chart_id else ""
         rows.append(f"<tr{picks}>" + "".join(cells) + "</tr>")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hroofline.model.names import TABLE_NAME_WIDTH
 from hroofline.model.numbers import frame_records, json_value, plain, si
+from hroofline.model.quantities import UTILIZATION_COLUMNS
 from hroofline.render.terminal import one_line
 
 if TYPE_CHECKING:  # a table of records needs no pandas: `hroofline runs` starts without it
@@ -20,6 +21,7 @@ _MAX_NAME = TABLE_NAME_WIDTH
 FORMATS: tuple[str, ...] = ("table", "csv", "json")  # every read command's --format: for people, or data
 # Shares of a whole, shown as percentages.
 SHARE_COLUMNS = frozenset({"work_known", "tensor_share"})
+SMALLEST_SHOWN_PCT = 0.05  # MFU, HFU, MBU below this print as "< 0.05%", not as a 0.0% that reads as none
 
 
 def render_frame(frame: pd.DataFrame, fmt: str) -> str:
@@ -126,6 +128,8 @@ def cell_text(value: object, column: str) -> str:
     if isinstance(value, float):
         quantity = _quantity(column)
         unit = _quantity_unit(quantity)
+        if column in UTILIZATION_COLUMNS and 0 < value < SMALLEST_SHOWN_PCT:
+            return f"< {SMALLEST_SHOWN_PCT}%"  # a tiny step's MFU is small, not zero
         if column.endswith("_pct"):
             return f"{value:.1f}%"
         if quantity in SHARE_COLUMNS:
