@@ -46,6 +46,7 @@ CHECKED = {
     "benchmarks": FIGURES / "test_benchmarks.py",
     "compiled-layers": FIGURES / "test_compiled_figures.py",
     "compiled-ncu": FIGURES / "test_compiled_figures.py",
+    "mfu": FIGURES / "test_mfu_figures.py",
     "error-factor": FIGURE_CHECKS,
     "estimate": FIGURE_CHECKS,
     "bound": FIGURE_CHECKS,
@@ -103,7 +104,7 @@ NOT_READ = {
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
-    "mfu": "tests/test_utilization.py recomputes these from the shared H100 files with its own copy (make test)",
+    "mfu": "the first column: what each row is (the GEMM's size, its clock and roof, the step's batch)",
 }
 
 
