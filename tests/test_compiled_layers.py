@@ -182,3 +182,14 @@ def test_the_notebook_imports_with_the_compile_log_as_the_command(tmp_path: Path
     run = hroofline.import_run(trace, "compiled", gpu="h200", compile_log=log, store=tmp_path / "store")
     layers = run.launches.set_index("launch_id")["layer"]
     assert (layers == _launches("resnet50", "compiled", True).set_index("launch_id")["layer"]).all()
+
+
+@pytest.mark.parametrize("model", ["resnet50", "gpt2"])
+def test_the_compiled_step_moves_no_more_bytes_at_hbm_than_the_eager_one(model: str) -> None:
+    """Fusion keeps intermediates on chip: the compiled step's analytic HBM bytes (the eager ops' fewest bytes; the
+    fused kernels' recorded tensors, each moved once) are at most the eager step's, on the same steps' kernels."""
+    compiled, eager = _launches(model, "compiled"), _launches(model, "eager")
+    kernels = [frame[frame["category"] == "kernel"] for frame in (compiled, eager)]
+    fused, unfused = (k["bytes_hbm"].sum() for k in kernels)
+    assert 0 < fused <= unfused
+    assert len(kernels[0]) < len(kernels[1])  # and it launches fewer kernels

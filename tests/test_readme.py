@@ -56,6 +56,12 @@ class Step:
     expected: list[str] | None  # the output the README shows, or None where it shows none
 
 
+def test_the_readme_is_a_short_guide() -> None:
+    """A guide, not a lab notebook: at most 300 lines (issue 48); reference and figures live in docs/."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move detail to docs/ (at most 300)"
+
+
 def readme_steps(text: str, prose_checked: bool = True) -> list[Step]:
     """The shell commands of the README in order, each with the output shown after it: in a block of `$ `
     lines, the lines up to the next `$ `; for a ```sh block, the plain block right after it (its last

@@ -212,3 +212,26 @@ def test_the_steps_command_and_the_api_show_the_same_steps(cli, imported: tuple[
     refused = cli("steps", "eager")
     assert refused.code == 1 and refused.out == "" and len(refused.err.strip().splitlines()) == 1
     assert "run 'eager' has no serving steps" in refused.err
+
+
+def test_the_serving_step_has_its_mbu_and_an_mfu_that_says_what_it_leaves_out(imported: tuple[str, Any]) -> None:
+    """MBU per phase: HBM bytes over the time at the MI300X's 5.3 TB/s (its data sheet); MFU: the BF16 matrix work
+    at 2,048 FLOP/CU/cycle x 304 CUs x 2.1 GHz (1,307.4 TFLOP/s), over the time. The RMSNorm and rotary kernels'
+    vector FP16 work has no dense peak on the MI300X (AMD's sheet gives none): before, those 73 launches took the
+    whole run's MFU away; now they are left out of it, and the reason names them and their share."""
+    from hroofline.analyze.utilization import run_utilization
+
+    _, run = imported
+    launches = run.launches
+    timed = launches[launches["time_s"].notna()]
+    time_s = timed["time_s"].sum()
+    utilization = run_utilization(run)
+    mixed = utilization.groups["mixed"]
+    assert mixed.mbu == pytest.approx(timed["bytes_hbm"].sum() / 5.3e12 / time_s, rel=1e-9)
+    bf16 = timed["flops_tensor_bf16"].fillna(0).sum()
+    assert mixed.mfu == pytest.approx(bf16 / (2048 * 304 * 2.1e9) / time_s, rel=1e-3)
+    vector = timed["flops_fp16"].fillna(0).sum()
+    assert 0 < vector < 1e-3 * bf16
+    (reason,) = [r for r in utilization.reasons if "no dense peak" in r]
+    every = timed[[c for c in timed.columns if c.startswith("flops_") and c != "flops_tensor"]].fillna(0).sum().sum()
+    assert "(FP16)" in reason and f"{100 * vector / every:.2g}%" in reason

@@ -70,6 +70,7 @@ CHECKED = {
     "generate-gap": GENERATION_CHECK,
     "generate-loop": GENERATION_CHECK,
     "generate-more": GENERATION_CHECK,
+    "generate-summary": GENERATION_CHECK,
     "graph-capture": TRACE_CHECKS,
     "serving": TRACE_CHECKS,
     "fp8-gemms": TRACE_CHECKS,
@@ -84,9 +85,6 @@ NOT_READ = {
     "generate-setup": "the measured requests' shape (128 + 128 tokens, TPOT over 127), asserted from the file by "
     "tests/figures/test_generate.py",
     "generate-loop-setup": "the loop's shape (127 tokens, 4 KV heads), as tests/data/gpu-2026-11-28b/README.md says",
-    "generate-summary": "tests/test_generation.py recomputes the ratios (metrics/generation.toml) with its own "
-    "copy; 941 ops is TinyLlama's traced forward pass; 21 to 105 times: the table's measured TPOT over its bound, "
-    "least and most",
     "generate-loop": "the first column: the model and batch each row predicts and measured",
     "generate-more": "the first column: the model and batch each row predicts and measured",
     "generate": "the first column: the model and batch each row predicts and measured (128 + 128 tokens, bf16)",

@@ -49,7 +49,7 @@ TERMS: tuple[str, ...] = (
     "hbm_time_at_peak_s",  # HBM bytes / HBM peak
     "model_launches",  # launches with model FLOPs (> 0)
     "hardware_launches",
-    "unpriced_launches",  # launches with FLOPs of a precision that has no peak
+    "unpriced_flops",  # FLOPs of a precision the GPU has no dense peak for: left out of MFU and HFU
     "hbm_launches",  # launches with HBM bytes and an HBM peak
     "hbm_unpriced_launches",
 )
@@ -132,13 +132,13 @@ def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     timed = launches["time_s"].notna()
     at_peak = pd.Series(0.0, index=launches.index)
     flops = pd.Series(0.0, index=launches.index)
-    unpriced = pd.Series(False, index=launches.index)
+    unpriced = pd.Series(0.0, index=launches.index)
     for column, key in FLOP_ROOFS.items():
         work = launches[column].fillna(0.0)
-        done = work > 0
-        unpriced |= done & peaks[key].isna()
-        at_peak += (work / peaks[key]).where(done, 0.0).fillna(0.0)
-        flops += work
+        no_peak = (work > 0) & peaks[key].isna()  # e.g. vector FP16 on an AMD GPU, whose sheet gives no rate
+        unpriced += work.where(no_peak, 0.0)
+        at_peak += (work / peaks[key]).where((work > 0) & ~no_peak, 0.0).fillna(0.0)
+        flops += work.where(~no_peak, 0.0)
     has_flops = launches[list(FLOP_ROOFS)].notna().any(axis=1)
     basis = flop_basis(run)
     terms = pd.DataFrame(index=launches.index)
@@ -146,9 +146,9 @@ def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     for kind in (MODEL, HARDWARE):
         mine = timed & (basis == kind) & has_flops
         terms[f"{kind}_flops"] = flops.where(mine)
-        terms[f"{kind}_time_at_peak_s"] = at_peak.where(mine & ~unpriced)
+        terms[f"{kind}_time_at_peak_s"] = at_peak.where(mine)
         terms[f"{kind}_launches"] = (mine & (flops > 0)).astype(float)
-    terms["unpriced_launches"] = (timed & unpriced).astype(float)
+    terms["unpriced_flops"] = unpriced.where(timed, 0.0)
     hbm = launches["bytes_hbm"]
     priced = hbm.notna() & peaks["hbm"].notna() & timed
     terms["hbm_time_at_peak_s"] = (hbm / peaks["hbm"]).where(priced)
@@ -163,9 +163,8 @@ def with_utilization(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     seconds = out["utilized_time_s"].where(out["utilized_time_s"] > 0)
     mixed = (out["model_launches"] > 0) & (out["hardware_launches"] > 0)
-    unpriced = out["unpriced_launches"] > 0
     for kind, column in ((MODEL, "mfu_pct"), (HARDWARE, "hfu_pct")):
-        known = out[f"{kind}_flops"].notna() & ~mixed & ~unpriced
+        known = out[f"{kind}_flops"].notna() & ~mixed
         out[column] = (100.0 * out[f"{kind}_time_at_peak_s"].fillna(0.0) / seconds).where(known)
     out["mbu_pct"] = (100.0 * out["hbm_time_at_peak_s"] / seconds).where(
         (out["hbm_launches"] > 0) & (out["hbm_unpriced_launches"] == 0)
@@ -212,7 +211,7 @@ def run_utilization(run: Run) -> RunUtilization:
         )
     result.peaks = _peak_terms(run, roofs)
     result.hbm_byte_per_s = _median_peak(run, roofs, "hbm", run.launches["bytes_hbm"].fillna(0) > 0)
-    result.reasons = _reasons(run, terms)
+    result.reasons = _reasons(run, terms, roofs)
     return result
 
 
@@ -276,12 +275,22 @@ def _median_peak(run: Run, roofs: RunRoofs, key: str, working: pd.Series) -> flo
     return weighted_median(roofs.per_launch.loc[rows.index, key], rows["time_s"])
 
 
-def _reasons(run: Run, terms: pd.DataFrame) -> list[str]:
-    """Why the run's total has no MFU, HFU or MBU, in sentences."""
+def _reasons(run: Run, terms: pd.DataFrame, roofs: RunRoofs) -> list[str]:
+    """Why the run's total has no MFU, HFU or MBU, or what they leave out, in sentences."""
     reasons = []
-    unpriced = int(terms["unpriced_launches"].sum())
-    if unpriced:
-        reasons.append(f"{unpriced} launch(es) do work in a precision with no dense peak: no MFU where they are")
+    unpriced = terms["unpriced_flops"].sum()
+    if unpriced > 0:
+        launches, peaks = run.launches, roofs.per_launch.loc[run.launches.index]
+        labels = [
+            ROOF_LABELS[key]
+            for column, key in FLOP_ROOFS.items()
+            if ((launches[column].fillna(0) > 0) & peaks[key].isna()).any()
+        ]
+        share = unpriced / (unpriced + terms["model_flops"].sum() + terms["hardware_flops"].sum())
+        reasons.append(
+            f"{100 * share:.2g}% of the FLOPs ({', '.join(dict.fromkeys(labels))}) are in a precision this GPU has "
+            "no dense peak for: left out of MFU and HFU, which are lower bounds by that much"
+        )
     if terms["model_launches"].sum() and terms["hardware_launches"].sum():
         reasons.append("model and hardware FLOPs are on different launches: no MFU or HFU where they mix")
     if not (terms["hbm_launches"].sum()):

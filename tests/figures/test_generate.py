@@ -143,3 +143,17 @@ def test_generate_of_the_larger_models() -> None:
     assert len(measured) == 6
     for row in measured.itertuples(index=False):
         shows_row("generate-more", LOOP_ROWS[(row.model, row.batch)], row, _predicted(row), MORE_COLUMNS)
+
+
+def test_the_summary_of_the_model_alone() -> None:
+    """The paragraph after the loop's table: each decode step's TPOT over its bound, measured / estimate of TPOT
+    and of the first token (least and most), and TinyLlama's ops per forward pass."""
+    loop = pd.read_csv(LATER / "decode-loop.csv")
+    predicted = [(row, _predicted(row)) for row in loop.itertuples(index=False)]
+    over_bound = [row.tpot_s / p.tpot.bound_s for row, p in predicted]
+    tpot = [row.tpot_s / p.tpot.estimate_s for row, p in predicted]
+    first = [row.prefill_s / p.ttft.estimate_s for row, p in predicted]
+    tinyllama = next(p for row, p in predicted if row.model == "tinyllama-1.1b")
+    figures = [min(over_bound), max(over_bound), min(tpot), max(tpot), min(first), max(first)]
+    figures.append(tinyllama.shape.forward_ops)
+    assert_page_shows(page_figures("generate-summary"), figures, "the paragraph after the model alone")
