@@ -125,6 +125,12 @@ def flop_basis(run: Run) -> pd.Series:
     return pd.Series(MODEL, index=launches.index).where(~hardware.fillna(False).astype(bool), HARDWARE)
 
 
+def _without_peak(launches: pd.DataFrame, peaks: pd.DataFrame, column: str, key: str) -> pd.Series:
+    """Launches with work in ``column`` whose precision has no dense peak on their GPU (e.g. vector FP16 on an AMD
+    GPU, whose data sheet gives no rate)."""
+    return (launches[column].fillna(0.0) > 0) & peaks[key].isna()
+
+
 def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     """Per launch, the summable terms of its utilisations (:data:`TERMS`)."""
     launches = run.launches
@@ -135,7 +141,7 @@ def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     unpriced = pd.Series(0.0, index=launches.index)
     for column, key in FLOP_ROOFS.items():
         work = launches[column].fillna(0.0)
-        no_peak = (work > 0) & peaks[key].isna()  # e.g. vector FP16 on an AMD GPU, whose sheet gives no rate
+        no_peak = _without_peak(launches, peaks, column, key)
         unpriced += work.where(no_peak, 0.0)
         at_peak += (work / peaks[key]).where((work > 0) & ~no_peak, 0.0).fillna(0.0)
         flops += work.where(~no_peak, 0.0)
@@ -282,9 +288,7 @@ def _reasons(run: Run, terms: pd.DataFrame, roofs: RunRoofs) -> list[str]:
     if unpriced > 0:
         launches, peaks = run.launches, roofs.per_launch.loc[run.launches.index]
         labels = [
-            ROOF_LABELS[key]
-            for column, key in FLOP_ROOFS.items()
-            if ((launches[column].fillna(0) > 0) & peaks[key].isna()).any()
+            ROOF_LABELS[key] for column, key in FLOP_ROOFS.items() if _without_peak(launches, peaks, column, key).any()
         ]
         share = unpriced / (unpriced + terms["model_flops"].sum() + terms["hardware_flops"].sum())
         reasons.append(
