@@ -1,8 +1,8 @@
 """Every figure of the validation page (docs/validation.md) is accounted for: each block of the page holding a
-number is keyed (``<!-- figures: KEY -->``), and each key is here, either CHECKED (a figure check under
-tests/figures/ reads the page and compares each of the block's figures with what it computes now) or, with
-why, NOT_READ (recomputed by the tests named, which keep their own copy of the figures, or recorded: measured on a
-lent GPU, timed on one machine, or the figures of an earlier version). A new block of figures, a key no test knows,
+number is keyed (``<!-- figures: KEY -->``), and each key is here, CHECKED (a figure check under tests/figures/
+reads the page and compares each of the block's figures with what it computes now); NOT_READ holds only what a
+table's first cell describes, with why. Figures recorded once and not kept as files are on docs/records.md, which
+no check reads. A new block of figures, a key no test knows,
 or a table row no check computes fails here. Cheap: reads the page and the check's source (make test)."""
 
 from __future__ import annotations
@@ -74,34 +74,21 @@ CHECKED = {
     "graph-capture": TRACE_CHECKS,
     "serving": TRACE_CHECKS,
     "fp8-gemms": TRACE_CHECKS,
+    "deepcam": FIGURES / "test_deepcam_figures.py",
+    "generate-setup": GENERATION_CHECK,
+    "generate-loop-setup": GENERATION_CHECK,
+    "h100": FIGURES / "test_h100.py",
 }
 
 # Blocks whose figures no test reads from the page, and why (the page's opening says so too).
-RECORDED = "recorded, not recomputed"
 NOT_READ = {
     "held-out": "the first column: counts of steps (asserted as literals beside the rows' figures), batch ranges, "
     "PyTorch versions and dates describing each row's steps",
-    "deepcam": "the tolerances tests/test_deepcam.py holds every kernel to (make test)",
-    "generate-setup": "the measured requests' shape (128 + 128 tokens, TPOT over 127), asserted from the file by "
-    "tests/figures/test_generate.py",
-    "generate-loop-setup": "the loop's shape (127 tokens, 4 KV heads), as tests/data/gpu-2026-11-28b/README.md says",
     "generate-loop": "the first column: the model and batch each row predicts and measured",
     "generate-more": "the first column: the model and batch each row predicts and measured",
     "generate": "the first column: the model and batch each row predicts and measured (128 + 128 tokens, bf16)",
     "signatures": "the first column: what each step is (batch, tokens)",
-    "signatures-times": RECORDED + ": ncu's time on an H100 and an H200, measured once, and resnet34's estimate "
-    "(signatures-estimates)",
-    "signatures-estimates": RECORDED + ": a CPU trace of resnet34 run once (not kept: 109 of 514 op calls "
-    "distinct) applied to the H100 report's 260 / 421 / 6 launches per phase; 0.34 s a launch is GPT-2's 385 s "
-    "over its 1,118",
-    "h100": RECORDED + ": the H100's software (ncu 2025.3.1, PyTorch 2.11), and cuBLAS's known band (85-95% "
-    "of the dense peak, ../shared/fixtures/h100/README.md)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
-    "third-visit-recorded": RECORDED + ": an H200's seven ceilings --measure runs (three kept as files, the ranges "
-    "not) and a first probe's readings, tried once",
-    "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
-    "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
-    "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
     "mfu": "the first column: what each row is (the GEMM's size, its clock and roof, the step's batch)",
 }
 

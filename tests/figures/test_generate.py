@@ -157,3 +157,21 @@ def test_the_summary_of_the_model_alone() -> None:
     figures = [min(over_bound), max(over_bound), min(tpot), max(tpot), min(first), max(first)]
     figures.append(tinyllama.shape.forward_ops)
     assert_page_shows(page_figures("generate-summary"), figures, "the paragraph after the model alone")
+
+
+def test_the_requests_shape_is_the_files() -> None:
+    """Key ``generate-setup``: 128 prompt + 128 new tokens; TPOT is a 128-token call over its 127 later tokens."""
+    measured = pd.read_csv(MEASURED)
+    (prompt,), (new,) = measured["prompt_tokens"].unique(), measured["new_tokens"].unique()
+    assert_page_shows(page_figures("generate-setup"), [prompt, new, new, new - 1], "the measured requests' shape")
+
+
+def test_the_loops_shape_is_the_files() -> None:
+    """Key ``generate-loop-setup``: 127 one-token passes after the prompt's; TinyLlama's 4 KV heads, as the
+    config that built the measured model says (hroofline.collect.models.HF_CONFIGS, tests/data/gpu-2026-11-28b)."""
+    from hroofline.collect.models import HF_CONFIGS
+
+    loop = pd.read_csv(LATER / "decode-loop.csv")
+    (new,) = loop["new_tokens"].unique()
+    kv_heads = HF_CONFIGS["tinyllama-1.1b"][2]["num_key_value_heads"]
+    assert_page_shows(page_figures("generate-loop-setup"), [new - 1, kv_heads], "the loop's shape")

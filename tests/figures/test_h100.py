@@ -131,3 +131,15 @@ def test_the_page_shows_what_the_h100_showed(
     ]
     assert peaks["tensor_fp16"] == peaks["tensor_bf16"] and peaks["tensor_fp8"] == peaks["tensor_int8"]
     assert_page_shows(page_figures("h100-findings"), computed, "what the H100 showed")
+
+
+def test_the_h100s_software_and_cublas_band_are_its_readmes() -> None:
+    """Key ``h100``: ncu's and PyTorch's versions and cuBLAS's known band as the README of the H100's files
+    records them (written on the machine when the files were made)."""
+    readme = (SHARED / "fixtures" / "h100" / "README.md").read_text(encoding="utf-8")
+    ncu = re.search(r"Nsight Compute (\d+\.\d+)\.\d+", readme)
+    torch = re.search(r"PyTorch (\d+\.\d+)\.\d+", readme)
+    band = re.search(r"cuBLAS reaches about (\d+)-(\d+)% of the dense peak", readme)
+    assert ncu and torch and band, "../shared/fixtures/h100/README.md no longer says its software or cuBLAS's band"
+    computed = [float(ncu.group(1)), float(torch.group(1)), float(band.group(1))]
+    assert_page_shows(page_figures("h100"), computed, "the H100's software and cuBLAS's band")
