@@ -167,3 +167,16 @@ def test_the_measured_error_printed_is_the_files() -> None:
         assert recorded.ttft == pytest.approx((min(ttft), max(ttft)), abs=0.005)
         assert recorded.tpot == pytest.approx((min(tpot), max(tpot)), abs=0.005)
     assert max(loop.tpot) < 1 < min(generate.tpot)
+
+
+def test_an_amd_gpu_is_told_the_estimate_was_fitted_on_nvidia_only(gpt2_batch8) -> None:
+    """Every step the estimate was fitted or checked on ran on an NVIDIA GPU (metrics/estimate.toml's sources):
+    a prediction for an MI300X says so, once, in generation and step predictions; an NVIDIA GPU's does not."""
+    from hroofline.render.generation import generation_text
+
+    on_amd = hroofline.predict_generation("hf:gpt2", "mi300x", prompt_tokens=128, new_tokens=128, batch_size=8)
+    said = [line for line in generation_text(on_amd).splitlines() if line.startswith("untested on AMD")]
+    assert len(said) == 1 and "NVIDIA GPU" in said[0]
+    assert "untested" not in generation_text(gpt2_batch8)
+    step = hroofline.predict("resnet18", gpu="mi300x", batch_size=2)
+    assert sum(line.startswith("untested on AMD") for line in step.describe().splitlines()) == 1

@@ -235,3 +235,8 @@ def test_the_serving_step_has_its_mbu_and_an_mfu_that_says_what_it_leaves_out(im
     (reason,) = [r for r in utilization.reasons if "no dense peak" in r]
     every = timed[[c for c in timed.columns if c.startswith("flops_") and c != "flops_tensor"]].fillna(0).sum().sum()
     assert "(FP16)" in reason and f"{100 * vector / every:.2g}%" in reason
+    # the denominator in AMD's words: compute units, not NVIDIA's SMs
+    from hroofline.render.utilization import utilization_lines
+
+    (bf16_line,) = [line for line in utilization_lines(utilization) if "BF16 tensor dense" in line]
+    assert "2,048 FLOP/CU/cycle × 304 CUs × 2.1 GHz" in bf16_line, bf16_line

@@ -45,6 +45,9 @@ OTHER_CLASS = OP_CLASSES.index("other")  # a class the fitted steps have no op o
 DEPTHWISE_CLASS = OP_CLASSES.index("depthwise")
 LAYOUT_CLASS = len(OP_CLASSES)  # cuDNN's layout conversions: measured cost, no floor
 FITTED_HOST = "fitted"  # EstimateModel.host_source of the bundled floor
+# Every step the estimate was fitted or checked on (its efficiencies, host floor and batch norm's rate:
+# metrics/estimate.toml, host_cost.toml, batch_norm.toml) ran on this vendor's GPUs.
+FITTED_VENDOR = "nvidia"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from functools import cache
 
 from hroofline.analyze.estimate import ErrorBand, EstimateModel
 from hroofline.collect.decoder_shape import DecoderShape
+from hroofline.roofs.catalog import GpuName
 from hroofline.roofs.metricset import metrics_dir
 
 CACHE_UTILIZATION = 0.90  # vLLM's default gpu_memory_utilization: weights + KV cache within it
@@ -196,6 +197,7 @@ class GenerationPrediction:
     tpot: StepTimes
     kv_bytes_per_token: float
     fit: GenerationFit | None  # None where the catalog lacks the GPU's memory
+    vendor: str  # the GPU's (estimate.FITTED_VENDOR: the one the estimate was fitted on)
     error: ErrorBand | None  # the step estimate's held-out band (inference passes): not measured on generation
     measured: tuple[MeasuredGeneration, ...]  # generation measured against this estimate (metrics/generation.toml)
 
@@ -232,8 +234,12 @@ class GenerationPrediction:
 
 
 def predict_generation(
-    shape: DecoderShape, request: GenerationRequest, gpu: str, roofs: Roofs, capacity_bytes: float | None
+    shape: DecoderShape,
+    request: GenerationRequest,
+    gpu: GpuName,
+    roofs: Roofs,
 ) -> GenerationPrediction:
+    capacity_bytes = gpu.memory_bytes
     host_s = shape.forward_host_weight * roofs.estimate.host_floor_s  # one forward pass's ops, prefill or decode
     prefill = prefill_work(shape, request)
     kernels_s = _kernels(prefill, roofs)
@@ -247,12 +253,13 @@ def predict_generation(
     return GenerationPrediction(
         shape=shape,
         request=request,
-        gpu=gpu,
+        gpu=gpu.variant or gpu.name,
         roofs=roofs,
         ttft=ttft,
         tpot=StepTimes(mean, bound, estimate, sum(kernels) / count, host_s),
         kv_bytes_per_token=kv_bytes_per_token(shape, request.value_bytes),
         fit=generation_fit(shape, request, capacity_bytes) if capacity_bytes else None,
+        vendor=gpu.vendor,
         error=roofs.estimate.error_for("forward"),
         measured=load_measured_generation(),
     )

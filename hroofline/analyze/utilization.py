@@ -71,6 +71,7 @@ class PeakTerm:
     clock_hz: float | None  # peak / (rate x SMs)
     clock: str  # which clock: MEASURED_CLOCK, DATASHEET_CLOCK or ROOFS_CLOCK
     basis: str  # the FLOPs judged against it: model or hardware
+    unit: str = "SM"  # what ``sms`` counts: the GPU's compute units by its vendor's name (SM, CU)
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,9 @@ def _peak_terms(run: Run, roofs: RunRoofs) -> list[PeakTerm]:
             sms = gpu.sms if gpu is not None else None
             clock = peak / (rate * sms) if rate and sms else None
             measured = weighted_median(launches.loc[working, "clock_hz"], launches.loc[working, "time_s"])
-            terms.append(PeakTerm(key, ROOF_LABELS[key], peak, rate, sms, clock, _which_clock(clock, measured), kind))
+            unit = gpu.compute_unit if gpu is not None else "SM"
+            clocked = _which_clock(clock, measured)
+            terms.append(PeakTerm(key, ROOF_LABELS[key], peak, rate, sms, clock, clocked, kind, unit))
     return terms
 
 

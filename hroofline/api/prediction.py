@@ -394,4 +394,4 @@ def generation_prediction(name: str, gpu: Any, request: Any) -> Any:
         )
     tensor_key = GENERATION_PRECISIONS[request.precision][1]
     roofs = Roofs(gpu.peaks[tensor_key], tensor_key, gpu.peaks["hbm"], load_estimate_model().for_cc(gpu.cc))
-    return predict_generation(shape, request, gpu.variant or gpu.name, roofs, gpu.memory_bytes)
+    return predict_generation(shape, request, gpu, roofs)

@@ -8,6 +8,7 @@ import pandas as pd
 from hroofline.analyze.generation import CACHE_UTILIZATION, GenerationPrediction, StepTimes
 from hroofline.model.numbers import per_second, si
 from hroofline.model.quantities import ROOF_LABELS
+from hroofline.render.prediction import untested_vendor_line
 from hroofline.roofs.catalog import GIB
 
 
@@ -26,6 +27,9 @@ def generation_text(prediction: GenerationPrediction) -> str:
         f"bound at most {per_second(prediction.tokens_per_s_bound, 'tokens')}"
     )
     lines.append(_error_line(prediction))
+    vendor = untested_vendor_line(prediction.vendor)
+    if vendor:
+        lines.append(vendor)
     lines.append(
         f"host floor: {shape.forward_ops:,} ops per forward pass (traced, one token), "
         f"{si(prediction.tpot.host_s, 's')} at {si(roofs.estimate.host_floor_s, 's')} per element-wise op "

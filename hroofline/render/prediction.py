@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hroofline.analyze.estimate import FITTED_HOST, PerChannelShare, StepTime
+from hroofline.analyze.estimate import FITTED_HOST, FITTED_VENDOR, PerChannelShare, StepTime
 from hroofline.analyze.layout import ConversionShare
 from hroofline.analyze.memory_fit import MemoryFit
 from hroofline.analyze.predict import CONVOLUTION_OPS, FlopSplit, Peaks
@@ -49,6 +49,9 @@ def prediction_text(view: PredictionView) -> str:
     whole = "inference" if view.inference else "step"
     lines.append(_phase_table(view.summary, whole, view.op_counts))
     lines.append(_step_line(view.step, whole))
+    vendor = untested_vendor_line(view.peaks.gpu.vendor)
+    if vendor:
+        lines.append(vendor)
     if not view.step.error_factor:
         lines.append(f"estimate {view.estimate_source}: its error is not known")
     if view.host_floors:
@@ -76,6 +79,18 @@ def prediction_text(view: PredictionView) -> str:
             f"plus {si(split.other, 'FLOP')} ({100 * split.other / total:.1f}%) in other ops: {top}"
         )
     return "\n".join(lines) + "\n"
+
+
+def untested_vendor_line(vendor: str) -> str | None:
+    """Where the GPU is another vendor's than every step the estimate was fitted or checked on."""
+    if vendor == FITTED_VENDOR:
+        return None
+    fitted, other = FITTED_VENDOR.upper(), vendor.upper()
+    return (
+        f"untested on {other}: every step the estimate was fitted or checked on ran on an {fitted} GPU; its "
+        f"efficiencies, host floor and batch norm's rate are {fitted}'s, not measured on an {other} GPU (the bound "
+        "is this GPU's own datasheet roofs)"
+    )
 
 
 def _layout_line(view: PredictionView, whole: str) -> str | None:

@@ -17,7 +17,8 @@ def peak_text(peak: PeakTerm) -> str:
     """'773 TFLOP/s BF16 tensor dense: 4,096 FLOP/SM/cycle × 132 SMs × 1.43 GHz, the clock the kernels ran at'."""
     text = f"{si(peak.flop_per_s, 'FLOP/s')} {peak.label} dense"
     if peak.per_sm_cycle and peak.sms and peak.clock_hz:
-        text += f": {peak.per_sm_cycle:,.0f} FLOP/SM/cycle × {peak.sms} SMs × {peak.clock_hz / 1e9:.3g} GHz"
+        unit = peak.unit
+        text += f": {peak.per_sm_cycle:,.0f} FLOP/{unit}/cycle × {peak.sms} {unit}s × {peak.clock_hz / 1e9:.3g} GHz"
     return f"{text}, {peak.clock}"
 
 

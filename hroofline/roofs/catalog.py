@@ -40,6 +40,11 @@ class GpuName:
     roofs_from_reports_only: str | None = None  # why the catalog gives it no peaks (a laptop's clock varies)
     derived: frozenset[str] = frozenset()  # keys whose peak or quoted clock was computed from a per-SM rate
 
+    @property
+    def compute_unit(self) -> str:
+        """What the vendor calls the unit ``sms`` counts: NVIDIA's streaming multiprocessor, AMD's compute unit."""
+        return "CU" if self.vendor == "amd" else "SM"
+
     def quoted_clock(self, key: str) -> float | None:
         """The SM clock a compute or cache peak is quoted at; None for HBM (its own clock) or unknown."""
         if key == "hbm":
