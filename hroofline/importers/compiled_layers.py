@@ -73,7 +73,7 @@ def with_compiled_layers(
     kernels = compiled & (frame["category"] == "kernel")
     total = float(frame.loc[kernels, "time_s"].sum())
     if not compiled.any():
-        return frame, [], ["--compile-log: no launch of the trace ran in a compiled graph (no CompiledFxGraph range)"]
+        return frame, [], ["the compile log places nothing: no launch of the trace ran in a compiled graph (no CompiledFxGraph range)"]
     share = float(frame.loc[kernels & placed.notna(), "time_s"].sum()) / total if total > 0 else 0.0
     notes = [
         f"compiled kernels placed on their layers by the compile log: {100 * share:.1f}% of the compiled graphs' "
@@ -83,5 +83,5 @@ def with_compiled_layers(
     warnings = []
     if placement.graphs_missing:
         keys = ", ".join(sorted(placement.graphs_missing))
-        warnings.append(f"--compile-log holds no graph of FX cache key {keys}: its kernels are not placed")
+        warnings.append(f"the compile log holds no graph of FX cache key {keys}: its kernels are not placed")
     return frame, notes, warnings
