@@ -73,7 +73,10 @@ def with_compiled_layers(
     kernels = compiled & (frame["category"] == "kernel")
     total = float(frame.loc[kernels, "time_s"].sum())
     if not compiled.any():
-        return frame, [], ["the compile log places nothing: no launch of the trace ran in a compiled graph (no CompiledFxGraph range)"]
+        nothing = (
+            "the compile log places nothing: no launch of the trace ran in a compiled graph (no CompiledFxGraph range)"
+        )
+        return frame, [], [nothing]
     share = float(frame.loc[kernels & placed.notna(), "time_s"].sum()) / total if total > 0 else 0.0
     notes = [
         f"compiled kernels placed on their layers by the compile log: {100 * share:.1f}% of the compiled graphs' "
