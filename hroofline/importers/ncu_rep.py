@@ -88,6 +88,7 @@ def _profile_from_context(context: Any, where: str, metric_set: MetricSet) -> Ra
         report_range = context.range_by_idx(range_index)
         for action_index in range(report_range.num_actions()):
             action = report_range.action_by_idx(action_index)
+            _refuse_whole_workloads(action, where)
             identities.append(_identity(action, launch_index))
             launch_index += 1
             values: dict[str, float] = {}
@@ -113,6 +114,26 @@ def _profile_from_context(context: Any, where: str, metric_set: MetricSet) -> Ra
         units=units,
         device_name=device_name,
     )
+
+
+# What a result measured when it is not one kernel (ncu_report's IAction.WorkloadType_*): its counters are the
+# sum over many kernels, which a roofline of kernels would misread as one.
+_WHOLE_WORKLOADS = {
+    "WorkloadType_GRAPH": "a whole CUDA graph (ncu --graph-profiling graph); collect with --graph-profiling node, "
+    "as hroofline profile does, to measure each of its kernels",
+    "WorkloadType_RANGE": "a whole range (ncu --replay-mode range or app-range); collect per kernel instead",
+    "WorkloadType_CMDLIST": "a whole command list; collect per kernel instead",
+}
+
+
+def _refuse_whole_workloads(action: Any, where: str) -> None:
+    kind = getattr(action, "workload_type", None)
+    if kind is None:  # ncu_report before workloads other than kernels existed
+        return
+    found = kind()
+    for name, what in _WHOLE_WORKLOADS.items():
+        if found == getattr(action, name, object()):
+            raise InputError(f"{where}: the report measured {what} (result {action.name()!r}), not kernels")
 
 
 def _identity(action: Any, index: int) -> dict[str, object]:
