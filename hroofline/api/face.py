@@ -102,15 +102,25 @@ class RunView(Run):
         title: str | None = None,
     ) -> Any:
         """As ``hroofline chart``: the hierarchical roofline, one dot per kernel name and phase (``by``: per
-        layer, per launch; ``"run"`` or ``"phase"``: the whole run, or each phase, as one dot), at the memory
+        layer, per launch; ``"run"`` or ``"phase"``: the whole run, or each phase, as one dot; ``"rank"``: a stacked
+        bar per rank of its wall time), at the memory
         levels ``level`` ("l2,hbm"; default those with a roof). Shown inline in Jupyter with no network (its
         JavaScript travels with it, in the notebook and its HTML export); ``.save("x.html")`` writes the page the
         command writes, which opens offline."""
-        from hroofline.api.options import CHART_GROUPINGS, STEP_GROUPINGS, chart_levels, check_choice, kernel_query
-        from hroofline.api.outputs import roofline, runs_chart
+        from hroofline.api.options import (
+            CHART_GROUPINGS,
+            RANK_CHART,
+            STEP_GROUPINGS,
+            chart_levels,
+            check_choice,
+            kernel_query,
+        )
+        from hroofline.api.outputs import rank_chart, roofline, runs_chart
         from hroofline.api.views import ChartView
 
         check_choice("by", by, CHART_GROUPINGS)
+        if by == RANK_CHART:
+            return ChartView(rank_chart(self, title or ""), title or f"{self.name}: wall time per rank")
         levels = chart_levels(level) if level else None
         if by in STEP_GROUPINGS:
             check_whole_run(by, phase, layer, nvtx, per_launch, levels)
