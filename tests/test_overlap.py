@@ -25,6 +25,7 @@ from hroofline.analyze.advice.rules import advise
 from hroofline.analyze.overlap import ALL_PHASES, NO_START, run_overlap
 from hroofline.api import load
 from hroofline.cli.main import main
+from hroofline.render.report import RunSection, report_page
 from tests.conftest import SHARED, need
 
 STRETCH = 1.3
@@ -165,7 +166,7 @@ FIGURES = ("compute_s", "communication_hidden_s", "communication_exposed_s", "id
 
 def test_each_rank_steps_parts_add_up_to_its_wall_time_and_match_an_independent_sweep(ranks) -> None:
     store, documents = ranks
-    overlap = run_overlap(load("ddp2", store))
+    overlap = load("ddp2", store).wall_time()  # the notebook's face of run_overlap
     assert overlap.unknown is None and {r.rank for r in overlap.ranks} == {0, 1}
     for row in overlap.rows + overlap.ranks + overlap.rank_phases:
         parts = sum(getattr(row, name) for name in FIGURES)
@@ -267,3 +268,19 @@ def test_a_store_written_before_start_times_reads_them_as_unknown(ranks, tmp_pat
     assert data["ranks"] == [] and data["wall_unknown"] == NO_START
     assert main(["summary", "ddp2", "--by", "rank", "--store", str(store)]) == 0
     assert "wall time unknown" in capsys.readouterr().out
+
+
+def test_chart_and_report_draw_each_ranks_wall_time_as_a_stacked_bar(ranks, tmp_path: Path) -> None:
+    store, documents = ranks
+    out = tmp_path / "ranks.json"
+    assert main(["chart", "ddp2", "--by", "rank", "--out", str(out), "--store", str(store)]) == 0
+    spec = json.loads(out.read_text())
+    rows = [row for values in spec["datasets"].values() for row in values]
+    for rank, document in documents.items():
+        parts = [row["seconds"] for row in rows if row["rank"] == f"rank {rank}"]
+        expected = independent_steps(document)[STEP]
+        assert len(parts) == 4 and sum(parts) == pytest.approx(expected["wall_s"] * 1e3, abs=1e-6)  # ms
+    # the report's page of a run of several ranks has the bars and the tables (the whole report takes seconds)
+    section = RunSection(name="ddp2", facts=[], summary={}, phases=[], overlap=run_overlap(load("ddp2", store)))
+    page = report_page("ranks", [section])
+    assert "ddp2 · wall time per rank" in page and 'id="ranks-1"' in page and "critical rank" in page

@@ -14,13 +14,14 @@ from hroofline.model.run import Run
 if TYPE_CHECKING:
     import pandas as pd
 
+    from hroofline.analyze.overlap import RunOverlap
     from hroofline.analyze.utilization import RunUtilization
 
 
 @dataclass
 class RunView(Run):
-    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``, ``.mfu`` and
-    ``.utilization()``; a notebook displays its summary."""
+    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``, ``.mfu``,
+    ``.utilization()`` and ``.wall_time()``; a notebook displays its summary."""
 
     @classmethod
     def of(cls, run: Run) -> RunView:
@@ -34,6 +35,15 @@ class RunView(Run):
         from hroofline.api.views import Table
 
         return Table(summary_frame(self, check_choice("by", by, SUMMARY_GROUPINGS)))
+
+    def wall_time(self) -> RunOverlap:
+        """As ``hroofline summary --by rank``'s wall time: per rank (``.ranks``), per rank, step and phase
+        (``.rows``), each ``wall_s`` split into ``compute_s``, ``communication_hidden_s``,
+        ``communication_exposed_s`` and ``idle_s``; the critical rank of each step and phase (``.critical``) with its
+        lag split; ``.unknown`` says why there is none (a run without start times)."""
+        from hroofline.analyze.overlap import run_overlap
+
+        return run_overlap(self)
 
     @property
     def mfu(self) -> float | None:
