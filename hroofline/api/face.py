@@ -14,13 +14,14 @@ from hroofline.model.run import Run
 if TYPE_CHECKING:
     import pandas as pd
 
+    from hroofline.analyze.overlap import RunOverlap
     from hroofline.analyze.utilization import RunUtilization
 
 
 @dataclass
 class RunView(Run):
-    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``, ``.mfu`` and
-    ``.utilization()``; a notebook displays its summary."""
+    """A run, shown: ``.summary()``, ``.kernels()``, ``.top()``, ``.chart()``, ``.report()``, ``.mfu``,
+    ``.utilization()`` and ``.wall_time()``; a notebook displays its summary."""
 
     @classmethod
     def of(cls, run: Run) -> RunView:
@@ -34,6 +35,15 @@ class RunView(Run):
         from hroofline.api.views import Table
 
         return Table(summary_frame(self, check_choice("by", by, SUMMARY_GROUPINGS)))
+
+    def wall_time(self) -> RunOverlap:
+        """As ``hroofline summary --by rank``'s wall time: per rank (``.ranks``), per rank, step and phase
+        (``.rows``), each ``wall_s`` split into ``compute_s``, ``communication_hidden_s``,
+        ``communication_exposed_s`` and ``idle_s``; the critical rank of each step and phase (``.critical``) with its
+        lag split; ``.unknown`` says why there is none (a run without start times)."""
+        from hroofline.analyze.overlap import run_overlap
+
+        return run_overlap(self)
 
     @property
     def mfu(self) -> float | None:
@@ -102,15 +112,25 @@ class RunView(Run):
         title: str | None = None,
     ) -> Any:
         """As ``hroofline chart``: the hierarchical roofline, one dot per kernel name and phase (``by``: per
-        layer, per launch; ``"run"`` or ``"phase"``: the whole run, or each phase, as one dot), at the memory
+        layer, per launch; ``"run"`` or ``"phase"``: the whole run, or each phase, as one dot; ``"rank"``: a stacked
+        bar per rank of its wall time), at the memory
         levels ``level`` ("l2,hbm"; default those with a roof). Shown inline in Jupyter with no network (its
         JavaScript travels with it, in the notebook and its HTML export); ``.save("x.html")`` writes the page the
         command writes, which opens offline."""
-        from hroofline.api.options import CHART_GROUPINGS, STEP_GROUPINGS, chart_levels, check_choice, kernel_query
-        from hroofline.api.outputs import roofline, runs_chart
+        from hroofline.api.options import (
+            CHART_GROUPINGS,
+            RANK_CHART,
+            STEP_GROUPINGS,
+            chart_levels,
+            check_choice,
+            kernel_query,
+        )
+        from hroofline.api.outputs import rank_chart, roofline, runs_chart
         from hroofline.api.views import ChartView
 
         check_choice("by", by, CHART_GROUPINGS)
+        if by == RANK_CHART:
+            return ChartView(rank_chart(self, title or ""), title or f"{self.name}: wall time per rank")
         levels = chart_levels(level) if level else None
         if by in STEP_GROUPINGS:
             check_whole_run(by, phase, layer, nvtx, per_launch, levels)

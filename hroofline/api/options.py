@@ -16,11 +16,12 @@ from hroofline.model.quantities import LEVELS
 from hroofline.render.text import FORMATS
 
 TOP_GROUPINGS: tuple[str, ...] = ("name", "layer")
-CHART_GROUPINGS: tuple[str, ...] = (*KERNEL_GROUPINGS, *STEP_GROUPINGS)
+RANK_CHART = "rank"  # a stacked bar per rank: its wall time's parts (hroofline/analyze/overlap.py)
+CHART_GROUPINGS: tuple[str, ...] = (*KERNEL_GROUPINGS, *STEP_GROUPINGS, RANK_CHART)
 SUMMARY_GROUPINGS: tuple[str, ...] = ("phase", *RANK_GROUPINGS)
 DEFAULT_KERNELS_GROUPING = "launch"
 DEFAULT_TOP = 10  # top's and report's -n
-__all__ = ["CHART_GROUPINGS", "FORMATS", "KERNEL_GROUPINGS", "STEP_GROUPINGS", "TOP_SORTS"]
+__all__ = ["CHART_GROUPINGS", "FORMATS", "KERNEL_GROUPINGS", "RANK_CHART", "STEP_GROUPINGS", "TOP_SORTS"]
 
 
 def check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:

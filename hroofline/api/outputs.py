@@ -76,6 +76,18 @@ def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
     return TopTable(top_kernels(run, roofs, query, notes), roofs, notes, run_utilization(run))
 
 
+def rank_chart(run: Run, title: str = "") -> Any:
+    """``hroofline chart RUN --by rank``: a stacked bar per rank, its wall time over the profiled steps made of
+    compute, communication hidden and exposed, and idle (hroofline/analyze/overlap.py)."""
+    from hroofline.analyze.overlap import run_overlap
+    from hroofline.render.overlap import rank_bars
+
+    overlap = run_overlap(run)
+    if overlap.unknown is not None:
+        raise UsageError(f"run {run.name!r}: {overlap.unknown}")
+    return rank_bars(overlap, title or f"{run.name}: wall time per rank")
+
+
 def summary_frame(run: Run, by: str = "phase") -> pd.DataFrame:
     """``hroofline summary``'s table: per phase and in total (``by="phase"``: time, FLOPs, tensor FLOPs, bytes per
     level, launches), or per rank or profiler step and phase (``by="rank"``, ``"step"``)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hroofline.analyze.binding import RoofNotes, has_times, ranked, roof_table, roofline_points, top_kernels
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
+from hroofline.analyze.overlap import run_overlap
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.step_points import overview_table, step_points
 from hroofline.analyze.utilization import run_utilization, summary_with_utilization
@@ -127,6 +128,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
         sources=list(meta.sources),
         advice=findings(run, ceilings),
         roof_sources=readable_source(roofs.source).split("; "),
+        overlap=run_overlap(run) if run.launches["rank"].nunique() > 1 else None,
     )
 
 

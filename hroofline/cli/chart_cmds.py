@@ -12,6 +12,7 @@ from hroofline.api.options import (
     CHART_GROUPINGS,
     DEFAULT_TOP,
     FORMATS,
+    RANK_CHART,
     STEP_GROUPINGS,
     TOP_GROUPINGS,
     TOP_SORTS,
@@ -19,7 +20,7 @@ from hroofline.api.options import (
     check_whole_run,
     kernel_query,
 )
-from hroofline.api.outputs import explained, roofline, runs_chart, top
+from hroofline.api.outputs import explained, rank_chart, roofline, runs_chart, top
 from hroofline.cli.common import (
     add_selection_options,
     add_store_option,
@@ -62,7 +63,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "  hroofline chart deepcam-amp-o1 --phase forward --out fw.png      image, no browser needed\n"
         "  hroofline chart deepcam-amp-o1 --ceilings v100-yang-ert --level l2,hbm --out fw.svg\n"
         "  hroofline chart deepcam-fp32 deepcam-amp-o1 r50-amp-a100 --out runs.html   one dot per run\n"
-        "  hroofline chart deepcam-fp32 deepcam-amp-o1 --by phase --out phases.png",
+        "  hroofline chart deepcam-fp32 deepcam-amp-o1 --by phase --out phases.png\n"
+        "  hroofline chart ddp --by rank --out ranks.html       a bar per rank: compute, communication, idle",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     chart.add_argument("runs", metavar="RUN", nargs="+")
@@ -76,7 +78,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--by",
         choices=CHART_GROUPINGS,
         help="one dot per kernel name and phase (default for one run), per layer and phase, per launch; "
-        "or one per run (default for several) or per run and phase",
+        "or one per run (default for several) or per run and phase; rank: a stacked bar per rank of a trace of "
+        "several ranks, its wall time split into compute, communication hidden and exposed, and idle",
     )
     chart.add_argument("--per-launch", action="store_true", help="the same as --by launch")
     add_selection_options(chart)
@@ -173,6 +176,8 @@ def _warn(warnings: list[str], details: list[str]) -> None:
 
 def draw_chart(args: argparse.Namespace) -> int:
     by = args.by or ("name" if len(args.runs) == 1 else "run")
+    if by == RANK_CHART:
+        return draw_rank_chart(args)
     if by in STEP_GROUPINGS:
         return draw_runs_chart(args, by)
     if len(args.runs) > 1:
@@ -193,6 +198,20 @@ def draw_chart(args: argparse.Namespace) -> int:
     dots = f"{len(drawn.points.points)} {DOT_NOUNS[group_by]}"
     at = ", ".join(LEVEL_LABELS[lv] for lv in drawn.points.levels_drawn)
     say(f"wrote {out} ({dots} at {at}; roofs: {drawn.roofs.label})")
+    return 0
+
+
+def draw_rank_chart(args: argparse.Namespace) -> int:
+    """One run of several ranks: a stacked bar per rank of its wall time."""
+    if len(args.runs) > 1:
+        raise UsageError("--by rank draws the ranks of one run", "name one run")
+    check_whole_run(RANK_CHART, args.phase, args.layer, args.nvtx, args.per_launch, None)
+    name = args.runs[0]
+    out = Path(args.out) if args.out else Path(f"{name}-ranks.html")
+    chart_format(out)
+    chart = rank_chart(open_store(args).load(name, RANKING_READS), args.title or "")
+    write_chart(chart.to_dict(), out, args.title or f"{name}: wall time per rank")
+    say(f"wrote {out} (a bar per rank: compute, communication hidden and exposed, idle)")
     return 0
 
 

@@ -17,6 +17,7 @@ from hroofline.analyze.kernels import (
     phase_summary,
     shown_columns,
 )
+from hroofline.analyze.overlap import run_overlap
 from hroofline.analyze.provenance import counter_provenance
 from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread, work_source_shares
 from hroofline.analyze.utilization import run_utilization, summary_with_utilization, utilization_table
@@ -34,6 +35,7 @@ from hroofline.model.names import with_table_names
 from hroofline.model.numbers import si
 from hroofline.model.quantities import UTILIZATION_COLUMNS
 from hroofline.model.run import Run
+from hroofline.render.overlap import overlap_text, wall_records
 from hroofline.render.roof_notes import compiled_line, provenance_line, work_sources_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.render.utilization import utilization_lines
@@ -127,14 +129,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         choices=SUMMARY_GROUPINGS,
         default="phase",
         help="phase (default); rank: per rank and phase, with the slowest rank's extra time per phase over the "
-        "median rank (traces of several ranks); step: per profiler step and phase (traces)",
+        "median rank, and each rank's wall time split into compute, communication hidden and exposed, and idle, "
+        "with the critical rank of each step and phase (traces of several ranks); step: per profiler step and "
+        "phase (traces)",
     )
     summary.add_argument(
         "--format",
         choices=FORMATS,
         default="table",
         help="table: for people (SI units); csv: the table in full precision, every column; json: also the counters' "
-        "provenance and, --by rank, the slowest rank and the communication kernels",
+        "provenance and, --by rank, the slowest rank, the communication kernels and each rank's wall time (ranks: "
+        "wall_s, compute_s, communication_hidden_s, communication_exposed_s, idle_s)",
     )
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
@@ -296,6 +301,7 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
     gpu = run_gpu(run.meta)
     link = gpu.link_bandwidth if gpu else None
     communication = communication_rows(run, link) if by == "rank" else []
+    overlap = run_overlap(run) if by == "rank" else None
     if output == "json":
         data = {
             "run": run.name,
@@ -304,9 +310,18 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
             "spread": [asdict(s) for s in spread],
             "communication": [asdict(c) for c in communication],
         }
+        if overlap is not None:
+            data |= {
+                "ranks": wall_records(overlap.ranks),
+                "rank_phases": [asdict(r) for r in overlap.rank_phases],
+                "critical": [asdict(c) for c in overlap.critical],
+                "wall_unknown": overlap.unknown,
+            }
         write_out(to_json(data))
         return 0
     write_out(render_frame(table, "table"))
+    if overlap is not None:
+        write_out(overlap_text(overlap))
     if spread:
         write_out("\nslowest rank per phase (GPU time; extra = slowest - median of the ranks):\n")
         write_out(render_frame(pd.DataFrame([asdict(s) for s in spread]), "table"))

@@ -58,6 +58,7 @@ class GpuActivity:
     duration_s: float
     correlation: int | None
     args: dict[str, Any]
+    stamp: float = math.nan  # ts as the trace wrote it (microseconds): differences of two are exact in float64
 
 
 @dataclass
@@ -181,7 +182,7 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
         trace.schema = "2021"
     if lowered in GPU_CATEGORIES:
         name, kind = str(event.get("name", "")), GPU_CATEGORIES[lowered]
-        trace.gpu.append(GpuActivity(name, kind, start, duration, _integer(args.get("correlation")), args))
+        trace.gpu.append(GpuActivity(name, kind, start, duration, _integer(args.get("correlation")), args, stamp))
     elif lowered == COUNTER_RANGE_CATEGORY:
         trace.counter_ranges.append(GpuActivity(str(event.get("name", "")), "kernel", start, duration, None, args))
     elif lowered in RUNTIME_CATEGORIES:

@@ -311,9 +311,19 @@ def _identity(
             "signature": launch_signatures(activities, links),
             "op_call": pd.array(op_calls(links)[0], dtype="Int64"),
             "time_s": [a.duration_s for a in activities],
+            "start_s": None if options.cpu_ops else _starts(trace, activities),
             "time_method": TIME_METHOD,
         }
     )
+
+
+def _starts(trace: TraceEvents, activities: list[GpuActivity]) -> np.ndarray:
+    """Each GPU activity's start, seconds from the file's earliest GPU activity (its rank's), from the trace's own
+    stamps: the difference of two microsecond stamps is exact, so each start keeps the stamp's precision (a
+    nanosecond at most), where seconds since the clock's epoch would add rounding of their own. A CPU trace's ops
+    nest: none."""
+    first = min(a.stamp for a in trace.gpu)
+    return np.array([(a.stamp - first) * trace.seconds_per_unit for a in activities], dtype=np.float64)
 
 
 def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions) -> SourceInfo:

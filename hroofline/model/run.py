@@ -31,7 +31,9 @@ from hroofline.model.quantities import QUANTITIES, ROOF_KEYS, TENSOR_FLOP_QUANTI
 # 8: traces: each kernel's ``signature`` (what identifies the same work, hroofline/importers/launch_signature.py)
 #    and the ``op_call`` that launched it; ``counters_from``: the launch whose measured counters a launch carries
 #    (itself where ncu measured it, another launch of its signature where they were copied).
-SCHEMA_VERSION = 8
+# 9: ``start_s``, each launch's start in seconds from its rank's first activity in its source (traces), so that
+#    overlap, wall time and idle time can be told (hroofline/analyze/overlap.py); older runs read it as null.
+SCHEMA_VERSION = 9
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "prefill", "decode", "mixed", "other")
 
@@ -69,6 +71,7 @@ IDENTITY_COLUMNS: dict[str, str] = {
 }
 TIME_COLUMNS: dict[str, str] = {
     "time_s": "float64",
+    "start_s": "float64",  # the launch's start: seconds from its rank's first activity in its source
     "time_method": "string",
     "clock_hz": "float64",
     "time_bound_s": "float64",  # predicted runs: the roofline bound, where time_s is the estimate

@@ -59,6 +59,11 @@ def detail_lines(finding: Finding) -> list[str]:
         lines.append("kernel families: " + ", ".join(detail["families"]))
     if detail.get("sms"):
         lines.append(f"fewer thread blocks than the GPU's {detail['sms']} SMs, under 10 us each")
+    if detail.get("hidden_s") is not None:
+        lines.append(
+            f"over {detail['ranks']} rank(s)' profiled steps: {si(detail['hidden_s'], 's')} of communication already "
+            f"hidden behind compute, {si(finding.evidence.time_s, 's')} exposed (hroofline summary RUN --by rank)"
+        )
     return lines
 
 

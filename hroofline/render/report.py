@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from hroofline.analyze.advice.base import Finding
+from hroofline.analyze.overlap import RunOverlap
 from hroofline.model.names import distinct_short_names
 from hroofline.model.numbers import plain, si
 from hroofline.model.quantities import UTILIZATION_COLUMNS
@@ -21,6 +22,7 @@ from hroofline.model.run import SourceInfo
 from hroofline.render.advice import advice_html
 from hroofline.render.compare_text import ComparisonTables
 from hroofline.render.html_page import ChartBlock, escape, page
+from hroofline.render.overlap import overlap_html
 from hroofline.render.text import column_unit
 
 HOW_TO_READ = """
@@ -70,6 +72,7 @@ class RunSection:
     sources: list[SourceInfo] = field(default_factory=list)  # where every number came from
     advice: list[Finding] = field(default_factory=list)  # what to change (hroofline advise)
     roof_sources: list[str] = field(default_factory=list)  # how each roof is made, behind a toggle
+    overlap: RunOverlap | None = None  # a run of several ranks: each rank's wall time
 
 
 def report_page(
@@ -175,6 +178,8 @@ def _run_html(index: int, run: RunSection) -> str:
         parts.append(
             f'<details class="warning"><summary>The kernels behind the warnings</summary><ul>{items}</ul></details>'
         )
+    if run.overlap is not None:
+        parts.append(overlap_html(run.overlap, run.name, f"ranks-{index}"))
     for number, section in enumerate(run.phases, start=1):
         parts.append(f"<h3>{escape(run.name)} · {escape(section.phase)}</h3>")
         chart_id = f"chart-{index}-{number}"

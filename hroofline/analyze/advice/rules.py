@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hroofline.analyze.advice import (
+    exposed_communication,
     fp32_off_tensor_cores,
     gemm_fallbacks,
     layout_conversions,
@@ -26,6 +27,7 @@ RULES: dict[str, tuple[Detector, Confirmer]] = {
     "memory_bound_elementwise": (memory_bound_elementwise.detect, memory_bound_elementwise.confirm),
     "optimizer_loops": (optimizer_loops.detect, optimizer_loops.confirm),
     "small_grids": (small_grids.detect, small_grids.confirm),
+    "exposed_communication": (exposed_communication.detect, exposed_communication.confirm),
 }
 
 
