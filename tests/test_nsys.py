@@ -127,7 +127,14 @@ def test_nvtx_gives_phases_and_layers_as_sql_finds_them(nsys_store: Path, key: s
     assert {"fsdp": 0.512, "before": 0.949}[key] == pytest.approx(phase_share, abs=0.0005)
     note = next(n for n in run.meta.sources[0].notes if n.startswith("NVTX gave"))
     assert f"{phase_share:.1%} of kernel time a phase and {layer_share:.1%} a layer" in note
-    assert "encoder.block.14.layer.1" in set(kernels["layer"]) if key == "fsdp" else True
+    if key == "fsdp":
+        assert "encoder.block.14.layer.1" in set(kernels["layer"])
+        unlinked = sql(
+            export_path(key),
+            f"SELECT k.deviceId, COUNT(*) FROM {KERNELS} k WHERE NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "r WHERE r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24) GROUP BY 1",
+        )
+        assert unlinked == [(0, 905), (1, 905)]
 
 
 def test_communication_kernels_are_found_per_rank(nsys_store: Path) -> None:
@@ -247,3 +254,48 @@ def test_recorded_sizes_give_the_work_formulas_and_graph_ids_are_kept(cli, tmp_p
     chart = cli("chart", "sized", "--out", tmp_path / "sized.json")
     assert chart.code == 0, chart.err
     assert (tmp_path / "sized.json").stat().st_size > 0
+
+
+def test_target_info_gpu_names_the_gpu_and_a_named_gpu_is_checked_against_it(cli, tmp_path: Path) -> None:
+    """The small copy given the TARGET_INFO_GPU table an nsys export of an H100 SXM has (id, name, compute
+    capability, SM count, memory): the run has its device and roofs without --gpu, and --gpu h100-pcie (114 SMs)
+    is refused."""
+    copy = small_copy(tmp_path)
+    with sqlite3.connect(copy) as connection:
+        connection.execute(
+            "CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, computeMajor INTEGER, computeMinor INTEGER, "
+            "smCount INTEGER, totalMemory INTEGER)"
+        )
+        for device in (0, 1):
+            connection.execute(
+                "INSERT INTO TARGET_INFO_GPU VALUES (?, 'NVIDIA H100 80GB HBM3', 9, 0, 132, 85520809984)", (device,)
+            )
+    assert cli("import", copy, "--run", "named").code == 0
+    run = load("named", cli.store)
+    assert run.meta.device_name == "NVIDIA H100 80GB HBM3" and set(run.launches["cc"]) == {"9.0"}
+    assert cli("top", "named").code == 0  # top refuses a run without roofs
+    refused = cli("import", copy, "--run", "pcie", "--gpu", "h100-pcie")
+    assert refused.code == 1 and refused.err.count("\n") == 1, refused.err
+    assert "132 SMs" in refused.err
+
+
+def test_the_users_own_ranges_name_phases_before_fsdp_hooks(cli, tmp_path: Path) -> None:
+    """A range of the user's own (``record_function("optimizer")`` under emit_nvtx) around the calls of each thread
+    that launched device 0's kernels: each of those kernels is optimizer; device 1's keep their FSDP forward."""
+    copy = small_copy(tmp_path, seconds=0.5)
+    with sqlite3.connect(copy) as connection:
+        threads = connection.execute(
+            f"SELECT r.globalTid, MIN(r.start), MAX(r.end) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN {KERNELS} k "
+            "ON k.correlationId = r.correlationId AND k.globalPid >> 24 = r.globalTid >> 24 WHERE k.deviceId = 0 "
+            "GROUP BY r.globalTid"
+        ).fetchall()
+        for thread, first, last in threads:
+            connection.execute(
+                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?, ?, 59, ?, ?)",
+                (first - 1, last + 1, "optimizer, op_id = 1", thread),
+            )
+    assert cli("import", copy, "--run", "own", "--gpu", "h100").code == 0
+    launches = load("own", cli.store).launches
+    linked = launches["op"].notna() & (launches["category"] == "kernel")
+    assert set(launches.loc[linked & (launches["rank"] == 0), "phase"]) == {"optimizer"}
+    assert "forward" in set(launches.loc[linked & (launches["rank"] == 1), "phase"])

@@ -103,6 +103,8 @@ NOT_READ = {
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
     "mfu": "the first column: what each row is (the GEMM's size, its clock and roof, the step's batch)",
+    "nsys-exports": "recomputed by tests/test_nsys.py against SQL on the exports, which keeps its own copy of the "
+    "shares (51.2%, 94.9%) and counts",
 }
 
 
