@@ -47,6 +47,7 @@ FILES = {
     "trace.json.gz": "fixtures/kineto/kineto_a100_ddp2_nccl_rank0.json.gz",
     "replay.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-replay.json.gz",
     "capture.pt.trace.json.gz": "fixtures/compiled/vllm-mi300x-piecewise-capture.json.gz",
+    "profile.sqlite": "fixtures/nsys/h100-2gpu-1s.sqlite",
 }
 
 # ... and by the repository's own GPU data (tests/data/gpu-2026-11-28/README.md: an H200's compiled resnet50 step)

@@ -90,6 +90,8 @@ NOT_READ = {
     "signatures": "the first column: what each step is (batch, tokens)",
     "h100-gemms": "the first column: the GEMMs' sizes (../shared/fixtures/h100/gemm_calibration.py's)",
     "mfu": "the first column: what each row is (the GEMM's size, its clock and roof, the step's batch)",
+    "nsys-exports": "recomputed by tests/test_nsys.py against SQL on the exports, which keeps its own copy of the "
+    "shares (51.2%, 94.9%) and counts",
 }
 
 

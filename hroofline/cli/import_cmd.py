@@ -15,6 +15,9 @@ Import ncu output or PyTorch profiler traces into a run. A SOURCE is a .ncu-rep 
 (long --page details or wide --page raw, any ncu version from 2020 on), an ncu console log (metric names or
 ncu's default sections), a folder of passes over one run (Yang et al.'s one-metric-per-run logs, a time pass
 and an instruction pass, ...), or a torch.profiler (Kineto) trace (.json); each may be gzip- or xz-compressed.
+An Nsight Systems export (nsys export --type sqlite; a .nsys-rep is exported on the fly where nsys is on PATH)
+is read as a trace of every rank it holds (one per GPU where each process drives one), its ops, phases and
+layers from NVTX (emit_nvtx's op ranges, FSDP's module hooks, your own ranges).
 
 A trace gives every kernel, memcpy and memset its measured duration, its launching CPU op (shapes, ranges,
 phase, profiler step, rank) and analytic work: the op's recorded shapes replayed on the meta device with the
@@ -42,6 +45,7 @@ examples:
   hroofline import logs/ --run r1 --merge name     # files disagree launch by launch
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
+  hroofline import profile.sqlite --run fsdp --gpu h100   # an Nsight Systems export: both GPUs' ranks
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
   hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
   hroofline import compiled.json.xz --run c --compile-log torch-trace.tar.xz   # torch.compile'd: kernels on modules

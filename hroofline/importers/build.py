@@ -32,6 +32,8 @@ from hroofline.importers.named_gpu import check_named_gpu
 from hroofline.importers.ncu_console import looks_like_console_log, read_ncu_console
 from hroofline.importers.ncu_csv import NO_KERNELS, find_csv_header, read_ncu_csv
 from hroofline.importers.ncu_rep import is_ncu_report, read_ncu_rep
+from hroofline.importers.nsys import is_nsys_file, nsys_source, read_nsys
+from hroofline.importers.nsys_sqlite import NsysTables
 from hroofline.importers.nvtx import stack_label
 from hroofline.importers.raw import (
     RawProfile,
@@ -68,12 +70,16 @@ class ImportOptions:
     compiled: Mapping[str, CompiledGraph] | None = None  # traces: a compile log's graphs, for compiled layers
 
 
+# Sources that are a whole measurement each (a trace, an Nsight Systems export), never one pass of several.
+WHOLE_MEASUREMENTS = (TraceEvents, NsysTables)
+
+
 @dataclass(frozen=True)
 class ReadSource:
     """One source as read, before its formulas run."""
 
     path: Path
-    profile: RawProfile | TraceEvents
+    profile: RawProfile | TraceEvents | NsysTables
     digest: str
     files: list[dict[str, str]]
 
@@ -95,6 +101,8 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
         return ReadSource(path, read_metric_logs(path, options.merge, metric_set, reader), folder_sha256, files)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
+    if is_nsys_file(path, _head(path)):
+        return ReadSource(path, read_nsys(path), digest or sha256_of_file(path), [])
     if digest is not None:
         return ReadSource(path, _read_file(read_source_data(path), path, metric_set), digest, [])
     # The file's sha256 in a thread beside the parse (hashlib releases the GIL), read from the file in blocks.
@@ -106,6 +114,14 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
             hashing.cancel()
             raise
         return ReadSource(path, profile, hashing.result(), [])
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16)
+    except OSError:
+        return b""  # said by the reader that follows
 
 
 def _file_reader(metric_set: MetricSet) -> Callable[[Path], RawProfile]:
@@ -157,8 +173,8 @@ def group_passes(sources: list[ReadSource], options: ImportOptions, metric_set: 
     """Joins the sources that are passes over the same launches: the same kernel names in the same order,
     each measuring something the others did not. ``--merge name`` joins them all per kernel name."""
     if options.merge == "name" and len(sources) > 1:  # traces are never passes: they stay as they are
-        traces = [s for s in sources if isinstance(s.profile, TraceEvents)]
-        passes = [s for s in sources if not isinstance(s.profile, TraceEvents)]
+        traces = [s for s in sources if isinstance(s.profile, WHOLE_MEASUREMENTS)]
+        passes = [s for s in sources if not isinstance(s.profile, WHOLE_MEASUREMENTS)]
         joined = [_joined(passes, options, metric_set)] if len(passes) > 1 else passes
         return joined + traces
     groups: list[list[ReadSource]] = []
@@ -175,7 +191,7 @@ def _is_another_pass(group: list[ReadSource], source: ReadSource, metric_set: Me
     """Whether ``source`` is one more pass over the launches of ``group``. Passes that measure other
     metrics over nearly the same launches, but not the same, disagree: that is refused, not appended."""
     first = group[0]
-    if isinstance(source.profile, TraceEvents) or isinstance(first.profile, TraceEvents):
+    if isinstance(source.profile, WHOLE_MEASUREMENTS) or isinstance(first.profile, WHOLE_MEASUREMENTS):
         return False  # a trace is a whole measurement (each rank's its own), never a pass
     measured = measured_metrics(source.profile, metric_set)
     if any(measured == measured_metrics(member.profile, metric_set) for member in group):
@@ -217,6 +233,8 @@ def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricS
     """The formulas, the report's roofs and the import's checks, on one source as read."""
     if isinstance(source.profile, TraceEvents):
         return _trace_source(source, source.profile, options, metric_set)
+    if isinstance(source.profile, NsysTables):
+        return _nsys_source(source, source.profile, options, metric_set)
     if options.captures:
         raise UsageError(
             f"{source.path}: --capture is for a PyTorch profiler trace replayed from CUDA graphs, not an ncu source",
@@ -303,6 +321,18 @@ def _trace_source(
     imported = trace_source(trace, _files_digest(files), trace_options, metric_set)
     imported.info.files = files
     return imported
+
+
+def _nsys_source(
+    source: ReadSource, tables: NsysTables, options: ImportOptions, metric_set: MetricSet
+) -> ImportedSource:
+    if options.captures or options.compiled is not None:
+        flag = "--capture" if options.captures else "--compile-log"
+        raise UsageError(f"{source.path}: {flag} is for PyTorch profiler traces, not a Nsight Systems export")
+    trace_options = TraceOptions(
+        options.phase, options.steps, options.rank, options.cpu_ops, options.gpu, options.force_gpu
+    )
+    return nsys_source(tables, source.digest, trace_options, metric_set)
 
 
 def _capture_trace(path: Path) -> TraceEvents:

@@ -83,6 +83,7 @@ TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
 COMMUNICATION_COLUMNS: dict[str, str] = {"bytes_link": "float64"}
 PEAK_PREFIX = "peak_"
 JOINED_KIND = "kineto+ncu"  # a trace whose launches (some or all) carry ncu's counters
+NSYS_KIND = "nsys"  # an Nsight Systems export: a trace of every rank it holds, read as the PyTorch profiler's
 # How a joined run's compute and L1 roofs were made (SourceInfo.roofs, after the report's own how); the roofs
 # label reads the clock back from it.
 HIGHEST_CLOCK_NOTE = "scaled from the clock ncu's launch ran at to the GPU's highest clock"
@@ -175,14 +176,14 @@ class SourceInfo:
             return "predicted"
         if self.kind == JOINED_KIND:
             return "trace+ncu"
-        if self.kind.startswith("kineto"):
+        if self.kind.startswith("kineto") or self.kind == NSYS_KIND:
             return "trace"
         return "cpu" if self.kind == "cpu" else "ncu"
 
     @property
     def analytic_work(self) -> bool:
         """A trace's FLOPs and bytes come from its ops' shapes (all of them, or all but ncu's top kernels)."""
-        return self.kind in ("kineto", JOINED_KIND)
+        return self.kind in ("kineto", JOINED_KIND, NSYS_KIND)
 
     @property
     def counted_work(self) -> bool:
