@@ -168,8 +168,8 @@ def gate(base: Run, candidate: Run, comparison: Comparison, thresholds: dict[str
         keys = [_level_keys(run, other, level, match) for run, other in (runs, runs[::-1])]
         finer = [_level_keys(run, other, _finer(level, match), match) for run, other in (runs, runs[::-1])]
         _judge(verdict, level, pct / 100, (runs, measured), keys, finer)
-    verdict.regressions.sort(key=lambda item: -item.low)
-    verdict.improvements.sort(key=lambda item: item.change)
+    verdict.regressions.sort(key=lambda item: (LEVELS.index(item.level), -item.low))  # phases first, largest first
+    verdict.improvements.sort(key=lambda item: (LEVELS.index(item.level), item.change))
     return verdict
 
 
