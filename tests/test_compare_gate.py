@@ -164,12 +164,12 @@ def test_the_json_names_the_phases_and_families_and_follows_the_schema(
         row = data["phases"][phase]  # one step each: the gate's change is compare's time ratio
         assert phases[phase]["change"] == pytest.approx(row["candidate_time_s"] / row["base_time_s"] - 1)
         assert phases[phase]["change_low"] > 0.05
-    # the guide's and the validation page's figures (docs/validation.md, compare-gate)
-    assert (phases["forward"]["change"], phases["forward"]["change_low"]) == (pytest.approx(0.637, abs=5e-4),
-                                                                              pytest.approx(0.607, abs=5e-4))
-    assert (phases["backward"]["change"], phases["backward"]["change_low"]) == (pytest.approx(0.754, abs=5e-4),
-                                                                                pytest.approx(0.685, abs=5e-4))
         assert [behind["name"] for behind in phases[phase]["behind"][:2]] == ["convolution", "gemm"]
+    # the guide's and the validation page's figures (docs/validation.md, compare-gate)
+    assert phases["forward"]["change"] == pytest.approx(0.637, abs=5e-4)
+    assert phases["forward"]["change_low"] == pytest.approx(0.607, abs=5e-4)
+    assert phases["backward"]["change"] == pytest.approx(0.754, abs=5e-4)
+    assert phases["backward"]["change_low"] == pytest.approx(0.685, abs=5e-4)
     families = {(i["phase"], i["name"]) for i in data["gate"]["regressions"] if i["level"] == "family"}
     assert {("forward", "convolution"), ("backward", "convolution"), ("backward", "gemm")} <= families
     assert ("backward", "nchwtonhwckernel") in {(i["phase"], i["name"]) for i in data["gate"]["gone"]}
