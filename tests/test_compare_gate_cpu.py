@@ -69,3 +69,19 @@ def test_a_planted_layer_fails_the_gate_and_the_same_model_passes(cli, gate_stor
     assert {"extra.0", "extra.1", "extra.2"} <= new_layers
     text = cli("compare", "base", "planted", "--fail-on-regression", *store)
     assert text.code == 1 and "gate FAILED" in text.out and "extra." in text.out
+
+
+def test_a_profiled_script_records_the_step_of_each_op(tmp_path: Path) -> None:
+    """`profile --gpu cpu --script` with --steps 2: each op knows its profiled step, the repeats the gate reads."""
+    from hroofline.collect.cpu_backend import profile_script_cpu
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nimport hroofline\nmodel = torch.nn.Linear(4, 4)\nfor _ in range(3):\n"
+        "    with hroofline.profiled_step():\n        with hroofline.phase('forward'):\n"
+        "            model(torch.ones(2, 4)).sum()\n"
+    )
+    launches = profile_script_cpu(script, [], 1, 2, lambda _: None).launches
+    per_step = launches.groupby("step")["kernel"].agg(list)
+    assert list(per_step.index) == [0, 1]  # the warm-up entry left out, the two profiled ones numbered
+    assert per_step[0] == per_step[1] and "aten::addmm" in per_step[0]  # the same ops each step
