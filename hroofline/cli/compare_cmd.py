@@ -17,8 +17,11 @@ examples:
   hroofline compare deepcam-fp32 deepcam-amp-o1                       what AMP changed
   hroofline compare deepcam-fp32 deepcam-amp-o1 --out fp32-vs-amp.html   both on one roofline, with arrows
   hroofline compare r50-fp32-a100 r50-fp32-a100-measured --format json   predicted against measured
-  hroofline compare deepcam-amp-o1 deepcam-fp32 --fail-on-regression     a CI gate: exit 1, FP32 is slower
-  hroofline compare deepcam-fp32 deepcam-amp-o1 --gate phase=5,family=10 --format markdown   a PR comment
+  hroofline compare deepcam-fp32 deepcam-amp-o1 --fail-on-regression     a CI gate: exit 0, AMP is no slower
+                                                                       (the other way round exits 1)
+  hroofline compare deepcam-fp32 deepcam-amp-o1 --gate phase=5,layer=10 --format markdown
+                                                                       the verdict as a pull-request comment
+                                                                       (>> $GITHUB_STEP_SUMMARY in a job)
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
 (hroofline advise) and whether CAND shows each acted on, where both are one model (their layers or kernel
