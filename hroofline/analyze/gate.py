@@ -165,8 +165,9 @@ def gate(base: Run, candidate: Run, comparison: Comparison, thresholds: dict[str
         if level == "layer" and match != MATCH_LAYER:
             verdict.notes.append(f"layer gate not applied: the runs are matched by {match}, not layer to layer")
             continue
-        keys = [_level_keys(run, other, level, match) for run, other in (runs, runs[::-1])]
-        finer = [_level_keys(run, other, _finer(level, match), match) for run, other in (runs, runs[::-1])]
+        pairs = list(zip(runs, runs[::-1], strict=True))  # each run with the other (a compiled region's folds)
+        keys = [_level_keys(run, other, level, match) for run, other in pairs]
+        finer = [_level_keys(run, other, _finer(level, match), match) for run, other in pairs]
         _judge(verdict, level, pct / 100, (runs, measured), keys, finer)
     verdict.regressions.sort(key=lambda item: (LEVELS.index(item.level), -item.low))  # phases first, largest first
     verdict.improvements.sort(key=lambda item: (LEVELS.index(item.level), item.change))
