@@ -269,20 +269,27 @@ def _layer_keys(run: Run, folds: frozenset[str]) -> pd.Series:
     return folded_layers(run.launches["layer"].astype("string").fillna(NO_LAYER).astype(str), folds)
 
 
+def launch_keys(run: Run, match: str, folds: frozenset[str] = frozenset()) -> pd.Series:
+    """Each launch's match key (:func:`match_key`'s kind): its layer (those in ``folds`` as the compiled region),
+    its launching op, or its kernel family, within its NVTX context for ``MATCH_CONTEXT``."""
+    launches = run.launches
+    if match == MATCH_LAYER:
+        return _layer_keys(run, folds)
+    if match == MATCH_OP:  # a trace's kernels as the op predict would name; a prediction's ops are their own
+        named = launches["work_op"].astype("string").fillna(launches["op"].astype("string"))
+        return named.fillna(launches["kernel"].astype("string")).astype(str)
+    family = launches["kernel"].astype(str).map(kernel_family)
+    if match == MATCH_CONTEXT:
+        family = _context(launches["nvtx"]) + " · " + family
+    return family
+
+
 def family_sums(run: Run, match: str, folds: frozenset[str] = frozenset()) -> pd.DataFrame:
     """Per phase and match key (kernel family, NVTX context and family, or layer, those in ``folds`` as the
     compiled region: :mod:`hroofline.analyze.compiled_step`): time, FLOPs, bytes, kernels. The key is in the
     ``family`` column."""
     launches = run.launches
-    if match == MATCH_LAYER:
-        family = _layer_keys(run, folds)
-    elif match == MATCH_OP:  # a trace's kernels as the op predict would name; a prediction's ops are their own
-        named = launches["work_op"].astype("string").fillna(launches["op"].astype("string"))
-        family = named.fillna(launches["kernel"].astype("string")).astype(str)
-    else:
-        family = launches["kernel"].astype(str).map(kernel_family)
-    if match == MATCH_CONTEXT:
-        family = _context(launches["nvtx"]) + " · " + family
+    family = launch_keys(run, match, folds)
     columns = ["time_s", *WORK_COLUMNS, *BYTE_COLUMNS, "launches"]
     frame = launches[columns].assign(phase=launches["phase"].astype(str), family=family)
     sums = frame.groupby(["phase", "family"], sort=False).sum(min_count=1).reset_index()

@@ -11,6 +11,7 @@
     hroofline.import_run("step.ncu-rep", "r1", gpu="h100")   # as `hroofline import` (its options by name)
     hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
     hroofline.compare(base, candidate)                # a Comparison (.phases, .phase_table, .families)
+    hroofline.compare(base, candidate).gate(phase=5)  # compare --fail-on-regression's verdict (.passed)
     hroofline.report(["r1", "r2"], "report/", compare=[("r1", "r2")])
     hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
 

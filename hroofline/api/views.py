@@ -82,6 +82,52 @@ def comparison_report(comparison: Any, base: Run, candidate: Run, count: int) ->
     return text + ("\n" + "\n".join(lines) + "\n" if lines else "")
 
 
+def verdict_of(base: Run, candidate: Run, comparison: Any, thresholds: dict[str, float]) -> Any:
+    """``compare --fail-on-regression``'s verdict (:class:`hroofline.analyze.gate.Verdict`) at ``thresholds``
+    ({level: PCT}, levels "phase", "layer", "family"; each PCT checked)."""
+    from hroofline.analyze.gate import LEVELS, check_pct, gate
+    from hroofline.api.options import check_choice
+
+    checked = {check_choice("level", level, LEVELS): check_pct(level, pct) for level, pct in thresholds.items()}
+    return gate(base, candidate, comparison, checked)
+
+
+def markdown_summary(comparison: Any, base: Run, candidate: Run, verdict: Any | None) -> str:
+    """``compare --format markdown``: the summary, with the advice for the candidate run on the phases that
+    regressed (all of it without a gate)."""
+    from hroofline.analyze.advice.rules import advise
+    from hroofline.render.compare_markdown import comparison_markdown
+    from hroofline.roofs.ceilings import roofs_unknown
+
+    findings = [] if roofs_unknown(candidate) else advise(candidate)
+    if verdict is not None:
+        regressed = {item.phase for item in verdict.regressions}
+        findings = [f for f in findings if regressed & set(f.evidence.phase_share)]
+    return comparison_markdown(comparison, verdict, findings)
+
+
+class VerdictView:
+    """The gate's verdict (:class:`hroofline.analyze.gate.Verdict`, whose fields it gives): ``passed``,
+    ``regressions``, ``improvements``; ``print()`` gives the text ``compare --fail-on-regression`` prints,
+    ``to_json()`` its ``gate`` object."""
+
+    def __init__(self, verdict: Any) -> None:
+        self.verdict = verdict
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "verdict":
+            raise AttributeError(name)
+        return getattr(self.verdict, name)
+
+    def __str__(self) -> str:
+        from hroofline.render.gate_text import verdict_text
+
+        return verdict_text(self.verdict)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 class ComparisonView:
     """A comparison (:class:`hroofline.analyze.compare.Comparison`, whose fields it gives) shown as the tables of
     ``hroofline compare``: ``print()`` (and a Python prompt) gives the text the command prints, a notebook its
@@ -120,6 +166,20 @@ class ComparisonView:
 
         drawn = comparison_chart(self.base_run, self.candidate_run, check_choice("level", level, LEVELS), ceilings)
         return ChartView(drawn.chart, drawn.title)
+
+    def gate(self, phase: float | None = 5.0, layer: float | None = None, family: float | None = None) -> VerdictView:
+        """Whether the candidate is slower than the base, per phase, layer and kernel family, by more than each
+        level's percentage (None: that level not gated) and the runs' noise, as ``hroofline compare
+        --phase-gate/--layer-gate/--family-gate``: ``.passed`` is what its exit status says."""
+        levels = {"phase": phase, "layer": layer, "family": family}
+        thresholds = {level: pct for level, pct in levels.items() if pct is not None}
+        return VerdictView(verdict_of(self.base_run, self.candidate_run, self.comparison, thresholds))
+
+    def markdown(self, verdict: VerdictView | None = None) -> str:
+        """``hroofline compare --format markdown``: the summary for a pull request, with ``verdict`` (from
+        :meth:`gate`) where given."""
+        found = verdict.verdict if verdict is not None else None
+        return markdown_summary(self.comparison, self.base_run, self.candidate_run, found)
 
     def __str__(self) -> str:
         return comparison_report(self.comparison, self.base_run, self.candidate_run, self.count)

@@ -46,7 +46,8 @@ def profile_cpu(config: WorkloadConfig, warmup: int, steps: int, progress: Calla
     scale = step.loss_scale()
     liveness = step.track_memory()
     with tracker, recorder, liveness:  # liveness innermost, so its bookkeeping is outside the ops' timings
-        for _ in range(steps):
+        for index in range(steps):
+            recorder.step = index
             step.run()
     warn_if_skipped(step, scale)
     settings = {key: str(value) for key, value in asdict(config).items()}

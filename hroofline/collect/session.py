@@ -68,6 +68,8 @@ class Session:
         if not self.warmup <= index < self.warmup + self.wanted:
             yield
             return
+        if self.mode == "cpu" and self.recorder is not None:  # the CPU recorder numbers its ops' steps
+            self.recorder.step = index - self.warmup
         cuda = self.mode == "ncu" and torch.cuda.is_available()
         if cuda:
             torch.cuda.synchronize()

@@ -71,6 +71,7 @@ class OpRecord:
     layout_kernels: int = 0  # how many conversion kernels that takes
     depthwise: bool = False  # a depthwise convolution or its backward (its own kernels, far below their roof)
     channel_elements: int = 0  # a training batch norm over NCHW: the elements of each channel (one block each)
+    step: int | None = None  # the profiled step (0, 1, ...) it ran in, where the recorder was told
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -391,6 +392,7 @@ class OpRecorder(TorchDispatchMode):
         self.records: list[OpRecord] = []
         self.phase = NO_PHASE
         self.tracker = tracker
+        self.step: int | None = None  # the profiled step being recorded (its ops' repeats are the run's noise)
 
     def listen(self, phase: str, entering: bool) -> None:
         self.phase = phase if entering else NO_PHASE
@@ -424,6 +426,7 @@ class OpRecorder(TorchDispatchMode):
                 layout_kernels=conversions.kernels,
                 depthwise=is_depthwise(func, args),
                 channel_elements=nchw_channel_elements(func, args, kwargs),
+                step=self.step,
             )
         )
         return out
@@ -452,6 +455,7 @@ def records_to_launches(records: list[OpRecord]) -> pd.DataFrame:
             "layout_kernels": [r.layout_kernels for r in records],
             "depthwise": [r.depthwise for r in records],
             "channel_elements": [r.channel_elements for r in records],
+            "step": pd.array([r.step for r in records], dtype="Int64"),
         }
     )
     for column in ("flops_fp64", "flops_fp32", "flops_fp16"):
