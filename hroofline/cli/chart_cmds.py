@@ -33,6 +33,7 @@ from hroofline.errors import UsageError
 from hroofline.model.names import with_table_names
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.quantities import LEVEL_LABELS
+from hroofline.render.communication import collective_kind_lines, link_roofs_line
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
@@ -240,6 +241,10 @@ def show_top(args: argparse.Namespace) -> int:
         for line in utilization_lines(ranked.utilization):  # the denominator of mfu_pct, hfu_pct, mbu_pct
             write_out(f"{line}\n")
     write_out(render_frame(table, args.format))
+    if args.format == "table" and ranked.collectives and ranked.link_roofs is not None:
+        write_out("\ncollectives (algbw = message bytes / time, busbw = bus bytes / time):\n")
+        write_out("".join(f"{line}\n" for line in collective_kind_lines(ranked.collectives)))
+        write_out(f"{link_roofs_line(ranked.link_roofs)}\n")
     if args.format == "table" and not run.meta.predicted:
         write_out(f"what to change, with what it can win: hroofline advise {run.name}\n")
     _warn(ranked.warnings, explained(ranked.notes) if args.explain else [])

@@ -10,6 +10,7 @@ from html import escape
 from hroofline.analyze.advice.base import Confirmation, Finding, Rule
 from hroofline.analyze.advice.rules import GPU_WITHOUT_CC, ON_CPU, ON_GPU, PREDICTED
 from hroofline.model.numbers import si
+from hroofline.render.communication import slow_collective_lines
 
 _KERNELS_SHOWN = 3
 
@@ -59,7 +60,7 @@ def detail_lines(finding: Finding) -> list[str]:
         lines.append("kernel families: " + ", ".join(detail["families"]))
     if detail.get("sms"):
         lines.append(f"fewer thread blocks than the GPU's {detail['sms']} SMs, under 10 us each")
-    return lines
+    return lines + slow_collective_lines(detail)
 
 
 _NOTHING_FOUND = {

@@ -11,6 +11,7 @@ from hroofline.analyze.advice import (
     layout_conversions,
     memory_bound_elementwise,
     optimizer_loops,
+    slow_collectives,
     small_grids,
 )
 from hroofline.analyze.advice.base import AdviceContext, Confirmation, Finding, Rule, advice_context, load_rules
@@ -26,6 +27,7 @@ RULES: dict[str, tuple[Detector, Confirmer]] = {
     "memory_bound_elementwise": (memory_bound_elementwise.detect, memory_bound_elementwise.confirm),
     "optimizer_loops": (optimizer_loops.detect, optimizer_loops.confirm),
     "small_grids": (small_grids.detect, small_grids.confirm),
+    "slow_collectives": (slow_collectives.detect, slow_collectives.confirm),
 }
 
 
