@@ -102,7 +102,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "recoverable (time - time at roof). Per launch, time at roof = max(compute time, bytes per level / "
         "bandwidth), where compute time is the longest execution pipe's sum of FLOPs per precision / that "
         "precision's peak; a kernel's time at roof is the sum over its launches. Roofs are at the SM clock "
-        "each launch ran at where the source measured it; the first line says which roofs and which clock.",
+        "each launch ran at where the source measured it; the first line says which roofs and which clock. "
+        "Collectives with recorded sizes (a trace's NCCL kernels) also get algbw and busbw (message and bus bytes / "
+        "time, NCCL's conventions) and link_pct (busbw / their link roof: NVLink or PCIe within a node, the network "
+        "per GPU once the group spans nodes), summed per collective kind under the table (docs/guides/traces.md).",
         epilog="columns: "
         + ", ".join(TOP_COLUMNS)
         + "\n\nexample:\n  hroofline top deepcam-amp-o1 --phase forward -n 5",

@@ -71,7 +71,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     kernels = commands.add_parser(
         "kernels",
         description="Kernel table of a run: time (s), FLOPs per precision, bytes at L1/L2/HBM, "
-        "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
+        "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s; for collectives with recorded sizes, "
+        "algbw_byte_per_s, busbw_byte_per_s and link_pct (% of their link roof, docs/guides/traces.md). Empty cells "
+        "were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
         "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10\n"
         "  hroofline kernels r50-amp-a100 --group-by layer --phase backward --layer 'layer4*'\n"
