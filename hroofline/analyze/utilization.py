@@ -192,8 +192,8 @@ def utilization_table(run: Run, query: KernelQuery) -> pd.DataFrame:
     terms = kernel_utilization(run)
     links = link_terms(run, link_roofs(run))  # collectives: busbw, algbw and % of their link roof
     if terms is None:
-        table = with_link_columns(kernel_table(run, query, links))
-        return table.assign(**{c: float("nan") for c in UTILIZATION_COLUMNS})
+        table = kernel_table(run, query, links).assign(**{c: float("nan") for c in UTILIZATION_COLUMNS})
+        return with_link_columns(table)
     return with_link_columns(with_utilization(kernel_table(run, query, terms.join(links))))
 
 
