@@ -16,13 +16,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from hroofline.analyze.advice.base import advice_context, load_rules
 from hroofline.analyze.advice.slow_collectives import detect
 from hroofline.analyze.communication import NETWORK, NODE, collective_kinds, link_roofs
+from hroofline.analyze.kernels import KernelQuery
+from hroofline.analyze.utilization import utilization_table
 from hroofline.api import load
-from hroofline.model.run import Run
+from hroofline.model.run import Run, conform_launches
 from hroofline.roofs.catalog import load_gpu_names
 from hroofline.roofs.interconnect import gpu_links, load_systems
 from tests.conftest import REPO, SHARED, need
@@ -64,9 +67,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_each_launch_has_the_algbw_and_busbw_of_its_recorded_sizes(cli, store: Path) -> None:
-    result = cli("kernels", "ddp", "--format", "json", "--store", store)
-    rows = [r for r in json.loads(result.out) if r["category"] == "communication"]
+def test_each_launch_has_the_algbw_and_busbw_of_its_recorded_sizes(store: Path) -> None:
+    table = utilization_table(load("ddp", store), KernelQuery())  # what `hroofline kernels` prints, per launch
+    rows = table[table["category"] == "communication"].to_dict("records")
     assert len(rows) == len(nccl_events()) == 21
     ours = sorted((r["time_s"], r["algbw_byte_per_s"], r["busbw_byte_per_s"]) for r in rows)
     theirs = sorted(expected(e) for e in nccl_events())
@@ -139,6 +142,20 @@ def test_advice_names_the_big_slow_all_reduces_and_not_the_small_broadcasts(stor
     strict = type(rule)(rule.key, rule.title, rule.applies_to, rule.min_step_share, {**rule.settings})
     strict.settings["min_time_at_roof_s"] = biggest * 1.01
     assert detect(advice_context(load("ddp", store)), strict) is None
+
+
+def test_a_run_imported_before_message_sizes_were_kept_keeps_its_busbw(store: Path) -> None:
+    """An older file has bus bytes but no collective, message size or group (read as null): busbw and the node's
+    roof still judge it; algbw is unknown, not zero."""
+    run = load("ddp", store)
+    unknown = {"collective": pd.NA, "bytes_message": float("nan"), "group_size": pd.NA}
+    older = Run(meta=run.meta, launches=conform_launches(run.launches.assign(**unknown)))
+    [kind] = collective_kinds(older, link_roofs(older))
+    allreduce = [expected(e) for e in nccl_events() if "AllReduce" in e["name"]]
+    assert kind.algbw_byte_per_s is None and kind.launches == 21
+    assert kind.roof_byte_per_s == A100_NVLINK
+    finding = detect(advice_context(older), load_rules()["slow_collectives"])
+    assert finding is not None and finding.evidence.launches == len(allreduce) == 15
 
 
 def test_advise_says_it_in_words(cli, store: Path) -> None:

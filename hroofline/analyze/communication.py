@@ -149,9 +149,9 @@ class CollectiveKind:
     link: str | None  # what the roof is: "NVLink 3 x12", "PCIe 4.0 x16", or the system whose network it is
     launches: int
     time_s: float
-    message_bytes: float
+    message_bytes: float | None
     bus_bytes: float
-    algbw_byte_per_s: float
+    algbw_byte_per_s: float | None
     busbw_byte_per_s: float
     roof_byte_per_s: float | None
     link_pct: float | None
@@ -168,7 +168,9 @@ def collective_kinds(run: Run, roofs: LinkRoofs) -> list[CollectiveKind]:
         seconds = float(group["time_s"].sum())
         bandwidth = group["link_roof_byte_per_s"]
         at_roof = float((group["bytes_link"] / bandwidth).sum()) if bandwidth.notna().all() else None
-        moved, message = float(group["bytes_link"].sum()), float(group["bytes_message"].sum())
+        moved = float(group["bytes_link"].sum())
+        # unknown for a run imported before message sizes were kept (its bus bytes are known)
+        message = float(group["bytes_message"].sum()) if group["bytes_message"].notna().all() else None
         kinds.append(
             CollectiveKind(
                 collective=str(name) if not pd.isna(name) else "unknown",
@@ -178,7 +180,7 @@ def collective_kinds(run: Run, roofs: LinkRoofs) -> list[CollectiveKind]:
                 time_s=seconds,
                 message_bytes=message,
                 bus_bytes=moved,
-                algbw_byte_per_s=message / seconds,
+                algbw_byte_per_s=message / seconds if message is not None else None,
                 busbw_byte_per_s=moved / seconds,
                 roof_byte_per_s=float(bandwidth.iloc[0]) if bandwidth.nunique() == 1 else None,
                 link_pct=100.0 * at_roof / seconds if at_roof is not None else None,

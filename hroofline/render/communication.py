@@ -37,12 +37,12 @@ def collective_kind_lines(kinds: Sequence[CollectiveKind]) -> list[str]:
         where = "across nodes" if kind.roof == NETWORK else "within a node"
         roof = (
             f"{kind.link_pct:.1f}% of {kind.link} {si(kind.roof_byte_per_s or 0, 'B/s')}"
-            if kind.link_pct
+            if kind.link_pct is not None
             else "no roof"
         )
         lines.append(
             f"  {kind.collective} ({where}): {kind.launches} launches, {si(kind.time_s, 's')}, "
-            f"{si(kind.message_bytes / kind.launches, 'B')} per message; algbw {si(kind.algbw_byte_per_s, 'B/s')}, "
+            f"{_per_message(kind)}algbw {_rate(kind.algbw_byte_per_s)}, "
             f"busbw {si(kind.busbw_byte_per_s, 'B/s')} = {roof}"
         )
     return lines
@@ -58,7 +58,7 @@ def slow_collective_lines(detail: Mapping[str, object]) -> list[str]:
         protocols = ", ".join(row["protocols"]) if row["protocols"] else "not in the kernel names"
         lines.append(
             f"{row['collective']} ({'across nodes' if row['roof'] == NETWORK else 'within a node'}): "
-            f"{row['launches']} launches of {si(row['smallest_message_bytes'], 'B')} or more, busbw "
+            f"{row['launches']} launches{_smallest(row['smallest_message_bytes'])}, busbw "
             f"{si(row['busbw_byte_per_s'], 'B/s')} = {row['link_pct']:.1f}% of {si(row['roof_byte_per_s'], 'B/s')}; "
             f"NCCL ran {protocols}"
         )
@@ -69,3 +69,15 @@ def slow_collective_lines(detail: Mapping[str, object]) -> list[str]:
             "(smaller ones are latency-bound)"
         )
     return lines
+
+
+def _smallest(message_bytes: object) -> str:
+    return f" of {si(float(message_bytes), 'B')} or more" if isinstance(message_bytes, float) else ""
+
+
+def _per_message(kind: CollectiveKind) -> str:
+    return f"{si(kind.message_bytes / kind.launches, 'B')} per message; " if kind.message_bytes is not None else ""
+
+
+def _rate(byte_per_s: float | None) -> str:
+    return si(byte_per_s, "B/s") if byte_per_s is not None else "unknown"

@@ -97,7 +97,10 @@ def _per_collective(chosen: pd.DataFrame, at_roof: pd.Series) -> list[dict[str, 
                 "launches": int(group["launches"].fillna(1).sum()),
                 "time_s": seconds,
                 "protocols": sorted(set(filter(None, group["kernel"].astype(str).map(nccl_protocol)))),
-                "smallest_message_bytes": float(group["bytes_message"].min()),
+                # null for a run imported before message sizes were kept (its bus bytes are known)
+                "smallest_message_bytes": None
+                if group["bytes_message"].isna().all()
+                else float(group["bytes_message"].min()),
                 "busbw_byte_per_s": float(group["bytes_link"].sum()) / seconds,
                 "roof_byte_per_s": float(group["link_roof_byte_per_s"].iloc[0]),
                 "link_pct": 100.0 * float(at_roof.loc[group.index].sum()) / seconds,
