@@ -97,6 +97,10 @@ def test_top_sums_a_kernel_name_and_summarises_each_collective(cli, store: Path)
     assert kinds["allreduce"].launches == len(allreduce) == 15
     assert kinds["allreduce"].busbw_byte_per_s == pytest.approx(bus / seconds, rel=1e-9)
     assert kinds["allreduce"].roof_byte_per_s == A100_NVLINK
+    summary = json.loads(cli("summary", "ddp", "--format", "json", "--store", store).out)
+    allreduce_kind = next(k for k in summary["collectives"] if k["collective"] == "allreduce")
+    assert allreduce_kind["busbw_byte_per_s"] == pytest.approx(bus / seconds, rel=1e-9)
+    assert allreduce_kind["link"] == "NVLink 3 x12" and allreduce_kind["roof"] == "node"
     text = cli("top", "ddp", "--store", store).out
     assert "allreduce (within a node): 15 launches" in text
     assert "NVLink 3 x12 300 GB/s" in text

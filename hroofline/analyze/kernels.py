@@ -252,6 +252,9 @@ SUMMARY_READS: tuple[str, ...] = (
     "work_source",
     "time_bound_s",
     "bytes_link",
+    "collective",  # each collective kind's algbw and busbw (hroofline/analyze/communication.py)
+    "bytes_message",
+    "group_size",
     "launches",
     "launch_id",
     "counters_from",

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from hroofline.analyze.communication import collective_kinds, link_roofs
 from hroofline.analyze.kernels import (
     KERNEL_COLUMNS,
     RANKING_READS,
@@ -136,7 +137,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         choices=FORMATS,
         default="table",
         help="table: for people (SI units); csv: the table in full precision, every column; json: also the counters' "
-        "provenance and, --by rank, the slowest rank and the communication kernels",
+        "provenance, each collective kind's algbw, busbw and %% of its link roof (traces with NCCL's recorded sizes) "
+        "and, --by rank, the slowest rank and the communication kernels",
     )
     add_store_option(summary)
     summary.set_defaults(run_command=show_summary)
@@ -258,6 +260,8 @@ def show_summary(args: argparse.Namespace) -> int:
         counters = {"counters": asdict(provenance)} if provenance else {}
         work = {"work_sources": sources} if sources else {}
         compiled = {"compile": run.meta.compile_mode} if run.meta.compile_mode else {}
+        kinds = collective_kinds(run, link_roofs(run))  # per collective: algbw, busbw and % of its link roof
+        collectives = {"collectives": [asdict(k) for k in kinds]} if kinds else {}
         used = {
             "utilization": {
                 "peaks": [asdict(p) for p in utilization.peaks],
@@ -265,7 +269,8 @@ def show_summary(args: argparse.Namespace) -> int:
                 "reasons": utilization.reasons,
             }
         }
-        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled, **used}))
+        body = {"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled, **collectives}
+        write_out(to_json({**body, **used}))
     else:
         compiled_note = compiled_line(run.meta.compile_mode)
         if compiled_note:
