@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hroofline.analyze.kernels import KERNEL_COLUMNS, LAUNCH_CONTEXT
+from hroofline.analyze.kernels import KERNEL_COLUMNS, LAUNCH_CONTEXT, LINK_COLUMNS
 from hroofline.model.quantities import UTILIZATION_COLUMNS
 from tests.conftest import run_program
 
@@ -24,7 +24,8 @@ def sam(cli, ncu_dir: Path):
 
 def test_kernels_per_launch(sam) -> None:
     table = pd.read_csv(io.StringIO(sam("kernels", "sam", "--format", "csv").out))
-    assert list(table.columns) == [*KERNEL_COLUMNS, *LAUNCH_CONTEXT, *UTILIZATION_COLUMNS]  # MFU, HFU, MBU last
+    # MFU, HFU, MBU, then the collectives' busbw, algbw and % of link roof (empty here: no communication)
+    assert list(table.columns) == [*KERNEL_COLUMNS, *LAUNCH_CONTEXT, *UTILIZATION_COLUMNS, *LINK_COLUMNS]
     assert len(table) == 72 and (table["count"] == 1).all()
     assert table["time_s"].is_monotonic_decreasing
     assert (table["phase"] == "forward").all()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from hroofline.analyze.communication import LINK_COLUMNS, link_roofs, link_terms, with_link_columns
 from hroofline.analyze.kernels import KernelQuery, kernel_table, phase_launches, selected_launches
 from hroofline.analyze.utilization import kernel_utilization, with_utilization
 from hroofline.errors import HrooflineError
@@ -55,6 +56,7 @@ TOP_COLUMNS: tuple[str, ...] = (
     "ai_hbm",
     *ROOF_COLUMNS,
     *UTILIZATION_COLUMNS,
+    *LINK_COLUMNS,
 )
 TOP_SORTS: tuple[str, ...] = ("time_s", "recoverable_s", "time_at_roof_s", "flops", "flop_rate")
 # top --by layer: the layer first, then its kernel with the most time.
@@ -236,7 +238,8 @@ def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes |
     utilization = kernel_utilization(run)  # against the run's own dense peaks, whatever roofs it is judged by
     if utilization is not None:
         extra = extra.join(utilization.loc[launches.index])
-    table = _finish(kernel_table(run, query, extra))
+    extra = extra.join(link_terms(run, link_roofs(run)).loc[launches.index])  # collectives: busbw against the link
+    table = with_link_columns(_finish(kernel_table(run, query, extra)))
     table = (
         with_utilization(table)
         if utilization is not None

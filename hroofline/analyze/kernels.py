@@ -82,6 +82,8 @@ LAUNCH_CONTEXT: tuple[str, ...] = (
     "launch_id",
 )
 NO_LAYER = "(no layer)"
+# Collectives' columns (hroofline/analyze/communication.py makes them): shown only where some row has them.
+LINK_COLUMNS: tuple[str, ...] = ("busbw_byte_per_s", "algbw_byte_per_s", "link_pct")
 
 
 @dataclass(frozen=True)
@@ -231,9 +233,10 @@ def _with_derived(table: pd.DataFrame) -> pd.DataFrame:
 def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
     """For people: the per-precision tensor and integer columns only where some row is non-zero (the
     total, flops_tensor, still says 0 or not measured); MFU, HFU and MBU only where some row has one (a trace has
-    model FLOPs, an ncu report hardware FLOPs)."""
+    model FLOPs, an ncu report hardware FLOPs); a collective's busbw, algbw and % of link roof only where some row
+    is one."""
     empty = [c for c in DETAIL_COLUMNS if c in table and not (table[c].fillna(0) != 0).any()]
-    empty += [c for c in UTILIZATION_COLUMNS if c in table and table[c].isna().all()]
+    empty += [c for c in (*UTILIZATION_COLUMNS, *LINK_COLUMNS) if c in table and table[c].isna().all()]
     return table.drop(columns=empty)
 
 
@@ -249,6 +252,9 @@ SUMMARY_READS: tuple[str, ...] = (
     "work_source",
     "time_bound_s",
     "bytes_link",
+    "collective",  # each collective kind's algbw and busbw (hroofline/analyze/communication.py)
+    "bytes_message",
+    "group_size",
     "launches",
     "launch_id",
     "counters_from",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from hroofline.analyze.communication import link_roofs, link_terms, with_link_columns
 from hroofline.analyze.kernels import KernelQuery, kernel_table
 from hroofline.errors import HrooflineError
 from hroofline.model.quantities import COMPUTE_ROOF_OF, ROOF_LABELS, UTILIZATION_COLUMNS
@@ -188,11 +189,13 @@ def kernel_utilization(run: Run) -> pd.DataFrame | None:
 
 def utilization_table(run: Run, query: KernelQuery) -> pd.DataFrame:
     """``kernel_table``'s rows (launches, kernel names or layers) with their MFU, HFU and MBU (null without dense
-    roofs)."""
+    roofs) and, for collectives, their bus and algorithm bandwidth and % of link roof."""
     terms = kernel_utilization(run)
+    links = link_terms(run, link_roofs(run))  # collectives: busbw, algbw and % of their link roof
     if terms is None:
-        return kernel_table(run, query).assign(**{c: float("nan") for c in UTILIZATION_COLUMNS})
-    return with_utilization(kernel_table(run, query, terms))
+        table = kernel_table(run, query, links).assign(**{c: float("nan") for c in UTILIZATION_COLUMNS})
+        return with_link_columns(table)
+    return with_link_columns(with_utilization(kernel_table(run, query, terms.join(links))))
 
 
 def run_utilization(run: Run) -> RunUtilization:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from hroofline.analyze.binding import RooflinePoints, RoofNotes, roofline_points, top_kernels
+from hroofline.analyze.communication import CollectiveKind, LinkRoofs, collective_kinds, link_roofs
 from hroofline.analyze.kernels import KernelQuery
 from hroofline.analyze.utilization import RunUtilization, run_utilization
 from hroofline.errors import HrooflineError, UsageError
@@ -64,6 +65,8 @@ class TopTable:
     roofs: RunRoofs
     notes: RoofNotes = field(default_factory=RoofNotes)
     utilization: RunUtilization = field(default_factory=RunUtilization)  # the run's MFU and MBU, their peaks
+    link_roofs: LinkRoofs | None = None  # what the run's collectives are judged against
+    collectives: list[CollectiveKind] = field(default_factory=list)  # per collective kind: algbw, busbw, % of roof
 
     @property
     def warnings(self) -> list[str]:
@@ -73,7 +76,9 @@ class TopTable:
 def top(run: Run, query: KernelQuery, ceilings: str | None = None) -> TopTable:
     roofs = run_roofs(run, ceilings)
     notes = RoofNotes()
-    return TopTable(top_kernels(run, roofs, query, notes), roofs, notes, run_utilization(run))
+    links = link_roofs(run)
+    kinds = collective_kinds(run, links)
+    return TopTable(top_kernels(run, roofs, query, notes), roofs, notes, run_utilization(run), links, kinds)
 
 
 def rank_chart(run: Run, title: str = "") -> Any:

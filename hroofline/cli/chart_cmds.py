@@ -34,6 +34,7 @@ from hroofline.errors import UsageError
 from hroofline.model.names import with_table_names
 from hroofline.model.phases import parse_phase_option
 from hroofline.model.quantities import LEVEL_LABELS
+from hroofline.render.communication import collective_kind_lines, link_roofs_line
 from hroofline.render.output import CHART_WRITERS, chart_format, write_chart
 from hroofline.render.roof_notes import provenance_line
 from hroofline.render.text import render_frame
@@ -104,7 +105,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "recoverable (time - time at roof). Per launch, time at roof = max(compute time, bytes per level / "
         "bandwidth), where compute time is the longest execution pipe's sum of FLOPs per precision / that "
         "precision's peak; a kernel's time at roof is the sum over its launches. Roofs are at the SM clock "
-        "each launch ran at where the source measured it; the first line says which roofs and which clock.",
+        "each launch ran at where the source measured it; the first line says which roofs and which clock. "
+        "Collectives with recorded sizes (a trace's NCCL kernels) also get algbw and busbw (message and bus bytes / "
+        "time, NCCL's conventions) and link_pct (busbw / their link roof: NVLink or PCIe within a node, the network "
+        "per GPU once the group spans nodes), summed per collective kind under the table (docs/guides/traces.md).",
         epilog="columns: "
         + ", ".join(TOP_COLUMNS)
         + "\n\nexample:\n  hroofline top deepcam-amp-o1 --phase forward -n 5",
@@ -259,6 +263,10 @@ def show_top(args: argparse.Namespace) -> int:
         for line in utilization_lines(ranked.utilization):  # the denominator of mfu_pct, hfu_pct, mbu_pct
             write_out(f"{line}\n")
     write_out(render_frame(table, args.format))
+    if args.format == "table" and ranked.collectives and ranked.link_roofs is not None:
+        write_out("\ncollectives (algbw = message bytes / time, busbw = bus bytes / time):\n")
+        write_out("".join(f"{line}\n" for line in collective_kind_lines(ranked.collectives)))
+        write_out(f"{link_roofs_line(ranked.link_roofs)}\n")
     if args.format == "table" and not run.meta.predicted:
         write_out(f"what to change, with what it can win: hroofline advise {run.name}\n")
     _warn(ranked.warnings, explained(ranked.notes) if args.explain else [])

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
+from hroofline.analyze.communication import collective_kinds, link_roofs
 from hroofline.analyze.kernels import (
     KERNEL_COLUMNS,
     RANKING_READS,
@@ -73,7 +74,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     kernels = commands.add_parser(
         "kernels",
         description="Kernel table of a run: time (s), FLOPs per precision, bytes at L1/L2/HBM, "
-        "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s. Empty cells were not measured.",
+        "arithmetic intensity per level (FLOP/byte) and achieved FLOP/s; for collectives with recorded sizes, "
+        "algbw_byte_per_s, busbw_byte_per_s and link_pct (% of their link roof, docs/guides/traces.md). Empty cells "
+        "were not measured.",
         epilog="columns: " + ", ".join(KERNEL_COLUMNS) + "\n\nexample:\n"
         "  hroofline kernels deepcam-fp32 --group-by name --phase forward --top 10\n"
         "  hroofline kernels r50-amp-a100 --group-by layer --phase backward --layer 'layer4*'\n"
@@ -138,7 +141,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         choices=FORMATS,
         default="table",
         help="table: for people (SI units); csv: the table in full precision, every column; json: also the counters' "
-        "provenance and, --by rank, the slowest rank, the communication kernels and each rank's wall time (ranks: "
+        "provenance, each collective kind's algbw, busbw and %% of its link roof (traces with NCCL's recorded sizes) "
+        "and, --by rank, the slowest rank, the communication kernels and each rank's wall time (ranks: "
         "wall_s, compute_s, communication_hidden_s, communication_exposed_s, idle_s)",
     )
     add_store_option(summary)
@@ -261,6 +265,8 @@ def show_summary(args: argparse.Namespace) -> int:
         counters = {"counters": asdict(provenance)} if provenance else {}
         work = {"work_sources": sources} if sources else {}
         compiled = {"compile": run.meta.compile_mode} if run.meta.compile_mode else {}
+        kinds = collective_kinds(run, link_roofs(run))  # per collective: algbw, busbw and % of its link roof
+        collectives = {"collectives": [asdict(k) for k in kinds]} if kinds else {}
         used = {
             "utilization": {
                 "peaks": [asdict(p) for p in utilization.peaks],
@@ -268,7 +274,8 @@ def show_summary(args: argparse.Namespace) -> int:
                 "reasons": utilization.reasons,
             }
         }
-        write_out(to_json({"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled, **used}))
+        body = {"run": run.name, "phases": phases, "total": total, **counters, **work, **compiled, **collectives}
+        write_out(to_json({**body, **used}))
     else:
         compiled_note = compiled_line(run.meta.compile_mode)
         if compiled_note:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 _COMMUNICATION = re.compile(
@@ -84,9 +85,20 @@ def collective_name(args: dict[str, Any]) -> str | None:
     return str(name) if name else None
 
 
-def bus_bytes(args: dict[str, Any]) -> float | None:
-    """The bytes one rank moves over its links for the collective described by ``args``, or None where the
-    trace does not say enough (no collective name, sizes or element type)."""
+@dataclass(frozen=True)
+class CollectiveSize:
+    """What one collective launch moves: its name as PyTorch records it, the message size S (bytes: max of the
+    in and out element counts x element size), the ranks in its group and its bus bytes (f(n) x S)."""
+
+    name: str
+    message_bytes: float
+    group_size: int
+    bus_bytes: float | None  # None for a collective whose bus-byte factor is not known
+
+
+def collective_size(args: dict[str, Any]) -> CollectiveSize | None:
+    """The sizes of the collective described by ``args``, or None where the trace does not say enough (no
+    collective name, sizes, group size or element type)."""
     name = (collective_name(args) or "").lower()
     size = ELEMENT_BYTES.get(str(args.get("dtype", "")).lower())
     group = args.get("Group size")
@@ -95,7 +107,15 @@ def bus_bytes(args: dict[str, Any]) -> float | None:
         ranks = int(group) if group is not None else None
     except (TypeError, ValueError):
         return None
-    if size is None or not math.isfinite(elements) or elements <= 0 or not ranks or ranks < 1:
+    if not name or size is None or not math.isfinite(elements) or elements <= 0 or not ranks or ranks < 1:
         return None
+    message = float(elements * size)
     factor = _factor(name, ranks)
-    return float(factor * elements * size) if factor is not None else None
+    return CollectiveSize(name, message, ranks, factor * message if factor is not None else None)
+
+
+def bus_bytes(args: dict[str, Any]) -> float | None:
+    """The bytes one rank moves over its links for the collective described by ``args``, or None where the
+    trace does not say enough (no collective name, sizes or element type)."""
+    found = collective_size(args)
+    return found.bus_bytes if found is not None else None

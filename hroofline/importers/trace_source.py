@@ -45,7 +45,7 @@ from hroofline.importers.launch_signature import launch_signatures, op_calls
 from hroofline.importers.named_gpu import check_named_gpu
 from hroofline.importers.source import ImportedSource
 from hroofline.model.layers import phase_label
-from hroofline.model.run import SourceInfo, conform_launches
+from hroofline.model.run import GPUS_ON_HOST_SETTING, SourceInfo, conform_launches
 from hroofline.roofs.catalog import GIB, GpuName, gpu_from_display_name, gpu_from_properties
 from hroofline.roofs.formulas import KernelTime, derive_quantities
 from hroofline.roofs.metricset import MetricSet
@@ -363,6 +363,8 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         "schema": trace.schema,
         "rank": str(_rank(trace, options)),
         "world_size": str(trace.world_size) if trace.world_size else "",
+        # the GPUs the rank's process saw on its host (deviceProperties): where a collective's group spans hosts
+        GPUS_ON_HOST_SETTING: str(len(trace.devices)) if trace.devices else "",
         "steps": ", ".join(map(str, steps)),
     }
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hroofline.importers.collectives import bus_bytes, collective_name, is_communication
+from hroofline.importers.collectives import collective_name, collective_size, is_communication
 from hroofline.importers.inductor_work import inductor_work, is_inductor_kernel
 from hroofline.importers.kineto import CpuEvent, GpuActivity
 from hroofline.importers.kineto_links import LaunchLink
@@ -53,8 +53,10 @@ def activity_work(
     """Per activity: FLOPs per precision, fewest HBM bytes, link bytes and the op the work was counted as
     (null where unknown); ``rates`` are the traced GPU's (empty where it is unknown)."""
     count = len(activities)
-    columns: dict[str, Any] = {c: np.full(count, np.nan) for c in (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link")}
+    numbers = (*FLOP_QUANTITIES, "bytes_hbm", "bytes_link", "bytes_message", "group_size")
+    columns: dict[str, Any] = {c: np.full(count, np.nan) for c in numbers}
     columns["work_op"] = np.full(count, None, dtype=object)
+    columns["collective"] = np.full(count, None, dtype=object)
     columns["work_source"] = np.full(count, UNKNOWN, dtype=object)
     kernels_of_op: dict[int, list[int]] = defaultdict(list)
     works: dict[int, OpWork] = {}
@@ -67,7 +69,12 @@ def activity_work(
             columns["work_source"][index] = TRACE
         elif is_communication(activity.name):
             args = activity.args if collective_name(activity.args) else (link.op.args if link.op else {})
-            link_bytes = bus_bytes(args)
+            size = collective_size(args)
+            if size is not None:
+                columns["collective"][index] = size.name
+                columns["bytes_message"][index] = size.message_bytes
+                columns["group_size"][index] = size.group_size
+            link_bytes = size.bus_bytes if size is not None else None
             columns["bytes_link"][index] = link_bytes if link_bytes is not None else np.nan
             columns["work_source"][index] = COLLECTIVE if link_bytes is not None else UNKNOWN
         elif link.op is not None and is_inductor_kernel(link.op):

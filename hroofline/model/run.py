@@ -79,8 +79,18 @@ TIME_COLUMNS: dict[str, str] = {
 QUANTITY_COLUMNS: dict[str, str] = {q: "float64" for q in QUANTITIES}
 # All tensor FLOPs, whatever the input precision: the sum of the per-precision columns.
 TOTAL_COLUMNS: dict[str, str] = {"flops_tensor": "float64"}
-# Bytes a communication kernel's rank sends over its links (nccl-tests' bus bytes), judged against the link roof.
-COMMUNICATION_COLUMNS: dict[str, str] = {"bytes_link": "float64"}
+# Bytes a communication kernel's rank sends over its links (nccl-tests' bus bytes), judged against the link roof;
+# the collective's name as PyTorch records it, its message size S (bytes) and the ranks in its group
+# (hroofline/importers/collectives.py). Files written before these three read them as unknown.
+COMMUNICATION_COLUMNS: dict[str, str] = {
+    "bytes_link": "float64",
+    "collective": "string",
+    "bytes_message": "float64",
+    "group_size": "Int64",
+}
+# A trace source's setting: how many GPUs its rank's process saw on its host (the trace's deviceProperties), the
+# GPUs per node that tells whether a collective's group spans nodes.
+GPUS_ON_HOST_SETTING = "gpus_on_host"
 PEAK_PREFIX = "peak_"
 JOINED_KIND = "kineto+ncu"  # a trace whose launches (some or all) carry ncu's counters
 NSYS_KIND = "nsys"  # an Nsight Systems export: a trace of every rank it holds, read as the PyTorch profiler's

@@ -10,6 +10,7 @@ from html import escape
 from hroofline.analyze.advice.base import Confirmation, Finding, Rule
 from hroofline.analyze.advice.rules import GPU_WITHOUT_CC, ON_CPU, ON_GPU, PREDICTED
 from hroofline.model.numbers import si
+from hroofline.render.communication import slow_collective_lines
 
 _KERNELS_SHOWN = 3
 
@@ -64,7 +65,7 @@ def detail_lines(finding: Finding) -> list[str]:
             f"over {detail['ranks']} rank(s)' profiled steps: {si(detail['hidden_s'], 's')} of communication already "
             f"hidden behind compute, {si(finding.evidence.time_s, 's')} exposed (hroofline summary RUN --by rank)"
         )
-    return lines
+    return lines + slow_collective_lines(detail)
 
 
 _NOTHING_FOUND = {

@@ -107,6 +107,8 @@ def _quantity_unit(column: str) -> str | None:
         return None
     if column.endswith("flop_rate") or column.endswith("flop_per_s"):
         return "FLOP/s"
+    if column.endswith("byte_per_s"):
+        return "B/s"
     if column.endswith("_s"):
         return "s"
     if column.startswith("flops"):

@@ -12,6 +12,7 @@ from hroofline.analyze.advice import (
     layout_conversions,
     memory_bound_elementwise,
     optimizer_loops,
+    slow_collectives,
     small_grids,
 )
 from hroofline.analyze.advice.base import AdviceContext, Confirmation, Finding, Rule, advice_context, load_rules
@@ -28,6 +29,7 @@ RULES: dict[str, tuple[Detector, Confirmer]] = {
     "optimizer_loops": (optimizer_loops.detect, optimizer_loops.confirm),
     "small_grids": (small_grids.detect, small_grids.confirm),
     "exposed_communication": (exposed_communication.detect, exposed_communication.confirm),
+    "slow_collectives": (slow_collectives.detect, slow_collectives.confirm),
 }
 
 
