@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import stat
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,56 @@ def test_the_users_own_ranges_name_phases_before_fsdp_hooks(cli, tmp_path: Path)
     linked = launches["op"].notna() & (launches["category"] == "kernel")
     assert set(launches.loc[linked & (launches["rank"] == 0), "phase"]) == {"optimizer"}
     assert "forward" in set(launches.loc[linked & (launches["rank"] == 1), "phase"])
+
+
+# Wall time (issue 43, point 1) on the same exports: per rank, compute, communication hidden and exposed, and idle
+# sum to the rank's wall time, and each equals a sweep over the export's own kernel, copy and set intervals written
+# here, from SQL, not through hroofline's importer or hroofline/analyze/overlap.py.
+ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def _intervals(path: Path) -> dict[int, list[tuple[int, int, bool]]]:
+    """Per device: (start, end, is communication) of every activity, in ns; NCCL kernels by their names."""
+    found: dict[int, list[tuple[int, int, bool]]] = {}
+    names = dict(sql(path, "SELECT id, value FROM StringIds"))
+    for table in ACTIVITY_TABLES:
+        name_column = "shortName" if table.endswith("KERNEL") else None
+        columns = f"deviceId, start, end{', ' + name_column if name_column else ''}"
+        for row in sql(path, f"SELECT {columns} FROM {table}"):
+            nccl = name_column is not None and str(names.get(row[3], "")).lower().startswith("nccl")
+            found.setdefault(row[0], []).append((row[1], row[2], nccl))
+    return found
+
+
+def _sweep(intervals: list[tuple[int, int, bool]]) -> dict[str, float]:
+    """Between each two consecutive interval ends: who runs (compute, communication, both, nothing)."""
+    edges = sorted({t for start, end, _ in intervals for t in (start, end)})
+    parts = {"compute_s": 0, "communication_hidden_s": 0, "communication_exposed_s": 0, "idle_s": 0}
+    for left, right in pairwise(edges):
+        running = [nccl for start, end, nccl in intervals if start <= left and end >= right]
+        compute, communication = any(not n for n in running), any(running)
+        key = (
+            ("communication_hidden_s" if communication else "compute_s")
+            if compute
+            else ("communication_exposed_s" if communication else "idle_s")
+        )
+        parts[key] += right - left
+    result = {key: value * NS for key, value in parts.items()}
+    result["wall_s"] = (edges[-1] - edges[0]) * NS
+    return result
+
+
+@pytest.mark.parametrize("key", list(EXPORTS))
+def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
+    cli, nsys_store: Path, key: str
+) -> None:
+    result = cli("summary", key, "--by", "rank", "--format", "json", store_dir=nsys_store)
+    assert result.code == 0, result.err
+    ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
+    expected = {device: _sweep(intervals) for device, intervals in _intervals(export_path(key)).items()}
+    assert sorted(ranks) == sorted(expected) == [0, 1]  # one rank per GPU: rank r drives device r
+    for rank, row in ranks.items():
+        parts = row["compute_s"] + row["communication_hidden_s"] + row["communication_exposed_s"] + row["idle_s"]
+        assert parts == pytest.approx(row["wall_s"], rel=0.01)
+        for name, value in expected[rank].items():
+            assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (key, rank, name)
