@@ -27,6 +27,7 @@ from hroofline.model.quantities import QUANTITIES
 from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
 from hroofline.roofs.ceilings import CPU
 from hroofline.roofs.metricset import load_metric_set
+from hroofline.store.baselines import carry_baselines, check_not_baseline
 from hroofline.store.files import (
     check_run_name,
     locked_existing_run,
@@ -62,17 +63,24 @@ class RunStore(StoreReader):
         return read_run(self.run_dir(name), raw, columns)
 
     def remove_run(self, name: str) -> None:
-        """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
-        self.check_folder(name)  # an unknown name is an error, with the names there are; a broken run goes too
+        """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted. A run that
+        a baseline names is not removed (:mod:`hroofline.store.baselines`)."""
+        self.check_removable(name)
         run_dir = self.run_dir(name)
         with locked_existing_run(run_dir, name):  # an import into the run finishes first
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
+    def check_removable(self, name: str) -> None:
+        """That run ``name`` can be removed: it has a folder (an unknown name is an error, with the names there are;
+        a broken run goes too) and no baseline names it."""
+        self.check_folder(name)
+        check_not_baseline(self.root, name)
+
     def rename_run(self, name: str, new_name: str) -> None:
         """Renames a run: written whole under the new name (its launches carry the name), put in place in one
-        directory rename, then the old one removed."""
+        directory rename, then the old one removed; the baselines that named it name the new one."""
         check_run_name(new_name)
         self._read_meta_json(name)
         target = self.run_dir(new_name)
@@ -83,6 +91,7 @@ class RunStore(StoreReader):
             write_run_into_place(self, target, replace(run.meta, name=new_name), run.launches, "renaming")
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(self.run_dir(name), trash)
+            carry_baselines(self, name, new_name)
         shutil.rmtree(trash, ignore_errors=True)
         sweep_leftovers(self)
 
