@@ -21,8 +21,6 @@ to the new run. `hroofline rm` refuses a run that a baseline names (remove or mo
 job artifact and read it with `compare --base-store DIR`.
 """
 
-LIST_COLUMNS = ("name", "run", "set_at", "run_present")
-
 
 def register(commands: argparse._SubParsersAction) -> None:
     baseline = commands.add_parser(
@@ -63,7 +61,7 @@ def set_baseline(args: argparse.Namespace) -> int:
 
 
 def list_baselines(args: argparse.Namespace) -> int:
-    from hroofline.store.baselines import baseline_rows
+    from hroofline.store.baselines import BASELINE_COLUMNS, baseline_rows
 
     store = open_reader(args)
     rows = baseline_rows(store)
@@ -74,9 +72,9 @@ def list_baselines(args: argparse.Namespace) -> int:
 
         from hroofline.render.text import render_frame
 
-        write_out(render_frame(pd.DataFrame(rows, columns=list(LIST_COLUMNS)), "csv"))
+        write_out(render_frame(pd.DataFrame(rows, columns=list(BASELINE_COLUMNS)), "csv"))
     elif rows:
-        write_out(records_table(rows, LIST_COLUMNS))
+        write_out(records_table(rows, BASELINE_COLUMNS))
     else:
         write_out(f"no baselines in {store.root}\n")
     return 0

@@ -354,6 +354,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         "rank": str(_rank(trace, options)),
         "world_size": str(trace.world_size) if trace.world_size else "",
         "steps": ", ".join(map(str, steps)),
+        **trace.cuda_versions,
     }
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
     if frame["shapes"].isna().all():  # record_shapes=False: no op has its inputs

@@ -23,6 +23,7 @@ from hroofline.store.reading import StoreReader
 
 BASELINES_FILE = "baselines.json"
 _LOCK_FILE = ".baselines.lock"
+BASELINE_COLUMNS = ("name", "run", "set_at", "run_present")  # a row of `hroofline baseline list`
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # as a run's name
 
 

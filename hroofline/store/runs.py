@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hroofline.errors import MergeError, StoreError, UsageError
+from hroofline.model.environment import GIT_COMMIT
 from hroofline.model.quantities import QUANTITIES
 from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
 from hroofline.roofs.ceilings import CPU
@@ -107,6 +108,10 @@ class RunStore(StoreReader):
         and ``ceilings`` fill what the run does not know yet."""
         return self._add(name, sources, RunDefaults(gpu, precision, ceilings), start_fresh=False)
 
+    def append_sources(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
+        """:meth:`add_sources` with the command's run-level facts whole (``import --git-commit`` among them)."""
+        return self._add(name, sources, defaults, start_fresh=False)
+
     def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
         """Make ``name`` a run of just ``sources``, under the run's lock: readers see the old run until the
         new metadata replaces the old in one rename (the same commit point as any import)."""
@@ -155,6 +160,8 @@ class RunStore(StoreReader):
             _check_not_another_pass(frames, meta, source, name)
             meta.cc = meta.cc or source.cc
             meta.device_name = meta.device_name or source.device_name
+            if defaults.git_commit:
+                source.info.settings[GIT_COMMIT] = defaults.git_commit
             frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
             meta.sources.append(source.info)
             frames.append(frame)
@@ -198,6 +205,7 @@ class RunDefaults:
     gpu: str | None
     precision: str | None
     ceilings: dict[str, Any] | None
+    git_commit: str | None = None  # of the code the sources measured, where the command was told (import --git-commit)
 
 
 def _measured(launches: pd.DataFrame) -> frozenset[str]:
