@@ -32,16 +32,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     actions = baseline.add_subparsers(dest="baseline_action", metavar="ACTION", required=True)
     chosen = _action(actions, "set", "make NAME the baseline of RUN (a run of the store)")
-    chosen.add_argument("name", metavar="NAME")
-    chosen.add_argument("run", metavar="RUN")
+    chosen.add_argument("name", metavar="NAME", help="the baseline's name (main, last-good): letters, digits, . _ + -")
+    chosen.add_argument("run", metavar="RUN", help="a run of the store (`hroofline runs` lists them)")
     add_store_option(chosen)
     chosen.set_defaults(run_command=set_baseline)
     listed = _action(actions, "list", "the baselines: name, run, when set, whether the run is there")
-    listed.add_argument("--format", choices=FORMATS, default="table")
+    listed.add_argument(
+        "--format", choices=FORMATS, default="table", help="table: for people; csv and json: for a CI job's scripts"
+    )
     add_store_option(listed)
     listed.set_defaults(run_command=list_baselines)
     removed = _action(actions, "rm", "remove baseline NAME (its run stays)")
-    removed.add_argument("name", metavar="NAME")
+    removed.add_argument("name", metavar="NAME", help="a baseline (`hroofline baseline list` lists them)")
     add_store_option(removed)
     removed.set_defaults(run_command=remove_baseline)
 
