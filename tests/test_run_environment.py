@@ -20,7 +20,7 @@ from hroofline.cli.profile_common import profiled_code
 from hroofline.collect.environment import code_version, driver_release, profile_environment
 from hroofline.model.environment import Difference, environment_differences
 from hroofline.model.run import RunMeta, SourceInfo
-from tests.conftest import VGG_TRACES
+from tests.conftest import REPO, VGG_TRACES
 from tests.test_baseline import hroofline
 
 WARNING = "hroofline: warning: base and candidate differ in"
@@ -134,11 +134,7 @@ def test_the_commit_of_the_profiled_file_and_whether_it_was_changed(tmp_path: Pa
     (repository / "src").mkdir(parents=True)
     script = repository / "src" / "train.py"
     script.write_text("print('step')\n")
-    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
-    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
-        subprocess.run([*git, *command], check=True)
-    head = (repository / ".git" / "HEAD").read_text().split()[-1]  # ref: refs/heads/<branch>, read by hand
-    commit = (repository / ".git" / head).read_text().strip()
+    commit = _committed(repository)
     assert code_version(script, "") == {"git_commit": commit, "git_dirty": "false"}
     script.write_text("print('another step')\n")
     (repository / "untracked.txt").write_text("not the code")
@@ -146,6 +142,39 @@ def test_the_commit_of_the_profiled_file_and_whether_it_was_changed(tmp_path: Pa
     outside = tmp_path / "alone.py"
     outside.write_text("")
     assert code_version(outside, "")["git_commit"].startswith(f"none ({outside} is not in a git repository")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_profiled_script_records_its_commit_and_pytorch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """samples/train_tiny_cnn.py (the README's script) committed in a repository of its own, profiled on the CPU."""
+    import torch
+
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    script = repository / "train_tiny_cnn.py"
+    shutil.copy(REPO / "samples" / "train_tiny_cnn.py", script)
+    commit = _committed(repository)
+    ceilings = tmp_path / "ceilings.toml"
+    ceilings.write_text(
+        'name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\nfp16 = 800e9\nfp64 = 100e9\n'
+    )
+    store = tmp_path / "store"
+    argv = ["profile", "--gpu", "cpu", "--ceilings", ceilings, "--store", store, "--run", "tiny", "--script", script]
+    code, _, err = hroofline(capsys, *argv)
+    assert code == 0, err
+    settings = json.loads((store / "runs" / "run=tiny" / "meta.json").read_text())["sources"][0]["settings"]
+    assert (settings["git_commit"], settings["git_dirty"]) == (commit, "false")
+    assert settings["torch_version"] == torch.__version__
+    assert not {"clock_control", "driver_version", "cuda_version"} & set(settings)  # the CPU: none of them
+
+
+def _committed(repository: Path) -> str:
+    """Commits what is in ``repository`` as its first commit; the commit's hash, read from .git by hand."""
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run([*git, *command], check=True)
+    head = (repository / ".git" / "HEAD").read_text().split()[-1]  # ref: refs/heads/<branch>
+    return (repository / ".git" / head).read_text().strip()
 
 
 def test_which_code_a_profile_versions() -> None:

@@ -183,7 +183,7 @@ def _actions(parser: argparse.ArgumentParser) -> list[str]:
     headings one level down."""
     found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     parts = []
-    for name, action in (found[0].choices.items() if found else ()):
+    for action in found[0].choices.values() if found else ():
         parts += [f"## {action.prog}", _usage(action), *_blocks(action.description or "")]
         parts += [group.replace("## ", "### ", 1) for group in _groups(action)]
     return parts
