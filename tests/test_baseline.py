@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
 
 from hroofline.cli.main import main
+from hroofline.errors import UsageError
 
 
 @pytest.fixture
@@ -160,3 +162,21 @@ def test_the_python_api_sets_lists_loads_and_removes_baselines(store: Path) -> N
     assert hroofline.load_baseline("last-good", store=store).name == "vgg-h200"
     assert hroofline.remove_baseline("last-good", store=store).run == "vgg-h200"
     assert hroofline.baselines(store=store).empty and "vgg-h200" in hroofline.runs(store=store)
+
+
+def test_the_python_api_compares_with_a_baseline_from_another_store(store: Path, tmp_path: Path) -> None:
+    import hroofline
+
+    last_good = tmp_path / "last-good-store"
+    shutil.copytree(store, last_good)
+    hroofline.set_baseline("main", "vgg-h200", store=last_good)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same GPU: no warning
+        compared = hroofline.compare(candidate="vgg-h200-again", baseline="main", store=store, base_store=last_good)
+    assert (compared.base, compared.candidate) == ("vgg-h200", "vgg-h200-again")
+    with pytest.warns(
+        UserWarning, match=r"differ in GPU \(device name\): NVIDIA H200 \(vgg-h200\) against NVIDIA H100"
+    ):
+        hroofline.compare("vgg-h200", "vgg-h100", store=store)
+    with pytest.raises(UsageError, match="give base and candidate, or baseline= and candidate"):
+        hroofline.compare("vgg-h200", "vgg-h100", store=store, baseline="main")

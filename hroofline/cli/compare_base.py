@@ -63,8 +63,5 @@ def load_pair(args: argparse.Namespace) -> tuple[Run, Run]:
     resolve_base(args)
     base, candidate = base_store(args).load(args.base), open_store(args).load(args.candidate)
     for difference in environment_differences(base.meta, candidate.meta):
-        say(
-            f"hroofline: warning: base and candidate differ in {difference.what}: {difference.base} ({base.name}) "
-            f"against {difference.candidate} ({candidate.name}); the comparison is not of the code alone"
-        )
+        say(f"hroofline: warning: {difference.warning(base.name, candidate.name)}")
     return base, candidate

@@ -42,6 +42,13 @@ class Difference:
     base: str
     candidate: str
 
+    def warning(self, base_run: str, candidate_run: str) -> str:
+        """What ``compare`` says of it (the CLI on stderr, the API as a Python warning)."""
+        return (
+            f"base and candidate differ in {self.what}: {self.base} ({base_run}) against {self.candidate} "
+            f"({candidate_run}); the comparison is not of the code alone"
+        )
+
 
 def recorded(meta: RunMeta, *keys: str) -> str | None:
     """The first of ``keys`` that a source of the run records (sources in order), else None."""
