@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from hroofline.cli.main import main
-from hroofline.errors import UsageError
+from hroofline.errors import StoreError, UsageError
+from hroofline.store.runs import RunStore
 
 
 @pytest.fixture
@@ -81,6 +82,9 @@ def test_removing_a_run_a_baseline_names_is_refused_until_the_baseline_goes(
     assert "run 'vgg-h200' is the baseline 'last-good'" in err and "hroofline baseline rm last-good" in err
     # every name is checked before any run goes: vgg-h100, named first, is still there too
     assert (store / "runs" / "run=vgg-h100").is_dir() and (store / "runs" / "run=vgg-h200").is_dir()
+    with pytest.raises(StoreError, match="is the baseline 'last-good'"):  # the store refuses too, under the locks
+        RunStore(store).remove_run("vgg-h200")
+    assert (store / "runs" / "run=vgg-h200" / "meta.json").is_file()
     assert hroofline(capsys, "baseline", "rm", "last-good", "--store", store)[0] == 0
     assert hroofline(capsys, "rm", "vgg-h200", "--store", store)[0] == 0
     assert not (store / "runs" / "run=vgg-h200").exists()

@@ -9,10 +9,12 @@ not lost to a clean-up); renaming the run carries its baselines to the new name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,9 +64,9 @@ def read_baselines(root: Path) -> dict[str, Baseline]:
 def set_baseline(store: StoreReader, name: str, run: str) -> Baseline:
     """Makes ``name`` the baseline of run ``run`` (which must be in the store), replacing what it named before."""
     check_baseline_name(name)
-    store.load_meta(run)  # an unknown run: one line, with the runs it may have meant
     baseline = Baseline(name, run, datetime.now(UTC).isoformat(timespec="seconds"))
-    with locked(_lock(store)):
+    with baselines_locked(store):  # a removal of the run waits, or has removed it: then it is unknown here
+        store.load_meta(run)  # an unknown run: one line, with the runs it may have meant
         baselines = read_baselines(store.root)
         baselines[name] = baseline
         _write(store.root, baselines)
@@ -75,7 +77,7 @@ def remove_baseline(store: StoreReader, name: str) -> Baseline:
     """Removes baseline ``name``; its run stays."""
     check_baseline_name(name)
     store.ensure_current()
-    with locked(_lock(store)):
+    with baselines_locked(store):
         baselines = read_baselines(store.root)
         if name not in baselines:
             raise _unknown(store.root, name, baselines)
@@ -117,8 +119,8 @@ def check_not_baseline(root: Path, run: str) -> None:
 
 
 def carry_baselines(store: StoreReader, run: str, new_run: str) -> None:
-    """After run ``run`` was renamed ``new_run``: the baselines that named it name ``new_run``."""
-    with locked(_lock(store)):
+    """After run ``run`` was renamed ``new_run`` (under its lock): the baselines that named it name ``new_run``."""
+    with baselines_locked(store):
         baselines = read_baselines(store.root)
         moved = {n: Baseline(n, new_run, b.set_at) for n, b in baselines.items() if b.run == run}
         if moved:
@@ -139,9 +141,13 @@ def _unknown(root: Path, name: str, baselines: dict[str, Baseline]) -> StoreErro
     return StoreError(f"no baseline named {name!r} in store {root}", hint)
 
 
-def _lock(store: StoreReader) -> Path:
+@contextlib.contextmanager
+def baselines_locked(store: StoreReader) -> Iterator[None]:
+    """The baselines' lock: what holds it sees no baseline set or removed meanwhile. Taken after a run's lock where
+    both are held (removing or renaming a run), never before one."""
     store.root.mkdir(parents=True, exist_ok=True)
-    return store.root / _LOCK_FILE
+    with locked(store.root / _LOCK_FILE):
+        yield
 
 
 def _write(root: Path, baselines: dict[str, Baseline]) -> None:

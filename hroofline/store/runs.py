@@ -28,7 +28,7 @@ from hroofline.model.quantities import QUANTITIES
 from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
 from hroofline.roofs.ceilings import CPU
 from hroofline.roofs.metricset import load_metric_set
-from hroofline.store.baselines import carry_baselines, check_not_baseline
+from hroofline.store.baselines import baselines_locked, carry_baselines, check_not_baseline
 from hroofline.store.files import (
     check_run_name,
     locked_existing_run,
@@ -66,9 +66,11 @@ class RunStore(StoreReader):
     def remove_run(self, name: str) -> None:
         """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted. A run that
         a baseline names is not removed (:mod:`hroofline.store.baselines`)."""
-        self.check_removable(name)
+        self.check_folder(name)  # an unknown name is an error, with the names there are; a broken run goes too
         run_dir = self.run_dir(name)
-        with locked_existing_run(run_dir, name):  # an import into the run finishes first
+        # an import into the run finishes first; no baseline is set to it while it goes
+        with locked_existing_run(run_dir, name), baselines_locked(self):
+            check_not_baseline(self.root, name)
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
