@@ -190,6 +190,24 @@ def vllm_joined(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Run]:
     return out.getvalue(), RunStore(store).load("v")
 
 
+# One VGG-16 FP32 batch-32 training step traced with torch.profiler by hroofline on an H200 twice (two visits) and on
+# an H100 (tests/data/gpu-2026-11-27/README.md): the same step on the same GPU, and on another.
+VGG_TRACES = {
+    "vgg-h200": REPO / "tests/data/gpu-2026-11-27/h200-fifth/vgg16-fp32-b32-train-nchw-trace.json.xz",
+    "vgg-h200-again": REPO / "tests/data/gpu-2026-11-27/h200-layouts/vgg16-fp32-b32-train-nchw-trace.json.xz",
+    "vgg-h100": REPO / "tests/data/gpu-2026-11-27/h100-sixth/vgg16-fp32-b32-train-nchw-trace.json.xz",
+}
+
+
+@pytest.fixture(scope="session")
+def vgg_traces_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runs of :data:`VGG_TRACES`, imported once; read only (a test that writes copies it)."""
+    store = tmp_path_factory.mktemp("vgg-traces") / "store"
+    for run, trace in VGG_TRACES.items():
+        assert main(["import", str(trace), "--run", run, "--store", str(store)]) == 0
+    return store
+
+
 @pytest.fixture
 def deepcam_store_copy(deepcam_store: Path, tmp_path: Path) -> Path:
     """A copy of the session's DeepCAM store, for a test that writes to it."""

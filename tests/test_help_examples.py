@@ -32,6 +32,7 @@ LEFT_OUT = {
     "hroofline ceilings --measure": "measures this machine for minutes (test_roofs and bench measure it)",
     "hroofline import rank0.json.gz rank1.json.gz": "two ranks of one job; the shared traces hold one rank each",
     "hroofline compare r50-fp32-a100 r50-fp32-a100-measured": "a measured ResNet-50 step needs an A100",
+    "hroofline compare --baseline last-good deepcam-amp-o1 --base-store": "a CI job's downloaded store (test_baseline)",
     "hroofline doctor --keep": "ncu on a GPU",
 }
 WHOLE = {"hroofline doctor": "ncu on a GPU"}

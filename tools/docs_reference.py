@@ -178,6 +178,17 @@ def _usage(parser: argparse.ArgumentParser) -> str:
     return _fence(formatter.format_help().strip("\n").splitlines())
 
 
+def _actions(parser: argparse.ArgumentParser) -> list[str]:
+    """A command's own subcommands (``hroofline baseline set``): each its usage, description and arguments, their
+    headings one level down."""
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    parts = []
+    for action in found[0].choices.values() if found else ():
+        parts += [f"## {action.prog}", _usage(action), *_blocks(action.description or "")]
+        parts += [group.replace("## ", "### ", 1) for group in _groups(action)]
+    return parts
+
+
 def command_page(command: str) -> str:
     parser = command_parser(command)
     line = COMMANDS[command][1]
@@ -190,6 +201,7 @@ def command_page(command: str) -> str:
         *_blocks(parser.description or ""),
         *_groups(parser),
     ]
+    parts += _actions(parser)
     if parser.epilog:
         parts += ["## Examples and notes", *_blocks(parser.epilog)]
     parts.append(f"[All commands](index.md) · in a terminal: `hroofline {command} --help`")

@@ -12,6 +12,7 @@
     hroofline.predict(model, input_shape=(3, 32, 32), gpu="a100", precision="amp")
     hroofline.compare(base, candidate)                # a Comparison (.phases, .phase_table, .families)
     hroofline.compare(base, candidate).gate(phase=5)  # compare --fail-on-regression's verdict (.passed)
+    hroofline.set_baseline("last-good", "r1")         # as `hroofline baseline set` (baselines, remove_baseline)
     hroofline.report(["r1", "r2"], "report/", compare=[("r1", "r2")])
     hroofline.query("SELECT run, phase, sum(time_s) FROM launches GROUP BY ALL")   # SQL over all runs (DuckDB)
 
@@ -32,6 +33,10 @@ _HOMES: dict[str, str] = {
     "import_run": "notebook",
     "report": "notebook",
     "store_at": "notebook",
+    "set_baseline": "baselines",
+    "baselines": "baselines",
+    "remove_baseline": "baselines",
+    "load_baseline": "baselines",
     "predict": "prediction",
     "predict_run": "prediction",
     "predict_generation": "prediction",

@@ -5,6 +5,7 @@ launches joined, and all of them added in one atomic step."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -46,7 +47,9 @@ class ImportSettings:
     - ``compile_log``: traces of a torch.compile'd model, its compile log (the folder ``TORCH_TRACE`` wrote with
       ``INDUCTOR_PROVENANCE=1``, a .tar.xz of it, or one .log): each compiled kernel placed on its module;
     - ``precision``: a label for the run's precision (``"amp"``; metadata only);
-    - ``replace``: make the run these sources alone (the old run stays until the new one is written).
+    - ``replace``: make the run these sources alone (the old run stays until the new one is written);
+    - ``git_commit``: the commit of the code the sources measured (7 to 40 hex digits), recorded with each source
+      (metadata only: a file states none).
     """
 
     gpu: str | None = None
@@ -61,6 +64,7 @@ class ImportSettings:
     compile_log: str | Path | None = None
     precision: str | None = None
     replace: bool = False
+    git_commit: str | None = None
 
     @classmethod
     def named(cls, base: ImportSettings | None = None, **options: Any) -> ImportSettings:
@@ -151,7 +155,17 @@ def checked_settings(settings: ImportSettings) -> tuple[ImportOptions, RunDefaul
         compiled=layers_from_compile_log(Path(settings.compile_log)) if settings.compile_log else None,
     )
     ceilings = load_ceilings_file(Path(settings.ceilings)).to_json() if settings.ceilings else None
-    return options, RunDefaults(named.name if named else None, settings.precision, ceilings)
+    commit = _checked_commit(settings.git_commit)
+    return options, RunDefaults(named.name if named else None, settings.precision, ceilings, commit)
+
+
+def _checked_commit(commit: str | None) -> str | None:
+    """A git commit as its hex digits (7 to 40: abbreviated or whole), lower case."""
+    if commit is None:
+        return None
+    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", commit.strip()):
+        raise UsageError(f"--git-commit {commit!r}: not a commit", "give its hash, e.g. `git rev-parse HEAD`")
+    return commit.strip().lower()
 
 
 def parse_steps(text: str) -> frozenset[int]:
@@ -274,7 +288,7 @@ def import_files(
         defaults = _cpu_run_defaults(store, name, imported, defaults, replacing, cpu_ceilings)
     if replacing:
         return Imported(store.replace_run(name, imported, defaults), skipped, replaced=True)
-    added = store.add_sources(name, imported, defaults.gpu, defaults.precision, defaults.ceilings)
+    added = store.append_sources(name, imported, defaults)
     return Imported(added, skipped)
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hroofline.api.face import RunView
 from hroofline.api.imports import ImportSettings
 from hroofline.api.options import DEFAULT_TOP
+from hroofline.errors import UsageError
 from hroofline.model.run import Run
 from hroofline.store.location import existing_store_path, store_path
 from hroofline.store.runs import RunStore
@@ -49,20 +50,40 @@ def query(sql: str, store: str | Path | None = None) -> pd.DataFrame:
     return result
 
 
-def compare(base: Run | str, candidate: Run | str, store: str | Path | None = None, n: int = 8) -> Any:
+def compare(
+    base: Run | str | None = None,
+    candidate: Run | str | None = None,
+    store: str | Path | None = None,
+    n: int = 8,
+    baseline: str | None = None,
+    base_store: str | Path | None = None,
+) -> Any:
     """Two runs side by side, as ``hroofline compare`` (``n``: its -n, the gains and regressions shown): a
     :class:`hroofline.analyze.compare.Comparison`'s fields, printed as the command prints it and shown in a
     notebook as its tables, with ``phase_table`` its phases as a DataFrame; per phase, and layer to layer when
-    both have layers, else by kernel family."""
+    both have layers, else by kernel family. ``baseline``: the run a baseline names instead of ``base``
+    (``compare(candidate="new", baseline="last-good")``); ``base_store``: the store the base or baseline is read
+    from (else ``store``). Where the runs were measured on another GPU, driver, clock control or PyTorch, a
+    warning says so."""
+    import warnings
+
     from hroofline.analyze.compare import compare_runs
     from hroofline.api.options import check_count
     from hroofline.api.views import ComparisonView
+    from hroofline.model.environment import environment_differences
+    from hroofline.store.baselines import baseline_run
 
-    def as_run(value: Run | str) -> Run:
-        return value if isinstance(value, Run) else load(value, store)
+    def as_run(value: Run | str, where: str | Path | None) -> Run:
+        return value if isinstance(value, Run) else load(value, where)
 
     check_count("n", n)
-    first, second = as_run(base), as_run(candidate)
+    if candidate is None or (base is None) == (baseline is None):
+        raise UsageError("give base and candidate, or baseline= and candidate")
+    where = base_store if base_store is not None else store
+    first = as_run(base, where) if base is not None else load(baseline_run(store_at(where), str(baseline)), where)
+    second = as_run(candidate, store)
+    for difference in environment_differences(first.meta, second.meta):
+        warnings.warn(difference.warning(first.name, second.name), stacklevel=2)
     return ComparisonView(compare_runs(first, second), first, second, n)
 
 

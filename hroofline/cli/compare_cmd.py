@@ -7,7 +7,8 @@ from pathlib import Path
 
 from hroofline.analyze.compare import compare_runs
 from hroofline.analyze.gate import DEFAULT_PCT, check_pct, compare_json, parse_gate_spec
-from hroofline.cli.common import add_store_option, open_store, positive_int, say, write_out
+from hroofline.cli.common import add_store_option, positive_int, say, write_out
+from hroofline.cli.compare_base import add_base_arguments, load_pair
 from hroofline.errors import UsageError
 from hroofline.model.run import Run
 from hroofline.render.text import FORMATS, render_frame, to_json
@@ -22,6 +23,8 @@ examples:
   hroofline compare deepcam-fp32 deepcam-amp-o1 --gate phase=5,layer=10 --format markdown
                                                                        the verdict as a pull-request comment
                                                                        (>> $GITHUB_STEP_SUMMARY in a job)
+  hroofline compare --baseline last-good deepcam-amp-o1                 against a named baseline
+  hroofline compare --baseline last-good deepcam-amp-o1 --base-store last-good-store/   baseline from a CI artifact
 
 Ratios are candidate / base; speedup is base time / candidate time. The table ends with the advice for BASE
 (hroofline advise) and whether CAND shows each acted on, where both are one model (their layers or kernel
@@ -48,8 +51,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    compare.add_argument("base", metavar="BASE")
-    compare.add_argument("candidate", metavar="CAND")
+    add_base_arguments(compare)
     compare.add_argument("--format", choices=(*FORMATS, "markdown"), default="table")
     compare.add_argument("-n", "--top", type=positive_int, default=8, metavar="N", help="gains/regressions shown (8)")
     compare.add_argument("--out", metavar="FILE", help="also draw both runs on one roofline (.html .png .svg .json)")
@@ -105,8 +107,7 @@ def run_compare(args: argparse.Namespace) -> int:
     thresholds = gate_thresholds(args)
     if args.out:
         chart_format(Path(args.out))
-    store = open_store(args)
-    base, candidate = store.load(args.base), store.load(args.candidate)
+    base, candidate = load_pair(args)
     comparison = compare_runs(base, candidate)
     verdict = verdict_of(base, candidate, comparison, thresholds) if thresholds else None
     if args.format == "json":

@@ -123,6 +123,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
+        "--git-commit",
+        metavar="SHA",
+        help="the commit of the code the sources measured (`git rev-parse HEAD`), recorded with each source for CI "
+        "(metadata only: a report or trace states none)",
+    )
+    parser.add_argument(
         "--replace",
         action="store_true",
         help="make the run these sources alone (re-import with other options, e.g. --gpu); the old run stays "
@@ -147,6 +153,7 @@ def settings_of(args: argparse.Namespace) -> ImportSettings:
         compile_log=args.compile_log,
         precision=args.precision,
         replace=args.replace,
+        git_commit=args.git_commit,
     )
 
 

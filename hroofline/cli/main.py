@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "predict_cmd",
         "predict a training step of a model on any catalog GPU from a trace of its ops (no GPU needed)",
     ),
+    "baseline": ("baseline_cmd", "name a run as a baseline (set, list, rm): what `compare --baseline` compares with"),
     "compare": (
         "compare_cmd",
         "compare two runs: speedup, FLOPs, tensor share and bytes per phase; gains and regressions per kernel",

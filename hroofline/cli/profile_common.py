@@ -12,7 +12,7 @@ from hroofline.analyze.kernels import phase_summary
 from hroofline.cli.common import open_store, say, stage
 from hroofline.model.numbers import si
 from hroofline.model.run import Run
-from hroofline.roofs.ceilings import Ceilings, load_ceilings_file
+from hroofline.roofs.ceilings import CPU, Ceilings, load_ceilings_file
 from hroofline.store.location import store_path
 
 if TYPE_CHECKING:
@@ -48,11 +48,30 @@ def this_cpu_ceilings(measure_again: bool = False) -> Ceilings:
 
 
 def store_profiled(args: argparse.Namespace, run: str, source: ImportedSource, defaults: RunDefaults) -> None:
-    """A profile's run, replacing any of that name, and its one-line account."""
+    """A profile's run, replacing any of that name, and its one-line account; the source records the profiled code's
+    commit and the versions it ran with (:mod:`hroofline.collect.environment`)."""
+    from hroofline.collect.environment import profile_environment
+
+    code, why_none = profiled_code(args)
+    settings = source.info.settings
+    settings.update(profile_environment(code, why_none, defaults.gpu != CPU, settings))
     store = open_store(args, writing=True)
     with stage("stored the run"):
         result = store.replace_run(run, [source], defaults)
     report_phases(result.run, store.root)
+
+
+def profiled_code(args: argparse.Namespace) -> tuple[Path | None, str]:
+    """The file whose repository versions the profiled code (``--script FILE``, ``--model FILE.py:F``), else None
+    and why there is none."""
+    if getattr(args, "script", None):
+        return Path(args.script[0]), ""
+    model = getattr(args, "model", None)
+    if model and model.rpartition(":")[0].endswith(".py"):
+        return Path(model.rpartition(":")[0]), ""
+    if model:
+        return None, f"--model {model}: a package or a built-in config, not a file of a repository"
+    return None, f"--arch {args.arch}: torchvision's code, versioned by torchvision's version"
 
 
 def report_phases(run: Run, root: Path) -> None:

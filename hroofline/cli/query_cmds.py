@@ -225,7 +225,7 @@ def remove_runs(args: argparse.Namespace) -> int:
     store = open_store(args)
     names = list(dict.fromkeys(args.names))
     for name in names:  # every name checked before any run is removed; a broken run can be removed too
-        store.check_folder(name)
+        store.check_removable(name)
     for name in names:
         store.remove_run(name)
         say(f"removed run {name!r} from {store.root}")

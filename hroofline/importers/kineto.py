@@ -87,6 +87,7 @@ class TraceEvents:
     distributed: dict[str, Any] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # events whose ts or dur is unusable, by why
     host_name: str | None = None  # the machine that recorded it, where the trace says (torch 2.1 on)
+    cuda_versions: dict[str, str] = field(default_factory=dict)  # cuda_runtime_version, cuda_driver_version: "13.0"
 
     def reject(self, why: str) -> None:
         self.rejected[why] = self.rejected.get(why, 0) + 1
@@ -137,10 +138,25 @@ def parse_trace(data: bytes | mmap.mmap, path: Path) -> TraceEvents:
     _read_distributed(document.get("distributedInfo"), trace, path)
     host = document.get("host_name")
     trace.host_name = str(host) if isinstance(host, str) and host else None
+    trace.cuda_versions = _cuda_versions(document)
     for event in events:
         if isinstance(event, dict) and event.get("ph") == "X":
             _add_event(event, trace)
     return trace
+
+
+CUDA_VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version")
+
+
+def _cuda_versions(document: dict[str, Any]) -> dict[str, str]:
+    """The CUDA runtime and driver versions Kineto states, as CUDA encodes them (1000 x major + 10 x minor: 13000 is
+    13.0), where the trace has them."""
+    versions = {}
+    for key in CUDA_VERSION_KEYS:
+        number = _integer(document.get(key))
+        if number is not None and number > 0:
+            versions[key] = f"{number // 1000}.{number % 1000 // 10}"
+    return versions
 
 
 def _devices(properties: Any) -> dict[int, dict[str, Any]]:

@@ -366,6 +366,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         # the GPUs the rank's process saw on its host (deviceProperties): where a collective's group spans hosts
         GPUS_ON_HOST_SETTING: str(len(trace.devices)) if trace.devices else "",
         "steps": ", ".join(map(str, steps)),
+        **trace.cuda_versions,
     }
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
     if frame["shapes"].isna().all():  # record_shapes=False: no op has its inputs

@@ -23,10 +23,12 @@ import numpy as np
 import pandas as pd
 
 from hroofline.errors import MergeError, StoreError, UsageError
+from hroofline.model.environment import GIT_COMMIT
 from hroofline.model.quantities import QUANTITIES
 from hroofline.model.run import Run, RunMeta, conform_launches, empty_launches
 from hroofline.roofs.ceilings import CPU
 from hroofline.roofs.metricset import load_metric_set
+from hroofline.store.baselines import baselines_locked, carry_baselines, check_not_baseline
 from hroofline.store.files import (
     check_run_name,
     locked_existing_run,
@@ -62,17 +64,26 @@ class RunStore(StoreReader):
         return read_run(self.run_dir(name), raw, columns)
 
     def remove_run(self, name: str) -> None:
-        """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted."""
+        """Removes a run: renamed out of the way in one step (readers see it or nothing), then deleted. A run that
+        a baseline names is not removed (:mod:`hroofline.store.baselines`)."""
         self.check_folder(name)  # an unknown name is an error, with the names there are; a broken run goes too
         run_dir = self.run_dir(name)
-        with locked_existing_run(run_dir, name):  # an import into the run finishes first
+        # an import into the run finishes first; no baseline is set to it while it goes
+        with locked_existing_run(run_dir, name), baselines_locked(self):
+            check_not_baseline(self.root, name)
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(run_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
+    def check_removable(self, name: str) -> None:
+        """That run ``name`` can be removed: it has a folder (an unknown name is an error, with the names there are;
+        a broken run goes too) and no baseline names it."""
+        self.check_folder(name)
+        check_not_baseline(self.root, name)
+
     def rename_run(self, name: str, new_name: str) -> None:
         """Renames a run: written whole under the new name (its launches carry the name), put in place in one
-        directory rename, then the old one removed."""
+        directory rename, then the old one removed; the baselines that named it name the new one."""
         check_run_name(new_name)
         self._read_meta_json(name)
         target = self.run_dir(new_name)
@@ -83,6 +94,7 @@ class RunStore(StoreReader):
             write_run_into_place(self, target, replace(run.meta, name=new_name), run.launches, "renaming")
             trash = self.runs_dir / f".removed-{name}-{uuid.uuid4().hex[:8]}"
             os.replace(self.run_dir(name), trash)
+            carry_baselines(self, name, new_name)
         shutil.rmtree(trash, ignore_errors=True)
         sweep_leftovers(self)
 
@@ -97,6 +109,10 @@ class RunStore(StoreReader):
         """Append sources to a run (creating it); a source already in the run is skipped. ``gpu``, ``precision``
         and ``ceilings`` fill what the run does not know yet."""
         return self._add(name, sources, RunDefaults(gpu, precision, ceilings), start_fresh=False)
+
+    def append_sources(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
+        """:meth:`add_sources` with the command's run-level facts whole (``import --git-commit`` among them)."""
+        return self._add(name, sources, defaults, start_fresh=False)
 
     def replace_run(self, name: str, sources: list[ImportedSource], defaults: RunDefaults) -> AddResult:
         """Make ``name`` a run of just ``sources``, under the run's lock: readers see the old run until the
@@ -146,6 +162,8 @@ class RunStore(StoreReader):
             _check_not_another_pass(frames, meta, source, name)
             meta.cc = meta.cc or source.cc
             meta.device_name = meta.device_name or source.device_name
+            if defaults.git_commit:
+                source.info.settings[GIT_COMMIT] = defaults.git_commit
             frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
             meta.sources.append(source.info)
             frames.append(frame)
@@ -189,6 +207,7 @@ class RunDefaults:
     gpu: str | None
     precision: str | None
     ceilings: dict[str, Any] | None
+    git_commit: str | None = None  # of the code the sources measured, where the command was told (import --git-commit)
 
 
 def _measured(launches: pd.DataFrame) -> frozenset[str]:
