@@ -153,7 +153,16 @@ API_OF_COMMAND: dict[str, tuple[Callable[..., object], ...]] = {
     "chart": (RunView.chart,),
     "advise": (RunView.advise,),
     "report": (hroofline.report,),
-    "compare": (hroofline.compare, ComparisonView.chart),  # the comparison, and its chart (--out, --level, ...)
+    "compare": (hroofline.compare, ComparisonView.chart, ComparisonView.gate),  # and its chart (--out, ...), its gate
+}
+# CLI options the API takes under another name: compare's gate levels are ComparisonView.gate's arguments (--gate's
+# "phase=5,layer=10" spec is those arguments in one string).
+API_NAMES = {
+    "fail_on_regression": "phase",
+    "phase_gate": "phase",
+    "layer_gate": "layer",
+    "family_gate": "family",
+    "gate": "phase",
 }
 
 
@@ -172,6 +181,7 @@ def test_the_api_takes_what_the_cli_takes(command: str) -> None:
         if action.dest in NOT_PARAMETERS:
             continue
         names = {name.lstrip("-").replace("-", "_") for name in action.option_strings} | {action.dest}
+        names |= {API_NAMES[name] for name in names if name in API_NAMES}
         found = names & set(parameters)
         assert found, f"`hroofline {command}` takes {action.option_strings}, its API has no such parameter"
         parameter = parameters[found.pop()]
@@ -203,7 +213,8 @@ READ_FORMAT_COMMANDS = ("runs", "query", "kernels", "summary", "chart", "top", "
 @pytest.mark.parametrize("command", READ_FORMAT_COMMANDS)
 def test_every_format_option_takes_table_csv_and_json(command: str) -> None:
     (option,) = [a for a in _options(command) if "--format" in a.option_strings]
-    assert tuple(option.choices) == ("table", "csv", "json") and option.default == "table"
+    extra = ("markdown",) if command == "compare" else ()  # compare's verdict as a pull-request comment
+    assert tuple(option.choices) == ("table", "csv", "json", *extra) and option.default == "table"
 
 
 def test_every_count_is_n_or_top() -> None:
