@@ -23,29 +23,58 @@ BASE_STEP = "ProfilerStep#5"
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def one_step(document: dict[str, Any], step: str = BASE_STEP) -> dict[str, Any]:
-    """The trace cut to one profiler step: CPU events inside it, the GPU activities they launched, their flows."""
+def one_step(document: dict[str, Any], step: str = BASE_STEP, keep_every: int = 1) -> dict[str, Any]:
+    """The trace cut to one profiler step: CPU events inside it, the GPU activities they launched, their flows.
+    With ``keep_every`` k > 1, only every k-th top-level CPU op of each thread is kept, with the ops and runtime
+    calls inside it: a thinner step with the same phases (its ranges are kept whole)."""
     events = document["traceEvents"]
     marker = next(e for e in events if e.get("name") == step and e.get("ph") == "X")
     start, end = marker["ts"], marker["ts"] + marker["dur"]
-    kept_cpu = [
-        e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "cuda_runtime", "user_annotation")
-    ]
-    kept_cpu = [e for e in kept_cpu if start <= e["ts"] <= end]
+    inside = [e for e in events if e.get("ph") == "X" and start <= e.get("ts", -1) <= end]
+    ranges = [e for e in inside if e.get("cat") == "user_annotation"]
+    calls = [e for e in inside if e.get("cat") in ("cpu_op", "cuda_runtime")]
+    kept_cpu = ranges + _thinned(calls, keep_every, ranges)
     launched = {e["args"]["correlation"] for e in kept_cpu if e.get("cat") == "cuda_runtime" and "args" in e}
     gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES and e.get("args", {}).get("correlation") in launched]
     flows = [e for e in events if e.get("cat") == "ac2g" and e.get("id") in launched]
-    flows += [e for e in events if e.get("cat") == "fwdbwd" and start <= e["ts"] <= end]
+    flows += [e for e in events if e.get("cat") == "fwdbwd" and start <= e["ts"] <= end and keep_every == 1]
     metadata = [e for e in events if e.get("ph") == "M"]
-    return {
-        **{k: v for k, v in document.items() if k != "traceEvents"},
-        "traceEvents": metadata + kept_cpu + gpu + flows,
-    }
+    rest = {k: v for k, v in document.items() if k != "traceEvents"}
+    return {**rest, "traceEvents": metadata + kept_cpu + gpu + flows}
 
 
-def base_step(shared: Path) -> dict[str, Any]:
+def _thinned(calls: list[dict[str, Any]], keep_every: int, ranges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every ``keep_every``-th top-level op of each thread with what lies inside it, and every top-level op that
+    holds a collective (``nccl``, ``c10d``) or lies in the optimizer's range (a handful: kept, so that each phase
+    and the communication stay); runtime calls outside any op kept."""
+    if keep_every == 1:
+        return calls
+    optimizer = [(r["ts"], r["ts"] + r["dur"]) for r in ranges if "optimizer" in r.get("name", "").lower()]
+    groups: list[list[dict[str, Any]]] = []
+    by_thread: dict[Any, list[dict[str, Any]]] = {}
+    for event in calls:
+        by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    for thread in by_thread.values():
+        thread.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+        top_end = float("-inf")
+        for event in thread:
+            if event["ts"] > top_end or not groups:  # a new top-level event (an op, or a call outside any)
+                groups.append([])
+                top_end = event["ts"] + event.get("dur", 0) if event.get("cat") == "cpu_op" else float("-inf")
+            groups[-1].append(event)
+    kept = []
+    for index, group in enumerate(groups):
+        top = group[0]
+        collective = any(w in e.get("name", "").lower() for e in group for w in ("nccl", "c10d"))
+        in_optimizer = any(a <= top["ts"] <= b for a, b in optimizer)
+        if top.get("cat") != "cpu_op" or index % keep_every == 0 or collective or in_optimizer:
+            kept += group
+    return kept
+
+
+def base_step(shared: Path, keep_every: int = 1) -> dict[str, Any]:
     with gzip.open(shared / "fixtures" / "kineto" / BASE_TRACE, "rt") as handle:
-        return one_step(json.load(handle))
+        return one_step(json.load(handle), keep_every=keep_every)
 
 
 def is_compute_kernel(event: dict[str, Any]) -> bool:

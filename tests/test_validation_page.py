@@ -102,6 +102,11 @@ NOT_READ = {
     "fourth-visit-runs": RECORDED + ": an H200's profile --backend trace runs of resnet50 amp and an ncu run of "
     "resnet18 amp, not kept (7 MB, tests/data/gpu-2026-11-27/README.md)",
     "large-runs-bench": RECORDED + ": make bench's times and memory on a 2-core machine, run once",
+    "many-ranks": RECORDED + ": bench/many_ranks.py's times and memory at 100 and 1,000 ranks on a 2-core machine "
+    "shared with other jobs, run once (make test-spark checks DuckDB == Spark, tests/test_many_ranks.py the import)",
+    "many-ranks-table": RECORDED + ": bench/many_ranks.py --json at 100 and 1,000 ranks, run once",
+    "many-ranks-notes": RECORDED + ": PyTorch's share of a worker's peak, measured once; the rule's rate for normal "
+    "noise (P(Z > 3.5))",
     "mfu": "the first column: what each row is (the GEMM's size, its clock and roof, the step's batch)",
 }
 

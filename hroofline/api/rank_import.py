@@ -54,6 +54,7 @@ def is_rank_folder(path: Path) -> bool:
 
 def rank_traces(sources: Iterable[str | Path]) -> list[Path]:
     """The trace files of ``sources``: files as given, folders by their traces (sorted by name)."""
+    sources = list(sources)
     found: list[Path] = []
     for source in sources:
         path = Path(source)
@@ -73,6 +74,7 @@ def import_ranks(
     run: str,
     sources: Iterable[str | Path],
     settings: ImportSettings,
+    *,
     jobs: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RanksImported:

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_ranks(args: argparse.Namespace) -> int:
     store = open_store(args, writing=True)
-    done = import_ranks(store, args.run, args.sources, settings_of(args), args.jobs, say)
+    done = import_ranks(store, args.run, args.sources, settings_of(args), jobs=args.jobs, progress=say)
     kept = f", {done.already_in_run} in the run already" if done.already_in_run else ""
     say(
         f"run {args.run!r}: {done.launches} launches from {len(done.meta.sources)} ranks "

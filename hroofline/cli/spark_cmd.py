@@ -1,4 +1,5 @@
-"""``hroofline spark ranks STORE RUN``: the ranks of a run aggregated by Spark (or DuckDB) over the store's files."""
+"""``hroofline spark ranks STORE RUN``: the ranks of a run aggregated by Spark (or DuckDB) over the store's files
+(``ranks`` is the one job there is: a positional choice, so that other jobs can join it)."""
 
 from __future__ import annotations
 
@@ -20,18 +21,17 @@ module hroofline ships, with the store on shared storage (HDFS, S3, NFS):
 
 EPILOG = """\
 examples:
-  hroofline spark ranks ~/.hroofline ddp-1k                  # per phase: median, MAD, slowest rank, stragglers
-  hroofline spark ranks ~/.hroofline ddp-1k --format json    # every rank and phase
-  hroofline spark ranks ~/.hroofline ddp-1k --engine duckdb  # the same numbers, without Spark
+  hroofline spark ranks hroofline-runs ddp-1k                 # per phase: median, MAD, slowest rank, stragglers
+  hroofline spark ranks hroofline-runs ddp-1k --format json   # every rank and phase
+  hroofline spark ranks hroofline-runs ddp-1k --engine duckdb # the same numbers, without Spark
 """
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    spark = commands.add_parser("spark", description="Spark jobs over the store's Parquet files.")
-    jobs = spark.add_subparsers(dest="job", metavar="JOB", required=True)
-    ranks = jobs.add_parser(
-        "ranks", description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    ranks = commands.add_parser(
+        "spark", description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    ranks.add_argument("job", choices=("ranks",), help="the job: ranks (the one there is)")
     ranks.add_argument("store", metavar="STORE", help="the store's folder (or a URL Spark reads: hdfs://, s3a://)")
     ranks.add_argument("run", metavar="RUN", help="the run whose ranks to aggregate")
     ranks.add_argument("--engine", choices=("spark", "duckdb"), default="spark", help="default: spark")
