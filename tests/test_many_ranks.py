@@ -22,6 +22,7 @@ from hroofline.api.rank_import import RanksImported, import_rank, import_ranks
 from hroofline.importers.build import ImportOptions, source_digest
 from hroofline.store.rank_parts import parts_dir
 from hroofline.store.rank_sql import STRAGGLER_MADS, ranks_duckdb
+from hroofline.store.reading import BrokenRun
 from hroofline.store.runs import RunStore
 from tests.conftest import SHARED, need
 
@@ -40,6 +41,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Resumed:
     store: RunStore
     before: list[str]  # the store's runs after the kill
+    broken: list[BrokenRun]  # what `hroofline runs` says of the killed import
     done: RanksImported
 
 
@@ -55,8 +57,8 @@ def resumed(traces: Path) -> Resumed:
     for path in paths[:2]:
         assert import_rank(path, source_digest(path), run_dir, "ranks", ImportOptions()) is None
     (parts_dir(run_dir) / f".{source_digest(paths[2])}.0badc0de.parquet.tmp").write_bytes(b"PAR1\x00 cut off")
-    before = store.run_names()
-    return Resumed(store, before, import_ranks(store, "ranks", [traces], ImportSettings(), jobs=1))
+    before, broken = store.run_names(), store.readable_metas()[1]
+    return Resumed(store, before, broken, import_ranks(store, "ranks", [traces], ImportSettings(), jobs=1))
 
 
 def gpu_activities(path: Path) -> list[dict]:
@@ -68,6 +70,10 @@ def gpu_activities(path: Path) -> list[dict]:
 
 def test_a_killed_import_keeps_its_stored_ranks_and_redoes_the_half_written_one(resumed: Resumed) -> None:
     assert resumed.before == []  # nothing committed at the kill: readers saw no run
+    assert [(b.name, b.reason) for b in resumed.broken] == [
+        ("ranks", "an import of its ranks was interrupted (2 ranks stored)")
+    ]
+    assert "run the same import again to resume" in resumed.broken[0].hint
     done = resumed.done
     assert (done.imported, done.resumed, done.half_written, done.already_in_run) == (1, 2, 1, 0)
     assert not parts_dir(resumed.store.run_dir("ranks")).exists()  # committed: the parts are gone
@@ -109,3 +115,16 @@ def test_the_duckdb_aggregation_finds_the_planted_straggler_by_its_rule(resumed:
     assert straggler["compute_s"].sum() / others.groupby("rank")["compute_s"].sum().mean() == pytest.approx(
         1.5, abs=0.05
     )
+
+
+def test_import_jobs_refuses_what_is_not_a_trace_in_one_line(cli, tmp_path: Path) -> None:
+    report = tmp_path / "passes.csv"
+    report.write_text("ID,Kernel Name\n")
+    for argv, said in [
+        ((report, "--jobs", "2"), "import --jobs takes PyTorch profiler traces"),
+        ((tmp_path, "--jobs", "0"), "--jobs 0: give 1 or more worker processes"),
+    ]:
+        result = cli("import", *argv, "--run", "r")
+        assert result.code == 2, result.err
+        assert said in result.err and len(result.err.strip().splitlines()) == 1
+    assert not cli.store.exists()  # refused before the store was made

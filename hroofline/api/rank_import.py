@@ -60,8 +60,10 @@ def rank_traces(sources: Iterable[str | Path]) -> list[Path]:
         path = Path(source)
         if path.is_dir():
             found += sorted(child for child in path.iterdir() if _is_trace(child))
-        elif path.is_file():
+        elif path.is_file() and path.name.endswith(TRACE_SUFFIXES):
             found.append(path)
+        elif path.is_file():
+            raise UsageError(f"{path}: import --jobs takes PyTorch profiler traces (.json, .json.gz, .json.xz)")
         else:
             raise InputError(f"{path}: no such file or folder")
     if not found:

@@ -9,10 +9,11 @@ Layout, inside the run's folder while an import of many ranks is under way (or w
 A part is written as ``.<digest>.*.tmp`` files, synced, the JSON renamed into place and then the Parquet file:
 a part is complete exactly when its ``.parquet`` is there, and a half-written one is only ever a ``.tmp`` file,
 removed by the next import (:func:`sweep_half_written`). An import that is killed keeps its complete parts; run
-again, it skips them. The commit writes one Parquet row group per rank into a new launches file and replaces
-``meta.json`` (the store's one commit point, :func:`hroofline.store.files.commit_run`), so readers see the run as
-any other; then the parts go. The folder starts with a dot, so Spark, DuckDB and pyarrow leave it out of
-``runs/**`` (the ``launches-*.parquet`` files are the run's data).
+again, it skips them. The commit streams the parts, in rank order, into a new launches file (row groups of
+50,000 launches) and replaces ``meta.json`` (the store's one commit point,
+:func:`hroofline.store.files.commit_run`), so readers see the run as any other; then the parts go. The folder
+starts with a dot, so Spark, DuckDB and pyarrow leave it out of ``runs/**`` (the ``launches-*.parquet`` files are
+the run's data).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from hroofline.errors import StoreError
 from hroofline.model.run import RunMeta, ordered_phases
-from hroofline.store.files import commit_run, fsync_file
+from hroofline.store.files import WRITE_ROWS, commit_run, fsync_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,7 +112,9 @@ def stored_parts(run_dir: Path) -> list[RankPart]:
 
 def commit_parts(run_dir: Path, existing: RunMeta | None, existing_file: Path | None) -> RunMeta:
     """The run made of its stored parts (after ``existing``'s launches, where the run was there already): one
-    new launches file, one row group per part, then the metadata; the parts removed once committed."""
+    new launches file, streamed in row groups of :data:`WRITE_ROWS` launches, then the metadata; the parts
+    removed once committed."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     parts = stored_parts(run_dir)
@@ -130,9 +133,17 @@ def commit_parts(run_dir: Path, existing: RunMeta | None, existing_file: Path | 
     meta.phases = ordered_phases(phases - {None})
 
     def write(path: Path) -> None:
+        # ranks gathered into row groups of WRITE_ROWS launches: a row group per rank would make the file's footer
+        # (statistics per row group and column) grow with the ranks, to 90 MB for 1,000 small ones
         with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            gathered: list[pa.Table] = []
             for table in _tables(inputs, schema):
-                writer.write_table(table)
+                gathered.append(table)
+                if sum(len(t) for t in gathered) >= WRITE_ROWS:
+                    writer.write_table(pa.concat_tables(gathered), row_group_size=WRITE_ROWS)
+                    gathered = []
+            if gathered:
+                writer.write_table(pa.concat_tables(gathered), row_group_size=WRITE_ROWS)
 
     from hroofline.roofs.metricset import load_metric_set
 
@@ -144,17 +155,19 @@ def commit_parts(run_dir: Path, existing: RunMeta | None, existing_file: Path | 
 
 
 def _tables(inputs: list[tuple[Path, int | None]], schema: pa.Schema) -> Iterator[pa.Table]:
-    """Each input's launches, in the run's schema, with its source index (None: the run's own file, as it is)."""
+    """Each input's launches, :data:`WRITE_ROWS` at a time, in the run's schema, with its source index (None: the
+    run's own file, as it is)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     for path, source in inputs:
-        table = pq.read_table(path).cast(schema)
-        if source is not None:
-            where = table.column_names.index("source")
-            column = pa.array([source] * len(table), table.schema.field("source").type)
-            table = table.set_column(where, table.schema.field("source"), column)
-        yield table
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=WRITE_ROWS):
+            table = pa.Table.from_batches([batch]).cast(schema)
+            if source is not None:
+                where = table.column_names.index("source")
+                column = pa.array([source] * len(table), table.schema.field("source").type)
+                table = table.set_column(where, table.schema.field("source"), column)
+            yield table
 
 
 def _unified_schema(paths: list[Path]) -> pa.Schema:
@@ -162,8 +175,9 @@ def _unified_schema(paths: list[Path]) -> pa.Schema:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schemas = [pq.read_schema(path) for path in paths]
-    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
+    metadata = pq.read_schema(paths[0]).metadata
+    schemas = [pq.read_schema(path).remove_metadata() for path in paths]  # pandas' metadata: 35 kB each
+    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(metadata)
 
 
 def _check_same_device(meta: RunMeta, part: RankPart) -> None:
