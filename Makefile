@@ -201,6 +201,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/host_overlap.py
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/collection_cost.py
+	$(BIN)/python bench/many_ranks.py --ranks 100 --no-spark
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT) site

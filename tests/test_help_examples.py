@@ -31,6 +31,9 @@ LEFT_OUT = {
     "hroofline import trace.json --run mine --ceilings": "a CPU trace of the user's (test_cpu_traces records one)",
     "hroofline ceilings --measure": "measures this machine for minutes (test_roofs and bench measure it)",
     "hroofline import rank0.json.gz rank1.json.gz": "two ranks of one job; the shared traces hold one rank each",
+    "hroofline import traces/ --run ddp-1k": "a folder of a job's rank traces; the shared traces hold one rank each "
+    "(tests/test_many_ranks.py imports ranks synthesised from them)",
+    "hroofline spark ranks": "the run ddp-1k of the import left out above (tests/test_spark.py runs the command)",
     "hroofline compare r50-fp32-a100 r50-fp32-a100-measured": "a measured ResNet-50 step needs an A100",
     "hroofline compare --baseline last-good deepcam-amp-o1 --base-store": "a CI job's downloaded store (test_baseline)",
     "hroofline doctor --keep": "ncu on a GPU",

@@ -18,6 +18,8 @@ import pytest
 from hroofline.api import load
 from hroofline.importers.collectives import bus_bytes, is_communication
 from hroofline.importers.kineto_links import module_path, range_phase
+from hroofline.store.rank_sql import ranks_duckdb
+from hroofline.store.runs import RunStore
 from tests.conftest import SHARED, need, tree_digest
 
 TRACES = {
@@ -238,6 +240,27 @@ def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
     assert allreduce["roof_pct"] == pytest.approx(100 * allreduce["bus_bandwidth"] / 300e9, rel=1e-12)
     launch_table = cli("kernels", "ranks", "--group-by", "launch", "--format", "csv")
     assert "rank" in launch_table.out.splitlines()[0].split(",")
+    check_rank_sql(RunStore(cli.store), data)
+
+
+def check_rank_sql(store: RunStore, data: dict[str, Any]) -> None:
+    """The DuckDB aggregation of the run's ranks (hroofline.store.rank_sql) gives analyze/ranks.py's numbers:
+    its time, communication and launches per rank and phase, and its median and slowest rank per phase."""
+    table = ranks_duckdb(store, "ranks")
+    launched = table[table["launches"] > 0]
+    assert len(launched) == len(data["rows"])
+    for row in data["rows"]:
+        got = launched[(launched["rank"] == row["key"]) & (launched["phase"] == row["phase"])].iloc[0]
+        assert got["time_s"] == pytest.approx(row["time_s"], rel=1e-12)
+        assert got["communication_s"] == pytest.approx(row["communication_s"], rel=1e-12, abs=1e-15)
+        assert got["launches"] == row["launches"]
+    assert {s["phase"] for s in data["spread"]} == set(table["phase"])
+    for spread in data["spread"]:
+        rows = table[table["phase"] == spread["phase"]]
+        assert rows["phase_ranks"].iloc[0] == spread["ranks"]
+        assert rows["slowest_rank"].iloc[0] == spread["slowest_rank"]
+        assert rows["median_compute_s"].iloc[0] == pytest.approx(spread["median_s"], rel=1e-12)
+        assert rows["compute_s"].max() == pytest.approx(spread["slowest_s"], rel=1e-12)
 
 
 def kernels_in_steps(document: dict[str, Any], numbers: list[int]) -> list[dict[str, Any]]:

@@ -17,9 +17,24 @@ import pytest
 
 
 def spark_session():  # type: ignore[no-untyped-def]
+    need_spark()
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[1]")
+        .appName("hroofline-store")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+
+
+def need_spark() -> None:
+    """Skips without PySpark or Java (fails where HROOFLINE_REQUIRE_SPARK=1, as make test-spark sets)."""
     reason = None
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         reason = "PySpark is not installed (make test-spark installs it and a Java runtime)"
     else:
@@ -29,14 +44,6 @@ def spark_session():  # type: ignore[no-untyped-def]
         if os.environ.get("HROOFLINE_REQUIRE_SPARK") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
-    return (
-        SparkSession.builder.master("local[1]")
-        .appName("hroofline-store")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +89,58 @@ def test_spark_reads_every_launch_of_every_run(store: Path, cli) -> None:
         assert by_spark[key]["time_s"] == pytest.approx(values["time_s"], rel=1e-9, abs=0), key
     # DeepCAM's three phases, and the trace's 9,564 kernels and 451 copies and sets
     assert sum(row["launches"] for row in rows) == 5081 + 10015
+
+
+RANKS, STRAGGLER = 6, 4
+
+
+@pytest.fixture(scope="module")
+def rank_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six ranks synthesised from a real DDP trace (bench/rank_traces.py; the base is
+    ../shared/fixtures/kineto/kineto_a100_ddp2_nccl_rank0.json.gz, from facebookresearch/HolisticTraceAnalysis), rank
+    4 a planted straggler, imported by two worker processes (the parallel path of `import --jobs`)."""
+    from bench.rank_traces import BASE_TRACE, RankTemplate, base_step, write_ranks
+    from hroofline.cli.main import main
+    from tests.conftest import SHARED, need
+
+    need(SHARED / "fixtures" / "kineto" / BASE_TRACE)
+    folder = tmp_path_factory.mktemp("ranks")
+    write_ranks(RankTemplate(base_step(SHARED, keep_every=8)), folder / "traces", range(RANKS), RANKS, STRAGGLER)
+    argv = ["import", str(folder / "traces"), "--run", "ranks", "--jobs", "2", "--store", str(folder / "store")]
+    assert main(argv) == 0
+    return folder / "store"
+
+
+def test_spark_submit_of_the_shipped_module_equals_duckdb_to_the_last_digit(rank_store: Path) -> None:
+    """The documented cluster route, on a local master: spark-submit of hroofline/store/spark_ranks.py gives the
+    DuckDB query's rows exactly (every float equal, not approximately)."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    import hroofline.store.spark_ranks as module
+    from hroofline.store.rank_sql import conformed, ranks_duckdb
+    from hroofline.store.runs import RunStore
+
+    need_spark()
+    submit = Path(sys.executable).parent / "spark-submit"
+    root = Path(__file__).resolve().parent.parent
+    environment = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable}
+    command = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", module.__file__]
+    done = subprocess.run([*command, str(rank_store), "ranks"], capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr[-2000:]
+    by_spark = conformed(pd.DataFrame(json.loads(done.stdout.strip().splitlines()[-1])["rows"]))
+    by_duckdb = ranks_duckdb(RunStore(rank_store), "ranks")
+    assert len(by_duckdb) == RANKS * 3  # three phases
+    pd.testing.assert_frame_equal(by_spark, by_duckdb, check_exact=True)
+    assert set(by_duckdb.loc[by_duckdb["straggler"], "rank"]) == {STRAGGLER}
+
+
+def test_hroofline_spark_ranks_prints_what_duckdb_computes(rank_store: Path, cli) -> None:
+    need_spark()
+    by_spark = json.loads(cli("spark", "ranks", rank_store, "ranks", "--format", "json").out)["rows"]
+    by_duckdb = json.loads(cli("spark", "ranks", rank_store, "ranks", "--engine", "duckdb", "--format", "json").out)
+    assert by_spark == by_duckdb["rows"]  # JSON floats written by repr: equal to the last digit
+    table = cli("spark", "ranks", rank_store, "ranks", "--engine", "duckdb").out
+    assert all(f"[{STRAGGLER}]" in line for line in table.splitlines()[1:])

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from hroofline.api.imports import ImportSettings, import_with
+from hroofline.api.rank_import import import_ranks, is_rank_folder
 from hroofline.cli.common import add_store_option, open_store, progress, say
 from hroofline.cli.profile_common import this_cpu_ceilings
 from hroofline.model.run import Run
@@ -46,6 +48,7 @@ examples:
   hroofline import trace.json.gz --run ddp --gpu a100 --steps 5,6   # a torch.profiler trace, two steps
   hroofline import rank0.json.gz rank1.json.gz --run ddp-ranks --gpu a100  # two ranks, one run
   hroofline import profile.sqlite --run fsdp --gpu h100   # an Nsight Systems export: both GPUs' ranks
+  hroofline import traces/ --run ddp-1k --jobs 8   # a folder of per-rank traces, 8 at a time, resumable
   hroofline import trace.json --run mine --ceilings cpu.toml   # a trace made on the CPU, its CPU's ceilings
   hroofline import replay.json.gz --capture capture.pt.trace.json.gz --run vllm  # graph replays: their ops
   hroofline import compiled.json.xz --run c --compile-log torch-trace.tar.xz   # torch.compile'd: kernels on modules
@@ -121,6 +124,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "INDUCTOR_PROVENANCE=1 set; a .tar.xz of it, or one .log), which places each compiled kernel on its module "
         "(default: the compiled region's label)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="traces of many ranks (a folder of them, or several files): import them rank by rank in N worker "
+        "processes, each rank stored on its own (memory: one rank's trace per worker), resumable when killed "
+        "(default for a folder of traces: the CPU count)",
+    )
     parser.add_argument("--precision", help="label for the run's precision, e.g. fp32, amp (metadata only)")
     parser.add_argument(
         "--git-commit",
@@ -159,6 +170,8 @@ def settings_of(args: argparse.Namespace) -> ImportSettings:
 
 def run(args: argparse.Namespace) -> int:
     name = args.run
+    if args.jobs is not None or any(is_rank_folder(Path(source)) for source in args.sources):
+        return _run_ranks(args)
     store = open_store(args, writing=True)
     # this_cpu_ceilings is looked up when called: it says what it measured or found cached
     done = import_with(store, name, args.sources, settings_of(args), progress, lambda again: this_cpu_ceilings(again))
@@ -188,6 +201,17 @@ def run(args: argparse.Namespace) -> int:
     if args.measure_ceilings and result.run.meta.gpu != CPU:
         say(f"note: --measure-ceilings: nothing measured: run {name!r} is not a CPU run (its roofs are its GPU's)")
     _warn_without_roofs(result.run, done.ceilings_unknown)
+    return 0
+
+
+def _run_ranks(args: argparse.Namespace) -> int:
+    store = open_store(args, writing=True)
+    done = import_ranks(store, args.run, args.sources, settings_of(args), jobs=args.jobs, progress=say)
+    kept = f", {done.already_in_run} in the run already" if done.already_in_run else ""
+    say(
+        f"run {args.run!r}: {done.launches} launches from {len(done.meta.sources)} ranks "
+        f"({done.imported} imported now{kept}) in {store.root}"
+    )
     return 0
 
 

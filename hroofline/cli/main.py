@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("query_cmds", "remove runs from the store"),
     "rename": ("query_cmds", "rename a run"),
     "summary": ("query_cmds", "time, FLOPs and bytes per phase and in total"),
+    "spark": ("spark_cmd", "aggregate a run's ranks with Spark (or DuckDB): stragglers, spread, communication"),
     "steps": ("query_cmds", "a serving trace's steps: prefill, decode or mixed, batch, query tokens and context"),
     "chart": (
         "chart_cmds",

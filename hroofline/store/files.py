@@ -24,7 +24,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -121,13 +121,19 @@ def read_run(run_dir: Path, raw: dict[str, Any], columns: Collection[str] | None
 def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
     """Writes a run's launches and then its metadata (the commit point) into ``run_dir``; returns the metadata
     written (``meta`` in today's schema, with the phases of ``launches``)."""
+    phases = ordered_phases(set(launches["phase"].dropna()))
+    return commit_run(run_dir, replace(meta, phases=phases), lambda path: write_launches(launches, meta.name, path))
 
+
+def commit_run(run_dir: Path, meta: RunMeta, write: Callable[[Path], None]) -> RunMeta:
+    """Writes a run's launches file with ``write`` (given the temporary path), syncs it, then replaces its
+    metadata in one ``os.replace`` (the commit point); returns the metadata written, in today's schema. Files of
+    a write interrupted before the commit point are removed; older launches files after it."""
     launches_file = f"launches-{uuid.uuid4().hex[:12]}.parquet"
     new_files = [run_dir / f".{launches_file}.tmp", run_dir / launches_file, run_dir / ".meta.json.tmp"]
-    phases = ordered_phases(set(launches["phase"].dropna()))
-    meta = replace(meta, schema_version=SCHEMA_VERSION, phases=phases)
+    meta = replace(meta, schema_version=SCHEMA_VERSION)
     try:
-        write_launches(launches, meta.name, new_files[0])
+        write(new_files[0])
         fsync_file(new_files[0])
         os.replace(new_files[0], new_files[1])
         data = meta.to_json()

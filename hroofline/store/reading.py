@@ -12,6 +12,7 @@ from hroofline.errors import StoreError, did_you_mean
 from hroofline.model.run import RunMeta
 from hroofline.store.files import RUN_FOLDER_PREFIX, StoreLayout, check_run_name, read_meta_json
 from hroofline.store.migration import migrate_if_old
+from hroofline.store.rank_parts import PARTS_FOLDER
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ class StoreReader(StoreLayout):
             return BrokenRun(name, error.message, "upgrade hroofline" if newer else removal)
         if being_written(run_dir):
             return None
+        ranks = len(list((run_dir / PARTS_FOLDER).glob("*.parquet")))
+        if ranks:  # a killed `import --jobs`: its parts wait for the import to run again
+            resume = f"run the same import again to resume, or `hroofline rm {name}`"
+            return BrokenRun(name, f"an import of its ranks was interrupted ({ranks} ranks stored)", resume)
         kept = len(list(run_dir.glob("launches-*.parquet")))
         return BrokenRun(name, f"its metadata (meta.json) is missing; {kept} launches file(s) kept", removal)
 
