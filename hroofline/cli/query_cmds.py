@@ -335,7 +335,8 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
     if communication:
         roof = f"{gpu.name}'s link, {si(link, 'B/s')} per direction" if gpu and link else "no link roof known"
         write_out(f"\ncommunication kernels (bus bandwidth = bus bytes / time, against {roof}):\n")
-        table = pd.DataFrame([asdict(c) for c in communication])
+        # the roof is the heading's, one for the run: not a column of raw byte/s
+        table = pd.DataFrame([asdict(c) for c in communication]).drop(columns=["link_roof"])
         with_table_names(table)
         write_out(render_frame(table, "table"))
     return 0
