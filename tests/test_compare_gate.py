@@ -107,6 +107,23 @@ def test_one_measurement_applies_the_percentage_alone_and_says_so() -> None:
     assert _verdict(base, _run("cand", [("forward", "aten::mm", 10.4 * MS, None)])).passed
 
 
+def test_launches_repeated_across_items_but_not_inside_one_fall_back_to_the_percentage() -> None:
+    """aten::mm once in forward, once in backward (one step): the run repeats a launch, but no phase holds two
+    of it, so the phases have no degree of freedom: noise 'none', +6% fails a 5% gate (6 > 5), +4% passes."""
+    base = _run("base", [("forward", "aten::mm", 1.0 * MS, None), ("backward", "aten::mm", 1.0 * MS, None)])
+    slower = _verdict(
+        base, _run("cand", [("forward", "aten::mm", 1.06 * MS, None), ("backward", "aten::mm", MS, None)])
+    )
+    assert timed(base).noise.noise == "launches"
+    assert [(item.name, item.base.noise, item.candidate.noise) for item in slower.regressions] == [
+        ("forward", "none", "none")
+    ]
+    assert slower.regressions[0].low == pytest.approx(0.06) and slower.regressions[0].base.half_width_s == 0
+    assert sum("never inside one" in note and note.startswith("phase gate") for note in slower.notes) == 2
+    within = _run("cand", [("forward", "aten::mm", 1.04 * MS, None), ("backward", "aten::mm", MS, None)])
+    assert _verdict(base, within).passed
+
+
 def test_repeated_launches_give_the_noise_of_a_single_step() -> None:
     """Four launches of one kernel (1.0, 1.2, 0.8, 1.0 ms) and one of another (2.0 ms): the group adds
     n s² = 4 (0.08 / 3); the lone launch its time² times the pooled squared variation, (0.08 / 3) / 1²."""

@@ -12,7 +12,8 @@ gate of p (a fraction, PCT / 100):
 * an **improvement** when the base's lower bound exceeds the candidate's upper bound by p:
   m_b - h_b > (1 + p) · (m_c + h_c).
 
-With no repeats in a run its h is 0, and the gate applies p alone. Items in one run only are listed (new, gone),
+With no repeats in a run its h is 0, and the gate applies p alone; so too at a level whose items never hold a
+repeated launch (a note says so). Items in one run only are listed (new, gone),
 not gated on their own: their time shows in their phase's, and among the items behind its change.
 """
 
@@ -217,6 +218,13 @@ def _judge(
         steps = [pd.Series(STEP_ITEM + SEP + STEP_ITEM, index=run.launches.index) for run in runs]
         whole = [item_spreads(run, key) for run, key in zip(measured, steps, strict=True)]
         spreads = [{**found, **step} for found, step in zip(spreads, whole, strict=True)]
+    for side, run, found in zip(("base", "candidate"), measured, spreads, strict=True):
+        if run.noise.noise != NOISE_NONE and any(spread.noise == NOISE_NONE for spread in found.values()):
+            verdict.notes.append(
+                f"{level} gate: {side} {runs[0 if side == 'base' else 1].name}'s repeated launches repeat across "
+                f"{level}s but never inside one: its noise at this level cannot be told, the gate applies the "
+                "percentage alone"
+            )
     finer_times = [_per_step_times(run, key, fine) for run, key, fine in zip(runs, keys, finer, strict=True)]
     for key in [k for k in spreads[1] if k not in spreads[0]]:
         verdict.new.append(OneSided(level, *key.split(SEP), spreads[1][key].time_s))

@@ -8,7 +8,9 @@ half-width of a 95% interval around it, from the repeats the run holds.
   else the same kernel, grid, block and input shapes). A repeated group of n launches, standard deviation s_g,
   adds n · s_g² to the item's variance (independent launches); a launch without repeats adds (c · t)², c² the
   run's pooled squared coefficient of variation, Σ(n_g - 1)(s_g / m_g)² / Σ(n_g - 1). The half-width is
-  t(0.975, Σ(n_g - 1)) · sqrt(variance).
+  t(0.975, Σ(n_g - 1)) · sqrt(variance). Launches that repeat across items but never inside one (identical
+  kernels once per layer of a one-step run, gated by layer) leave no degree of freedom at that level: its
+  items fall back to **none**.
 * **none**: a single measurement of everything: the half-width is 0 and the gate applies its percentage alone.
 """
 
@@ -102,7 +104,9 @@ def item_spreads(run: Timed, keys: pd.Series) -> dict[str, Spread]:
     if run.noise.noise == NOISE_STEPS:
         return _by_steps(launches, run.noise.steps)
     if run.noise.noise == NOISE_LAUNCHES:
-        return _by_launches(launches)
+        found = _by_launches(launches)
+        if found is not None:
+            return found
     totals = launches.groupby("item", sort=False)["time_s"].sum()
     return {item: Spread(float(total), 0.0, NOISE_NONE, 1) for item, total in totals.items()}
 
@@ -141,10 +145,13 @@ def _repeat_groups(launches: pd.DataFrame) -> pd.DataFrame:
     return groups.rename(columns={"count": "n"})
 
 
-def _by_launches(launches: pd.DataFrame) -> dict[str, Spread]:
+def _by_launches(launches: pd.DataFrame) -> dict[str, Spread] | None:
+    """The spreads from launches repeated inside an item; None where no launch repeats inside any item."""
     groups = _repeat_groups(launches)
     repeated = groups[groups["n"] >= 2]
     degrees = int((repeated["n"] - 1).sum())
+    if degrees == 0:
+        return None
     relative = (repeated["var"] / repeated["mean"].where(repeated["mean"] > 0) ** 2).fillna(0.0)
     pooled_cv2 = float(((repeated["n"] - 1) * relative).sum()) / degrees
     # a repeated group adds n·s²; a launch of its own, and a merged row, (c·t)²
