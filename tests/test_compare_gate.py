@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -19,10 +20,12 @@ from hroofline.analyze.gate import compare_json, gate
 from hroofline.analyze.gate_noise import T_975, item_spreads, t_975, timed
 from hroofline.api.views import markdown_summary
 from hroofline.model.run import Run, RunMeta, conform_launches
+from hroofline.render.gate_text import verdict_text
 from hroofline.render.text import to_json
 from hroofline.store.runs import RunStore
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "reference" / "compare.schema.json"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "compare.md"
 MS = 1e-3
 
 
@@ -193,6 +196,26 @@ def test_the_json_names_the_phases_and_families_and_follows_the_schema(
     ungated = json.loads(to_json(compare_json(comparison, None)))
     Draft202012Validator(schema).validate(ungated)
     assert ungated["gate"] is None
+
+
+def _rows(text: str, level: str) -> list[list[str]]:
+    """The rows of a verdict table (in text) at ``level``, as their cells (columns are two or more spaces apart)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.startswith(level + "  ")]
+
+
+def test_the_verdict_prints_half_widths_to_three_digits_as_the_guide_shows(
+    amp_then_fp32: tuple[Run, Run, Comparison],
+) -> None:
+    base, candidate, comparison = amp_then_fp32
+    both = verdict_text(gate(base, candidate, comparison, {"phase": 5, "family": 10}))
+    assert "e+" not in both  # si(h, "s", 2) printed 14.1 ms ± 1.8e+02 µs
+    # backward gemm, FP32: 39.0 ms; its half-width 182 µs (launches of one step), three digits like its time
+    gemm = [row for row in _rows(both, "family") if row[1:3] == ["backward", "gemm"]]
+    assert gemm and re.fullmatch(r"39\.0 ms ± \d{3} µs", gemm[0][4])
+    # the guide's example (docs/guides/compare.md) is what the phase gate prints, row for row
+    guide = GUIDE.read_text().split("hroofline compare deepcam-amp-o1 deepcam-fp32 --fail-on-regression")[1]
+    shown = _rows(verdict_text(gate(base, candidate, comparison, {"phase": 5})), "phase")
+    assert _rows(guide.split("```")[0], "phase") == shown and len(shown) == 3
 
 
 @pytest.mark.parametrize(

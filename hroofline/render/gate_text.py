@@ -70,7 +70,7 @@ def items_table(items: list[GatedItem]) -> str:
 
 
 def _time(time_s: float, half_width_s: float) -> str:
-    return si(time_s, "s") + (f" ± {si(half_width_s, 's', 2)}" if half_width_s > 0 else "")
+    return si(time_s, "s") + (f" ± {si(half_width_s, 's')}" if half_width_s > 0 else "")
 
 
 def one_sided_lines(title: str, items: list[OneSided]) -> list[str]:
