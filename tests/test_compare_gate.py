@@ -10,6 +10,7 @@ import json
 import math
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +21,7 @@ from hroofline.analyze.gate import compare_json, gate
 from hroofline.analyze.gate_noise import T_975, item_spreads, t_975, timed
 from hroofline.api.views import markdown_summary
 from hroofline.model.run import Run, RunMeta, conform_launches
+from hroofline.render.compare_markdown import comparison_markdown
 from hroofline.render.gate_text import verdict_text
 from hroofline.render.text import to_json
 from hroofline.store.runs import RunStore
@@ -264,6 +266,22 @@ def test_the_markdown_summary_parses_with_its_tables_whole(amp_then_fp32: tuple[
     assert {"`forward`", "`backward`", "`convolution`", "`gemm`"} <= {row[2] for row in regressions[1:]}
     assert "### Advice for `deepcam-O0`" in markdown  # its FP32 convolutions off the tensor cores
     assert "http" not in markdown and "![" not in markdown  # link-free
+
+
+def test_the_comparison_carries_each_phases_change_and_the_markdown_formats_it(
+    amp_then_fp32: tuple[Run, Run, Comparison],
+) -> None:
+    comparison = amp_then_fp32[2]
+    forward = comparison.phases["forward"]
+    # the guide's figure (docs/validation.md, compare-gate), counted from compare's own two times
+    assert forward["time_change"] == pytest.approx(forward["candidate_time_s"] / forward["base_time_s"] - 1)
+    assert forward["time_change"] == pytest.approx(0.637, abs=5e-4)
+    phases = _tables(comparison_markdown(comparison, None, []))[0]
+    assert phases[1][:4] == ["forward", "104 ms", "170 ms", "+63.7%"]
+    # rendering only formats: a change the comparison carries is the one printed, whatever the times say
+    carried = {name: {**row, "time_change": 0.25} for name, row in comparison.phases.items()}
+    shown = _tables(comparison_markdown(replace(comparison, phases=carried), None, []))[0]
+    assert {row[3] for row in shown[1:]} == {"+25.0%"}
 
 
 def test_the_api_gives_the_verdict_and_the_summary(deepcam_store: Path) -> None:

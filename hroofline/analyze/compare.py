@@ -176,10 +176,10 @@ def _step_settings(run: Run) -> dict[str, str]:
 
 
 def compare_phases(base: Run, candidate: Run, side: str | None) -> dict[str, dict[str, float | None]]:
-    """Per phase: both runs' figures, candidate/base ratios and the speedup; where ``side`` ("base" or
-    "candidate") predicts the step the other run measured, also the measured run's time, FLOPs and HBM bytes over
-    the prediction's (``measured_over_estimated_*``) and its time over the prediction's roofline bound
-    (``measured_over_bound``)."""
+    """Per phase: both runs' figures, candidate/base ratios, the time's change (``time_change``, the ratio - 1)
+    and the speedup; where ``side`` ("base" or "candidate") predicts the step the other run measured, also the
+    measured run's time, FLOPs and HBM bytes over the prediction's (``measured_over_estimated_*``) and its time
+    over the prediction's roofline bound (``measured_over_bound``)."""
     base_phases, cand_phases = phase_summary(base), phase_summary(candidate)
     result: dict[str, dict[str, float | None]] = {}
     for phase in [p for p in base_phases if p in cand_phases]:
@@ -190,6 +190,7 @@ def compare_phases(base: Run, candidate: Run, side: str | None) -> dict[str, dic
             row[f"candidate_{name}"] = c.get(name)
         row["speedup"] = _ratio(b.get("time_s"), c.get("time_s"))
         row["time_ratio"] = _ratio(c.get("time_s"), b.get("time_s"))
+        row["time_change"] = None if row["time_ratio"] is None else row["time_ratio"] - 1  # +0.05: 5% slower
         row["flops_ratio"] = _ratio(c.get("flops"), b.get("flops"))
         row["hbm_bytes_ratio"] = _ratio(c.get("bytes_hbm"), b.get("bytes_hbm"))
         row["base_tensor_share"] = _ratio(b.get("flops_tensor"), b.get("flops"))

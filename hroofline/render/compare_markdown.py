@@ -41,10 +41,7 @@ def bar(change: float | None, largest: float) -> str:
 
 
 def phase_rows(comparison: Comparison) -> list[list[str]]:
-    changes = {
-        phase: (row["candidate_time_s"] / row["base_time_s"] - 1) if row.get("base_time_s") else None
-        for phase, row in comparison.phases.items()
-    }
+    changes = {phase: row["time_change"] for phase, row in comparison.phases.items()}
     largest = max((abs(value) for value in changes.values() if value is not None), default=0.0)
     rows = []
     for phase, row in comparison.phases.items():
