@@ -106,6 +106,19 @@ def test_top_sums_a_kernel_name_and_summarises_each_collective(cli, store: Path)
     assert "NVLink 3 x12 300 GB/s" in text
 
 
+def test_each_collective_kind_carries_its_mean_message_size(cli, store: Path) -> None:
+    """S per launch from the raw args (max of in and out elements x the dtype's bytes), averaged by hand: the
+    kind carries it, and ``top`` prints it as is (docs/guides/traces.md's 20.4 MB and 106 kB)."""
+    run = load("ddp", store)
+    kinds = {k.collective: k for k in collective_kinds(run, link_roofs(run))}
+    text = cli("top", "ddp", "--store", store).out
+    for name, shown in (("allreduce", "20.4 MB"), ("broadcast", "106 kB")):
+        args = [e["args"] for e in nccl_events() if e["args"]["Collective name"] == name]
+        sizes = [max(a["In msg nelems"], a["Out msg nelems"]) * ELEMENT_BYTES[a["dtype"]] for a in args]
+        assert kinds[name].bytes_per_message == pytest.approx(sum(sizes) / len(sizes), rel=1e-12)
+        assert f"{name} (within a node): {len(sizes)} launches" in text and f"{shown} per message" in text
+
+
 def test_the_roof_is_the_nodes_link_until_the_group_spans_nodes(store: Path) -> None:
     run = load("ddp", store)
     roofs = link_roofs(run)

@@ -156,6 +156,11 @@ class CollectiveKind:
     roof_byte_per_s: float | None
     link_pct: float | None
 
+    @property
+    def bytes_per_message(self) -> float | None:
+        """The mean message size S over the launches (byte); unknown where a launch's size is."""
+        return self.message_bytes / self.launches if self.message_bytes is not None and self.launches else None
+
 
 def collective_kinds(run: Run, roofs: LinkRoofs) -> list[CollectiveKind]:
     """Per collective and roof: the launches with recorded sizes and a time, summed (busbw = bus bytes / time);

@@ -76,7 +76,7 @@ def _smallest(message_bytes: object) -> str:
 
 
 def _per_message(kind: CollectiveKind) -> str:
-    return f"{si(kind.message_bytes / kind.launches, 'B')} per message; " if kind.message_bytes is not None else ""
+    return f"{si(kind.bytes_per_message, 'B')} per message; " if kind.bytes_per_message is not None else ""
 
 
 def _rate(byte_per_s: float | None) -> str:
