@@ -65,11 +65,15 @@ def load_page(path: Path, work: Path) -> BrowserResult:
     return BrowserResult(dom=done.stdout, console=console)
 
 
-def screenshot(path: Path, work: Path) -> Image.Image:
+def load_and_screenshot(path: Path, work: Path) -> tuple[BrowserResult, Image.Image]:
+    """The page's DOM, console and a screenshot, from one launch of Chromium (a launch takes a second or more
+    here): headless Chromium runs --dump-dom and --screenshot one after the other on the page it loaded."""
     shot = work / "shot.png"
-    done = _open(path.resolve().as_uri(), work / "profile-shot", f"--screenshot={shot}", "--window-size=1280,1400")
+    extra = ("--dump-dom", f"--screenshot={shot}", "--window-size=1280,1400")
+    done = _open(path.resolve().as_uri(), work / "profile-shot", *extra)
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
-    return Image.open(shot).convert("RGB")
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return BrowserResult(dom=done.stdout, console=console), Image.open(shot).convert("RGB")
 
 
 def expected_circles(html: str) -> int:
@@ -90,19 +94,20 @@ def expected_circles(html: str) -> int:
     return count
 
 
-def assert_renders(path: Path, charts: int, work: Path) -> None:
-    result = load_page(path, work)
+def assert_renders(path: Path, charts: int, work: Path) -> str:
+    """Every chart of the page rendered, its dots all drawn, nothing logged, and its screenshot not blank; its DOM."""
+    result, image = load_and_screenshot(path, work)
     assert result.console == [], result.console
     assert f'data-charts="{charts}/{charts}"' in result.dom
     assert result.dom.count('data-rendered="ok"') == charts
     assert 'class="hr-error"' not in result.dom
     circles = result.dom.count('aria-roledescription="circle"')
     assert circles == expected_circles(path.read_text()) > 0
-    image = screenshot(path, work)
     colours = image.getcolors(maxcolors=1 << 20) or []
     non_white = sum(n for n, rgb in colours if rgb != (255, 255, 255))
     assert len(colours) > 50
     assert non_white / (image.width * image.height) > 0.01  # a blank page is 0; the chart page is about 3%
+    return result.dom
 
 
 def test_report_renders_every_chart_in_chromium(cli, deepcam_store: Path, tmp_path: Path) -> None:
@@ -129,8 +134,7 @@ def test_chart_page_with_phase_selector_renders_in_chromium(cli, deepcam_store: 
     out = tmp_path / "chart.html"
     title = "all phases <!--<script> & </script>"  # must not break the page's scripts
     assert cli("chart", "deepcam-O1", "--out", str(out), "--title", title, "--store", str(deepcam_store)).code == 0
-    assert_renders(out, charts=1, work=tmp_path)
-    assert "<select" in load_page(out, tmp_path / "again").dom  # the phase selector
+    assert "<select" in assert_renders(out, charts=1, work=tmp_path)  # the phase selector
 
 
 def test_a_broken_chart_is_caught(tmp_path: Path) -> None:
@@ -143,33 +147,67 @@ def test_a_broken_chart_is_caught(tmp_path: Path) -> None:
     assert result.console, "the failure must reach the console"
 
 
-def test_report_tables_sort_and_filter_in_chromium(cli, deepcam_store: Path, tmp_path: Path) -> None:
-    """The report's own table script, run in the browser: sorting by a column of SI text orders rows by value
-    (24.0 ms after 6.68 ms, not before), the filter hides rows that do not match."""
-    out = tmp_path / "report"
-    assert cli("report", "deepcam-O1", "--out", str(out), "-n", "5", "--store", str(deepcam_store)).code == 0
-    page_text = (out / "index.html").read_text()
-    exercise = """<script>
+# Run on the report's own page once its charts are drawn: first a click on a top-kernels row and a second click
+# (the rings on the phase's chart before, between and after), then a sort by the time column and a filter.
+EXERCISE = """<script>
 (function () {
-  const table = document.querySelector("table.hr-table");
-  const time = Array.from(table.rows[0].cells).findIndex(th => th.textContent === "time");
-  window.hrSortTable(table, time, false);
-  document.body.dataset.sorted = Array.from(table.rows).slice(1).map(r => r.cells[time].dataset.value).join(",");
-  const filter = table.previousElementSibling;
-  filter.value = "col2im";
-  filter.dispatchEvent(new Event("input"));
-  document.body.dataset.shown = Array.from(table.rows).slice(1).filter(r => r.style.display !== "none").length;
+  function rings(chart) { return chart.querySelectorAll("g.highlight_marks path").length; }
+  function sortAndFilter() {
+    const table = document.querySelector("table.hr-table");
+    const time = Array.from(table.rows[0].cells).findIndex(th => th.textContent === "time");
+    window.hrSortTable(table, time, false);
+    document.body.dataset.sorted = Array.from(table.rows).slice(1).map(r => r.cells[time].dataset.value).join(",");
+    const filter = table.previousElementSibling;
+    filter.value = "col2im";
+    filter.dispatchEvent(new Event("input"));
+    document.body.dataset.shown = Array.from(table.rows).slice(1).filter(r => r.style.display !== "none").length;
+  }
+  function run() {
+    const table = document.querySelector("table[data-chart]");
+    const chart = document.getElementById(table.dataset.chart);
+    const row = table.querySelector("tr[data-kernel]");
+    const before = rings(chart);
+    row.click();
+    setTimeout(() => {
+      const after = rings(chart);
+      row.click();
+      setTimeout(() => {
+        document.body.dataset.rings = [before, after, rings(chart)].join(",");
+        document.body.dataset.kernel = row.dataset.kernel;
+        sortAndFilter();
+      }, 300);
+    }, 300);
+  }
+  const wait = () => document.body.dataset.charts ? run() : setTimeout(wait, 50);
+  wait();
 })();
 </script>
 </body>"""
-    tested = tmp_path / "tested.html"
-    before, _, after = page_text.rpartition("</body>")
-    tested.write_text(before + exercise + after)
-    result = load_page(tested, tmp_path)
-    sorted_values = [float(v) for v in re.search(r'data-sorted="([^"]+)"', result.dom)[1].split(",")]
+
+
+@pytest.fixture(scope="module")
+def exercised_report(deepcam_store: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The DOM of deepcam-O1's report (top 5 kernels) after EXERCISE ran on it in Chromium: one report and one
+    launch for the two tests that click and sort (each a second or more of Chromium here)."""
+    from hroofline.cli.main import main
+
+    _chromium()
+    work = tmp_path_factory.mktemp("exercised")
+    out = work / "report"
+    assert main(["report", "deepcam-O1", "--out", str(out), "-n", "5", "--store", str(deepcam_store)]) == 0
+    before, _, after = (out / "index.html").read_text().rpartition("</body>")
+    tested = work / "exercised.html"
+    tested.write_text(before + EXERCISE + after)
+    return load_page(tested, work).dom
+
+
+def test_report_tables_sort_and_filter_in_chromium(exercised_report: str) -> None:
+    """The report's own table script, run in the browser: sorting by a column of SI text orders rows by value
+    (24.0 ms after 6.68 ms, not before), the filter hides rows that do not match."""
+    sorted_values = [float(v) for v in re.search(r'data-sorted="([^"]+)"', exercised_report)[1].split(",")]
     assert sorted_values == sorted(sorted_values) and len(sorted_values) == 5
-    assert re.search(r'data-shown="(\d+)"', result.dom)[1] == "1"
-    assert 'aria-sort="ascending"' in result.dom
+    assert re.search(r'data-shown="(\d+)"', exercised_report)[1] == "1"
+    assert 'aria-sort="ascending"' in exercised_report
 
 
 LAYOUT_PROBE = """<script>
@@ -211,19 +249,25 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
     return max(0.0, width) * max(0.0, height)
 
 
+@pytest.fixture(scope="module")
+def probed_chart(deepcam_store: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """deepcam-O1's chart page (all phases) with LAYOUT_PROBE, written once for both window widths."""
+    from hroofline.cli.main import main
+
+    _chromium()
+    out = tmp_path_factory.mktemp("layout") / "chart.html"
+    assert main(["chart", "deepcam-O1", "--out", str(out), "--store", str(deepcam_store)]) == 0
+    before, _, after = out.read_text().rpartition("</body>")
+    return before + LAYOUT_PROBE + after
+
+
 @pytest.mark.parametrize("window", [1400, 900])
-def test_chart_fills_its_column_and_its_labels_do_not_overlap(
-    cli, deepcam_store: Path, tmp_path: Path, window: int
-) -> None:
+def test_chart_fills_its_column_and_its_labels_do_not_overlap(probed_chart: str, tmp_path: Path, window: int) -> None:
     """In a real browser at two window widths: the chart takes its column's width (the controls beside it, or
     under it when narrow), and no two labels on the plot (kernel numbers, compute roof labels) overlap or
     leave the plot."""
-    _chromium()
-    out = tmp_path / "chart.html"
-    assert cli("chart", "deepcam-O1", "--out", str(out), "--store", str(deepcam_store)).code == 0
-    before, _, after = out.read_text().rpartition("</body>")
     probed = tmp_path / "probed.html"
-    probed.write_text(before + LAYOUT_PROBE + after)
+    probed.write_text(probed_chart)
     done = _open(probed.resolve().as_uri(), tmp_path / "profile", "--dump-dom", f"--window-size={window},1000")
     layout = json.loads(re.search(r'data-layout="([^"]+)"', done.stdout)[1].replace("&quot;", '"'))
     assert layout["svg"] >= 0.95 * layout["chart"]  # the drawing fills its box ...
@@ -246,40 +290,10 @@ def test_chart_fills_its_column_and_its_labels_do_not_overlap(
             assert _overlap(first, second) < 1.0, (first, second)
 
 
-def test_clicking_a_kernel_row_rings_its_dots(cli, deepcam_store: Path, tmp_path: Path) -> None:
+def test_clicking_a_kernel_row_rings_its_dots(exercised_report: str) -> None:
     """A click on a top-kernels row rings that kernel's dots on the phase's chart (one per memory level it
     has), and a second click clears them."""
-    _chromium()
-    out = tmp_path / "report"
-    assert cli("report", "deepcam-O1", "--out", str(out), "-n", "5", "--store", str(deepcam_store)).code == 0
-    exercise = """<script>
-(function () {
-  function rings(chart) { return chart.querySelectorAll("g.highlight_marks path").length; }
-  function run() {
-    const table = document.querySelector("table[data-chart]");
-    const chart = document.getElementById(table.dataset.chart);
-    const row = table.querySelector("tr[data-kernel]");
-    const before = rings(chart);
-    row.click();
-    setTimeout(() => {
-      const after = rings(chart);
-      row.click();
-      setTimeout(() => {
-        document.body.dataset.rings = [before, after, rings(chart)].join(",");
-        document.body.dataset.kernel = row.dataset.kernel;
-      }, 300);
-    }, 300);
-  }
-  const wait = () => document.body.dataset.charts ? run() : setTimeout(wait, 50);
-  wait();
-})();
-</script>
-</body>"""
-    before, _, after = (out / "index.html").read_text().rpartition("</body>")
-    tested = tmp_path / "clicked.html"
-    tested.write_text(before + exercise + after)
-    result = load_page(tested, tmp_path)
-    kernel = re.search(r'data-kernel="([^"]+)"', result.dom.split("<body", 1)[1])[1]
-    rings = [int(n) for n in re.search(r'data-rings="([^"]+)"', result.dom)[1].split(",")]
+    kernel = re.search(r'data-kernel="([^"]+)"', exercised_report.split("<body", 1)[1])[1]
+    rings = [int(n) for n in re.search(r'data-rings="([^"]+)"', exercised_report)[1].split(",")]
     levels = 3  # the DeepCAM runs measured L1, L2 and HBM bytes for every kernel shown
     assert rings == [0, levels, 0], (kernel, rings)

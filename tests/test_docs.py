@@ -36,6 +36,7 @@ from tools.check_site import check_site
 DOCS_MODULES = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers")
 # For every page of the site to load in Chromium (about 10 s here; the machine may be busy with other tests).
 PAGES_TIMEOUT_S = 150
+FRAMES = 4  # pages loaded at once by the harness
 
 
 def test_generated_reference_is_up_to_date(tmp_path: Path) -> None:
@@ -144,9 +145,10 @@ def test_site_checker_finds_broken_links(tmp_path: Path) -> None:
     assert any("network" in p for p in problems)
 
 
-# Loads every page of the site into an iframe, one after the other, and posts what it found to the server: per
-# page, whether it has a heading, its broken images, its element ids and its links; then the status of each link
-# to a file that is not a page. It posts each page's address before loading it, so that a hang names its page.
+# Loads every page of the site into iframes, FRAMES pages at a time (a page waits on its files and scripts more
+# than on the CPU), and posts what it found to the server: per page, whether it has a heading, its broken images,
+# its element ids and its links; then the status of each link to a file that is not a page. It posts each page's
+# address before loading it, so that a hang names its page.
 HARNESS = """<!doctype html><html><head><link rel="icon" href="data:,"></head><body><script>
 const pages = %s;
 const post = (what, body) => fetch("/__harness__/" + what, {method: "POST", body: body});
@@ -167,12 +169,16 @@ async function visit(frame, url) {
     links: [...doc.querySelectorAll("a[href]")].map(a => a.href),
   };
 }
-(async () => {
+async function worker(queue, found) {
   const frame = document.createElement("iframe");
   frame.width = 1280; frame.height = 800;
   document.body.appendChild(frame);
-  const found = {};
-  for (const page of pages) found[new URL(page, location.href).href] = await visit(frame, page);
+  for (let page = queue.shift(); page !== undefined; page = queue.shift())
+    found[new URL(page, location.href).href] = await visit(frame, page);
+}
+(async () => {
+  const found = {}, queue = [...pages];
+  await Promise.all(Array.from({length: %d}, () => worker(queue, found)));
   const extra = {};
   for (const info of Object.values(found)) for (const link of info.links) {
     const target = link.split("#")[0];
@@ -235,7 +241,7 @@ def served(site: Path) -> Iterator[Served]:
 
 def test_every_page_opens_in_chromium(site: Path, served: Served, tmp_path: Path) -> None:
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if p.name != "404.html")
-    (site / "__harness__.html").write_text(HARNESS % json.dumps(pages))
+    (site / "__harness__.html").write_text(HARNESS % (json.dumps(pages), FRAMES))
     log = tmp_path / "chromium.log"
     with log.open("w") as stderr:
         browser = subprocess.Popen(

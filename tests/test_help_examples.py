@@ -128,10 +128,11 @@ def test_every_help_example_runs_when_copied(
         (work / name).symlink_to(REPO / path)
     monkeypatch.chdir(work)
     monkeypatch.setenv("HROOFLINE_STORE", str(store))
-    failed = []
+    failed, ran = [], set()
     for where, example in examples():
-        if _left_out(example):
+        if _left_out(example) or example in ran:  # the same line in two commands' helps: run once
             continue
+        ran.add(example)
         try:
             code = main(shlex.split(example)[1:])
         except SystemExit as exit_:

@@ -15,11 +15,12 @@ import pytest
 from tests.test_golden import normalised
 
 
-@pytest.fixture
-def notebook(deepcam_dir: Path, tmp_path: Path) -> dict[str, object]:
-    """The cells, run in order as a user types them."""
+@pytest.fixture(scope="module")
+def notebook(deepcam_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The cells, run in order as a user types them; once for the module's tests, which only read its store."""
     import hroofline
 
+    tmp_path = tmp_path_factory.mktemp("notebook")
     store = tmp_path / "store"
     run = hroofline.import_run(deepcam_dir / "pt-O1-Adam-fw", run="deepcam-o1", gpu="v100", phase="fw", store=store)
     chart = run.chart(phase="forward")
@@ -34,15 +35,17 @@ def notebook(deepcam_dir: Path, tmp_path: Path) -> dict[str, object]:
     }
 
 
-def test_the_imported_run_is_the_one_the_cli_imports(notebook: dict, cli, deepcam_dir: Path) -> None:
+def test_the_imported_run_is_the_one_the_cli_imports(notebook: dict, cli, deepcam_dir: Path, tmp_path: Path) -> None:
     store = notebook["store"]
     summary = json.loads(cli("summary", "deepcam-o1", "--format", "json", "--store", store).out)
     forward = notebook["run"].summary().loc["forward"]
     assert summary["phases"]["forward"]["kernels"] == forward["kernels"] == 797
     assert summary["phases"]["forward"]["time_s"] == pytest.approx(forward["time_s"], rel=1e-12)
     assert summary["phases"]["forward"]["flops_tensor"] == pytest.approx(forward["flops_tensor"], rel=1e-12)
-    cli("import", deepcam_dir / "pt-O1-Adam-fw", "--run", "by-cli", "--gpu", "v100", "--phase", "fw", "--store", store)
-    by_cli = cli("summary", "by-cli", "--format", "json", "--store", store).out
+    by_cli_store = tmp_path / "store"  # the notebook's store stays as its cells left it
+    argv = ("import", deepcam_dir / "pt-O1-Adam-fw", "--run", "by-cli", "--gpu", "v100", "--phase", "fw")
+    assert cli(*argv, "--store", by_cli_store).code == 0
+    by_cli = cli("summary", "by-cli", "--format", "json", "--store", by_cli_store).out
     assert json.loads(by_cli)["phases"] == summary["phases"]
     assert notebook["again"].launches.equals(notebook["run"].launches)  # what load() reads is what was stored
 

@@ -5,12 +5,16 @@ only counted, since its times, and so what ranks first, are this machine's: its 
 the README's; everything else (imports of recorded files, predictions) must print what the README shows, to the last
 digit. The README's torch.profiler snippet is run too, and its trace imported and read as the README says; the
 notebook guide's Python example (docs/guides/notebook.md) runs as a notebook. What the reader runs, not every
-variant: the guides' sessions (docs/guides/*.md) run in tests/figures/test_guides.py (make check-figures)."""
+variant: the guides' sessions (docs/guides/*.md) run in tests/figures/test_guides.py (make check-figures). The
+`hroofline` commands run through the CLI's main() in the test's process, as `make demo` runs its own, the set-up's
+`hroofline runs` as the program on PATH; the chart command the README says `make demo` runs is the demo's own."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import html as html_module
+import io
 import json
 import os
 import re
@@ -44,6 +48,14 @@ PLACEHOLDERS = {"train.py"}
 # The trace the README's torch.profiler snippet writes, and the run made of it: those commands are run by
 # test_the_readme_trace_snippet_makes_a_trace_that_imports, after the snippet.
 SNIPPET_TRACE = {"trace.json", "my-step"}
+# The set-up's check that `hroofline` is on PATH: run as the program there, in bash (the other commands run through
+# the CLI's main() in the test's process: in_this_process).
+ON_PATH = "hroofline runs"
+# README commands that `make demo` runs, as the README says ("`make demo` draws it"): the fixture checks that the demo
+# printed each as its command line, and does not run them a second time.
+RUN_BY_THE_DEMO = (
+    "hroofline chart deepcam-amp-o1 --phase forward --ceilings v100-yang-ert --out docs/deepcam-amp-o1-forward.png",
+)
 # Runs made on this machine's CPU: their times (and the order of what they rank) are this machine's.
 MEASURED_HERE = ("resnet18-cpu", "train_tiny_cnn-cpu", "--gpu cpu")
 SKIPPED_LINE = "..."  # in an output block: lines left out
@@ -117,6 +129,8 @@ def why_not_run(command: str) -> str | None:
         return "stands for the user's own files"
     if SNIPPET_TRACE & set(words):
         return "the trace snippet's test runs it"
+    if command in RUN_BY_THE_DEMO:
+        return "make demo runs it (the fixture checks that it did)"
     if words[0] == "ncu":
         return "needs a GPU and ncu"
     if command.startswith("hroofline doctor") and "--report" not in command:
@@ -173,11 +187,16 @@ def after_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "docs").mkdir(parents=True)
     (work / "samples").symlink_to(REPO / "samples")
     overrides = [f"DEMO_STORE={work / 'demo-runs'}", f"DEMO_REPORT={work / 'demo-report'}"]
-    overrides += [f"SHARED={root / 'shared'}", f"README_CHART={work / 'docs' / 'demo-chart.png'}"]
+    chart = work / "docs" / "deepcam-amp-o1-forward.png"  # where the README's reader's make demo draws it
+    overrides += [f"SHARED={root / 'shared'}", f"README_CHART={chart}"]
     overrides += [f"BIN={Path(sys.executable).parent}"]  # this interpreter's environment, set up as it is:
     make = ["make", "-C", str(REPO), "-o", ".venv/.installed", "demo", *overrides]  # no pip install mid-test
     demo = subprocess.run(make, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    ran = demo.stdout.replace(f"{work}/", "").replace(" --store demo-runs", "").splitlines()
+    for command in RUN_BY_THE_DEMO:  # in the reader's folder, the demo's store the default: the README's line
+        assert f"$ {command}" in ran, f"make demo no longer runs the README's `{command}`"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "make demo drew no PNG"
     return work
 
 
@@ -189,20 +208,60 @@ def reader_env() -> dict[str, str]:
     return env
 
 
+# Shell syntax (pipes, redirections, variables, globs): a command holding any runs in bash, not in this process.
+SHELL_SYNTAX = re.compile(r"[|&;<>$`*?(){}]")
+
+
+def in_this_process(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``hroofline ARGS`` run through the CLI's main() in this process, in ``cwd`` with ``env``, as the shell would
+    run the program: its exit status, stdout and stderr. One process for all of a page's commands, as `make demo`
+    runs its own (hroofline/cli/demo.py): a program started anew imports PyTorch and pandas again, 0.5 to 2 s a
+    command, which tests the start-up of a program, not what the page shows (test_the_readme_set_up_puts_hroofline
+    _on_path runs the program on PATH)."""
+    from hroofline.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(shlex.split(command, comments=True)[1:])
+            except SystemExit as exit_:  # argparse's usage errors
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+
+
 def run_step(
-    step: Step, where: str, cwd: Path, env: dict[str, str], measured: tuple[str, ...] = MEASURED_HERE, shell: str = ""
+    step: Step,
+    where: str,
+    cwd: Path,
+    env: dict[str, str],
+    measured: tuple[str, ...] = MEASURED_HERE,
+    shell: str = "",
+    in_process: bool = False,
 ) -> str | None:
     """Runs a page's command as its reader would (after ``shell``: the page's earlier variables) and compares what it
     prints with what the page shows: None, or what differs. Output of a command naming one of ``measured`` (runs made
-    on this machine) is compared without its numbers."""
-    done = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", f"{shell}{step.command}"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    on this machine) is compared without its numbers. ``in_process``: an ``hroofline`` command with no shell syntax
+    runs through main() here (:func:`in_this_process`), any other in bash."""
+    if in_process and not shell and step.command.startswith("hroofline ") and not SHELL_SYNTAX.search(step.command):
+        done = in_this_process(step.command, cwd, env)
+    else:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", f"{shell}{step.command}"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     where = f"{where}:{step.line}: {step.command}"
     if done.returncode != 0:
         return f"{where}\n  exit {done.returncode}: {done.stderr[-600:]}"
@@ -218,16 +277,23 @@ def run_step(
     return None
 
 
-def test_the_readme_runs_in_order_and_prints_what_it_shows(after_demo: Path, reader_env: dict[str, str]) -> None:
-    steps = readme_steps(README.read_text())
+@pytest.fixture(scope="module")
+def readme_ran(after_demo: Path, reader_env: dict[str, str]) -> tuple[int, list[str]]:
+    """The README's commands run in order in the reader's folder after `make demo`: how many ran, and what differed
+    from what the README shows. The runs they make stay in the demo's store (the SI test reads them)."""
     run, failures = 0, []
-    for step in steps:
+    for step in readme_steps(README.read_text()):
         if why_not_run(step.command):
             continue
         run += 1
-        failure = run_step(step, "README.md", after_demo, reader_env)
+        failure = run_step(step, "README.md", after_demo, reader_env, in_process=step.command != ON_PATH)
         if failure:
             failures.append(failure)
+    return run, failures
+
+
+def test_the_readme_runs_in_order_and_prints_what_it_shows(readme_ran: tuple[int, list[str]]) -> None:
+    run, failures = readme_ran
     assert not failures, f"{len(failures)} of {run} README commands differ:\n\n" + "\n\n".join(failures)
     assert run >= 10, f"only {run} README commands ran: is the README parsed as it is written?"
 
@@ -323,8 +389,8 @@ def test_the_readme_trace_snippet_makes_a_trace_that_imports(tmp_path: Path, rea
         ["hroofline", "chart"],
     ], commands
     printed = {}
-    for command in commands:
-        done = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    for command in commands:  # as the README test runs its commands: through main(), in this process
+        done = in_this_process(command, tmp_path, env)
         assert done.returncode == 0, f"{command}: exit {done.returncode}: {done.stderr[-1500:]}"
         printed[shlex.split(command)[1]] = done.stdout
     phases = [line.split()[0] for line in printed["summary"].splitlines()[1:] if line.strip()]
@@ -337,11 +403,13 @@ def test_the_readme_trace_snippet_makes_a_trace_that_imports(tmp_path: Path, rea
 E_NOTATION = re.compile(r"\b\d+(\.\d+)?e[+-]\d+\b")  # as Python prints 6.558e+09 and 1e-05
 
 
-def test_the_demo_stores_tables_print_numbers_in_si(cli, after_demo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every run of the demo's store (and the README's, when it ran first) and a trace run, through the commands
-    that print tables (in-process: this is about what they print), and the demo's report: no e-notation (6.558e+09
-    is 6.56 GFLOP), shares in % (work_known 22.6%, not 0.2262). The trace is the README's H100 GPT-2 step,
-    imported (a profile of its own measured this CPU's ceilings first: minutes on a busy machine)."""
+def test_the_demo_stores_tables_print_numbers_in_si(
+    cli, after_demo: Path, readme_ran: tuple[int, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run of the demo's store after the README's commands (the demo's, and the README's ncu report, CPU
+    profile, prediction and traces), through the commands that print tables (in-process: this is about what they
+    print), and the demo's report: no e-notation (6.558e+09 is 6.56 GFLOP), shares in % (work_known 22.6%, not
+    0.2262), checked on the README's H100 GPT-2 trace."""
     store = after_demo / "demo-runs"
     monkeypatch.chdir(after_demo)  # the reader's folder, with ../shared beside it
 
@@ -350,11 +418,8 @@ def test_the_demo_stores_tables_print_numbers_in_si(cli, after_demo: Path, monke
         assert done.code == 0, f"{argv}: {done.err[-500:]}"
         return done.out + done.err
 
-    need(SHARED / "fixtures" / "h100")
-    trace = "../shared/fixtures/h100/gpt2-amp-bf16-b8-s512-trace.json.xz"
-    printed("import", trace, "--run", "si-trace", "--gpu", "h100-sxm", "--replace")
     runs = [row["run"] for row in json.loads(printed("runs", "--format", "json"))]
-    assert len(runs) >= 6
+    assert "gpt2-h100" in runs and len(runs) >= 10, (runs, readme_ran[1])  # the README's trace, and the demo's runs
     texts = {"runs": printed("runs")}
     for run in runs:  # (no run of the demo has ranks: `summary --by rank` is tested on traces)
         for command, *options in (("summary",), ("top",), ("kernels", "--top", "20"), ("advise",)):
@@ -366,7 +431,7 @@ def test_the_demo_stores_tables_print_numbers_in_si(cli, after_demo: Path, monke
     texts["report"] = html_module.unescape(re.sub(r"<[^>]+>", " ", shown))
     for what, text in texts.items():
         assert not E_NOTATION.search(text), f"{what}: {E_NOTATION.search(text)} in {text[:2000]}"
-    shares = column_cells(texts["summary si-trace"], "work_known")
+    shares = column_cells(texts["summary gpt2-h100"], "work_known")
     assert shares and all(re.fullmatch(r"\d+\.\d%|-", cell) for cell in shares), shares
 
 
