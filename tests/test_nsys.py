@@ -353,3 +353,49 @@ def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
         assert parts == pytest.approx(row["wall_s"], rel=0.01)
         for name, value in expected[rank].items():
             assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (key, rank, name)
+
+
+def one_process_on_two_gpus(tmp_path: Path) -> Path:
+    """The small copy with device 1's process folded into device 0's: its activities, runtime calls (correlation
+    ids moved past the other's, so each kernel keeps its own call) and NVTX ranges now carry device 0's process id:
+    one process driving two GPUs, both busy at once. Runtime calls and ranges after the last activity are cut."""
+    copy = small_copy(tmp_path, seconds=0.02)
+    ((first,), (second,)) = sql(copy, f"SELECT DISTINCT globalPid >> 24 FROM {KERNELS} ORDER BY deviceId")
+    shift, moved = (second - first) << 24, 1 << 40
+    with sqlite3.connect(copy) as connection:
+        (last,) = connection.execute(f"SELECT MAX(end) FROM {KERNELS}").fetchone()
+        for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+            connection.execute(f"DELETE FROM {table} WHERE start > ?", (last,))
+        for table in ACTIVITY_TABLES:
+            connection.execute(
+                f"UPDATE {table} SET globalPid = globalPid - ?, correlationId = correlationId + ? "
+                "WHERE globalPid >> 24 = ?",
+                (shift, moved, second),
+            )
+        connection.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = globalTid - ?, correlationId = correlationId + ? "
+            "WHERE globalTid >> 24 = ?",
+            (shift, moved, second),
+        )
+        connection.execute(
+            "UPDATE NVTX_EVENTS SET globalTid = globalTid - ? WHERE globalTid >> 24 = ?", (shift, second)
+        )
+    assert sql(copy, f"SELECT DISTINCT deviceId, globalPid >> 24 FROM {KERNELS} ORDER BY 1") == [(0, first), (1, first)]
+    return copy
+
+
+def test_a_process_driving_two_gpus_is_one_rank_per_gpu_each_swept_on_its_own(cli, tmp_path: Path) -> None:
+    """Each GPU's wall time, parts and idle are its own intervals' (the sweep above, per device), not the union of
+    both GPUs' intervals as one timeline (which hid each GPU's idle time behind the other's work)."""
+    copy = one_process_on_two_gpus(tmp_path)
+    assert cli("import", copy, "--run", "folded", "--gpu", "h100").code == 0
+    result = cli("summary", "folded", "--by", "rank", "--format", "json")
+    assert result.code == 0, result.err
+    ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
+    expected = {device: _sweep(intervals) for device, intervals in _intervals(copy).items()}
+    assert sorted(ranks) == sorted(expected) == [0, 1]
+    for rank, row in ranks.items():
+        for name, value in expected[rank].items():
+            assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (rank, name)
+    both = _sweep([i for intervals in _intervals(copy).values() for i in intervals])
+    assert both["idle_s"] < 0.5 * min(e["idle_s"] for e in expected.values())  # what one timeline of both showed
