@@ -4,6 +4,7 @@ them), each imported once per module and checked against SQL run on the export i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -339,6 +340,12 @@ def _sweep(intervals: list[tuple[int, int, bool]]) -> dict[str, float]:
     return result
 
 
+@functools.cache
+def swept_devices(key: str) -> dict[int, dict[str, float]]:
+    """Per device of an export: :func:`_sweep` of its intervals (once per test session: the sweep is slow)."""
+    return {device: _sweep(intervals) for device, intervals in _intervals(export_path(key)).items()}
+
+
 @pytest.mark.parametrize("key", list(EXPORTS))
 def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
     cli, nsys_store: Path, key: str
@@ -346,7 +353,7 @@ def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
     result = cli("summary", key, "--by", "rank", "--format", "json", store_dir=nsys_store)
     assert result.code == 0, result.err
     ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
-    expected = {device: _sweep(intervals) for device, intervals in _intervals(export_path(key)).items()}
+    expected = swept_devices(key)
     assert sorted(ranks) == sorted(expected) == [0, 1]  # one rank per GPU: rank r drives device r
     for rank, row in ranks.items():
         parts = row["compute_s"] + row["communication_hidden_s"] + row["communication_exposed_s"] + row["idle_s"]
@@ -399,3 +406,28 @@ def test_a_process_driving_two_gpus_is_one_rank_per_gpu_each_swept_on_its_own(cl
             assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (rank, name)
     both = _sweep([i for intervals in _intervals(copy).values() for i in intervals])
     assert both["idle_s"] < 0.5 * min(e["idle_s"] for e in expected.values())  # what one timeline of both showed
+
+
+def test_the_critical_ranks_lag_is_its_own_work_over_the_median_ranks_and_the_others_wait_it_out(
+    cli, nsys_store: Path
+) -> None:
+    """The 'before' export is a synchronous 2-GPU job: its walls differ by a few ms, and the rank with more own work
+    makes the other wait in its collectives. Its lag (own work over the median rank's, which of two is the other
+    rank) and the waiting it causes (the other's exposed communication and idle over its own) come from the
+    per-device sweep of the export's intervals above."""
+    result = cli("summary", "before", "--by", "rank", "--format", "json", store_dir=nsys_store)
+    assert result.code == 0, result.err
+    (row,) = [c for c in json.loads(result.out)["critical"] if c["phase"] == "all"]
+    swept = swept_devices("before")
+    own = {d: s["compute_s"] + s["communication_hidden_s"] for d, s in swept.items()}
+    critical = max(own, key=lambda d: (own[d], -d))
+    (median,) = set(own) - {critical}
+    waiting = {d: s["communication_exposed_s"] + s["idle_s"] for d, s in swept.items()}
+    assert (row["critical_rank"], row["median_rank"]) == (critical, median)
+    assert row["lag_s"] == pytest.approx(own[critical] - own[median], abs=2e-9)
+    assert row["waiting_caused_s"] == pytest.approx(waiting[median] - waiting[critical], abs=2e-9)
+    assert row["wall_difference_s"] == pytest.approx(swept[critical]["wall_s"] - swept[median]["wall_s"], abs=2e-9)
+    assert row["lag_s"] > 0 and row["waiting_caused_s"] > 0
+    # measured: rank 1's own work 259.047 ms, rank 0's 256.645 ms: lag 2.402 ms, waiting caused 3.589 ms, walls
+    # -1.187 ms apart (the wall difference, which main printed as the lag)
+    assert (critical, round(row["lag_s"] * 1e3, 3), round(row["waiting_caused_s"] * 1e3, 3)) == (1, 2.402, 3.589)

@@ -26,8 +26,9 @@ WALL_HEADING = (
     "compute + communication hidden + exposed + idle = wall):"
 )
 CRITICAL_HEADING = (
-    "critical rank per step and phase (the longest own work: compute + communication hidden; lag = its wall - "
-    "the median rank's = compute + exposed communication + waiting):"
+    "critical rank per step and phase (the longest own work: compute + communication hidden; lag = its own work - "
+    "the median rank's; waiting caused = the median rank's exposed communication + idle - its own; "
+    "wall difference = lag - waiting caused):"
 )
 CRITICAL_COLUMNS: tuple[str, ...] = (
     "step",
@@ -36,9 +37,8 @@ CRITICAL_COLUMNS: tuple[str, ...] = (
     "critical_rank",
     "median_rank",
     "lag_s",
-    "lag_compute_s",
-    "lag_communication_exposed_s",
-    "lag_waiting_s",
+    "waiting_caused_s",
+    "wall_difference_s",
 )
 
 
