@@ -4,7 +4,9 @@ them), each imported once per module and checked against SQL run on the export i
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import shutil
@@ -36,13 +38,22 @@ def sql(path: Path, query: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def nsys_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def nsys_imports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Both exports imported into one store, and what each import wrote on stderr."""
     from hroofline.cli.main import main
 
     store = tmp_path_factory.mktemp("nsys") / "store"
+    said: dict[str, str] = {}
     for key in EXPORTS:
-        assert main(["import", str(export_path(key)), "--run", key, "--gpu", "h100", "--store", str(store)]) == 0
-    return store
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            assert main(["import", str(export_path(key)), "--run", key, "--gpu", "h100", "--store", str(store)]) == 0
+        said[key] = err.getvalue()
+    return store, said
+
+
+@pytest.fixture(scope="module")
+def nsys_store(nsys_imports: tuple[Path, dict[str, str]]) -> Path:
+    return nsys_imports[0]
 
 
 @pytest.mark.parametrize("key", list(EXPORTS))
@@ -431,3 +442,26 @@ def test_the_critical_ranks_lag_is_its_own_work_over_the_median_ranks_and_the_ot
     # measured: rank 1's own work 259.047 ms, rank 0's 256.645 ms: lag 2.402 ms, waiting caused 3.589 ms, walls
     # -1.187 ms apart (the wall difference, which main printed as the lag)
     assert (critical, round(row["lag_s"] * 1e3, 3), round(row["waiting_caused_s"] * 1e3, 3)) == (1, 2.402, 3.589)
+
+
+def test_an_export_without_sizes_says_so_once_and_promises_no_analytic_work(
+    nsys_imports: tuple[Path, dict[str, str]],
+) -> None:
+    """The 'before' export's emit_nvtx ranges recorded no shapes: stderr warns of it, and no note says FLOPs and
+    bytes are analytic from replayed shapes."""
+    err = nsys_imports[1]["before"]
+    assert err.count("carry no sizes") == 1
+    assert "FLOPs and bytes are analytic" not in err
+    assert "note: ranks: one rank per GPU" in err  # the other notes stay
+
+
+def test_an_export_of_another_schema_major_is_refused_in_one_line(cli, tmp_path: Path) -> None:
+    """Schema 3.x is read; an export whose META_DATA_EXPORT says 4.0.0 is refused before anything is stored."""
+    copy = small_copy(tmp_path)
+    with sqlite3.connect(copy) as connection:
+        connection.execute("UPDATE META_DATA_EXPORT SET value = '4.0.0' WHERE name = 'EXPORT_SCHEMA_VERSION'")
+    result: Result = cli("import", copy, "--run", "future", "--gpu", "h100")
+    assert result.code == 1
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "export schema 4.0.0: hroofline reads schema 3.x" in result.err
+    assert not (cli.store / "runs").exists() or not any((cli.store / "runs").iterdir())

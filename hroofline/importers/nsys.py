@@ -36,7 +36,7 @@ from hroofline.importers.kineto import GpuActivity, TraceEvents
 from hroofline.importers.nsys_nvtx import cpu_events
 from hroofline.importers.nsys_sqlite import NANOSECOND, NsysTables, ProcessActivity, looks_like_sqlite, read_nsys_sqlite
 from hroofline.importers.source import ImportedSource
-from hroofline.importers.trace_source import NO_SHAPES_WARNING, TraceOptions, trace_source
+from hroofline.importers.trace_source import ANALYTIC_NOTE, NO_SHAPES_WARNING, TraceOptions, trace_source
 from hroofline.model.layers import phase_label
 from hroofline.model.run import NSYS_KIND, RAW_METRIC_PREFIX, conform_launches
 from hroofline.roofs.catalog import gpu_from_display_name
@@ -49,6 +49,7 @@ NO_SIZES_WARNING = (
     "the export's NVTX op ranges carry no sizes: FLOPs and bytes are unknown, only times were measured; profile "
     "under torch.autograd.profiler.emit_nvtx(record_shapes=True) for the ops' work"
 )
+ANALYTIC_PREFIX = ANALYTIC_NOTE.split(":", 1)[0]  # "FLOPs and bytes are analytic"
 GRAPH_COLUMNS = {"graph_id": RAW_METRIC_PREFIX + "graphId", "graph_node_id": RAW_METRIC_PREFIX + "graphNodeId"}
 RANK_RULE = (
     "one rank per GPU: per (process, device) pair with GPU work, numbered by device, then process (a process "
@@ -195,7 +196,10 @@ def _combined(
         "world_size": str(len(ranks)),
         "rank_rule": RANK_RULE,
     }
-    info.notes = [*tables.notes, _ranks_note(ranks), nvtx_shares_note(frame), *_rank_lines(parts, "notes")]
+    rank_notes = _rank_lines(parts, "notes")
+    if not with_sizes:  # no shapes to replay: the trace path's note on analytic work would contradict the warning
+        rank_notes = [line for line in rank_notes if not line.startswith(ANALYTIC_PREFIX)]
+    info.notes = [*tables.notes, _ranks_note(ranks), nvtx_shares_note(frame), *rank_notes]
     if with_sizes:
         info.notes.append(
             f"{with_sizes} NVTX op ranges carry their inputs' sizes (emit_nvtx(record_shapes=True)); emit_nvtx "
