@@ -233,6 +233,12 @@ def test_summary_by_rank_gives_each_ranks_wall_time_in_json_and_table(ranks, cap
     assert main(["summary", "ddp2", "--by", "rank", "--store", str(store)]) == 0
     table = capsys.readouterr().out
     assert "wall time per rank" in table and "critical rank" in table
+    # the spread table's slowest_s and median_s are time outside communication kernels, and its heading says so
+    # (main's said "GPU time"); the straggler (rank 1, its compute kernels 30% longer) is the slowest in each phase
+    assert "slowest rank per phase (by its GPU time outside communication kernels" in table
+    assert "(GPU time;" not in table
+    spread = table.split("slowest rank per phase", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert spread and all(line.split()[2] == "1" for line in spread)
 
 
 def test_advise_names_the_exposed_communication_with_what_hiding_it_can_win(ranks) -> None:

@@ -30,6 +30,10 @@ CRITICAL_HEADING = (
     "the median rank's; waiting caused = the median rank's exposed communication + idle - its own; "
     "wall difference = lag - waiting caused):"
 )
+SPREAD_HEADING = (
+    "slowest rank per phase (by its GPU time outside communication kernels, summed over launches: slowest_s and "
+    "median_s are that time; extra = slowest - median of the ranks):"
+)
 CRITICAL_COLUMNS: tuple[str, ...] = (
     "step",
     "phase",
