@@ -9,6 +9,7 @@ kineto/PROVENANCE.md): 21 NCCL kernels, each with the collective's `Collective n
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import tomllib
@@ -198,3 +199,59 @@ def test_link_bandwidths_are_links_times_the_per_link_rate() -> None:
     assert gpu_links("a100-80gb-pcie").pcie_bandwidth == pytest.approx(31.5e9, rel=1e-3)  # "64 GB/s" both ways
     assert gpu_links("h100-sxm").fabric_bandwidth == 450e9  # 900 GB/s both directions
     assert load_systems()["dgx-h100"].network_bandwidth == 400e9 / 8  # one 400 Gb/s ConnectX-7 per GPU
+
+
+# PCIe 4.0 x16: 16 GT/s per lane, 128b/130b encoding, 16 lanes, in bytes per second each way (PCI-SIG)
+PCIE4_X16 = 16e9 * 128 / 130 / 8 * 16
+
+
+def _summary_by_rank(run: Run, capsys: pytest.CaptureFixture[str]) -> str:
+    from hroofline.cli.query_cmds import _show_grouped_summary
+
+    assert _show_grouped_summary(run, "rank", "table") == 0
+    return capsys.readouterr().out
+
+
+def _rates(run: Run) -> dict[str, float]:
+    """Per communication kernel name (as the table shortens it): its bus bytes over its time, from the launches."""
+    timed = run.launches[(run.launches["category"] == "communication") & run.launches["bytes_link"].notna()]
+    sums = timed.groupby("kernel")[["bytes_link", "time_s"]].sum()
+    return {str(k).split("(")[0]: row["bytes_link"] / row["time_s"] for k, row in sums.iterrows()}
+
+
+def _percent_column(text: str) -> dict[str, float]:
+    """The printed communication table's roof % per kernel name (one rank, one phase per kernel here)."""
+    table = text.split("communication kernels", 1)[1].splitlines()[2:]
+    return {line.split()[2]: float(line.split()[-1].rstrip("%")) for line in table if line.strip()}
+
+
+def test_summary_by_rank_judges_a_pcie_card_at_its_pcie_as_top_does(store: Path, capsys) -> None:
+    """The DDP trace judged as an A100 PCIe card (no NVLink): summary --by rank's roof is the card's PCIe 4.0 x16, as
+    collective_kinds (top, advise) judge it; main printed 'no link roof known'. The bus bandwidth column has its
+    unit (B/s)."""
+    run = load("ddp", store)
+    pcie = Run(meta=dataclasses.replace(run.meta, gpu="a100-80gb-pcie"), launches=run.launches)
+    text = _summary_by_rank(pcie, capsys)
+    assert "no link roof known" not in text and "within a node PCIe 4.0 x16 31.5 GB/s" in text
+    shown = _percent_column(text)
+    for kernel, rate in _rates(pcie).items():
+        assert shown[kernel] == pytest.approx(100 * rate / PCIE4_X16, abs=0.05), kernel
+    assert shown["ncclKernel_AllReduce_RING_LL_Sum_float"] == pytest.approx(20.8, abs=0.05)
+    header = text.split("communication kernels", 1)[1].splitlines()[1].split()
+    assert header[-3:] == ["bus_byte_per_s", "roof", "roof_pct"]
+    assert "6.56 GB/s" in text  # the all-reduces' 307 MB in 46.8 ms, printed with its unit (main: "6.56 G")
+    kinds = {k.collective: k for k in collective_kinds(pcie, link_roofs(pcie))}
+    assert kinds["allreduce"].roof_byte_per_s == pytest.approx(PCIE4_X16, rel=1e-6)  # metrics/ keeps 8 digits
+
+
+def test_summary_by_rank_judges_a_group_spanning_nodes_at_the_network(store: Path, capsys) -> None:
+    """The same collectives over 16 ranks (two 8-GPU nodes): the roof is each GPU's NIC (DGX A100: 25 GB/s), not
+    NVLink's 300 GB/s; main judged them at NVLink."""
+    run = load("ddp", store)
+    spanning = Run(meta=run.meta, launches=run.launches.assign(group_size=run.launches["group_size"] * 8))
+    text = _summary_by_rank(spanning, capsys)
+    shown = _percent_column(text)
+    rows = [line.split() for line in text.split("communication kernels", 1)[1].splitlines()[2:] if line.strip()]
+    assert {row[-2] for row in rows} == {NETWORK}
+    for kernel, rate in _rates(spanning).items():
+        assert shown[kernel] == pytest.approx(100 * rate / DGX_A100_NETWORK, abs=0.05), kernel

@@ -235,12 +235,13 @@ def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
     ]
     assert allreduce["launches"] == len(rows)
     timed = rows[rows["bytes_link"].notna()]
-    assert allreduce["bus_bandwidth"] == pytest.approx(timed["bytes_link"].sum() / timed["time_s"].sum(), rel=1e-12)
-    assert allreduce["link_roof"] == 300e9  # A100 SXM4: NVLink 3, 600 GB/s both directions
-    assert allreduce["roof_pct"] == pytest.approx(100 * allreduce["bus_bandwidth"] / 300e9, rel=1e-12)
+    assert allreduce["bus_byte_per_s"] == pytest.approx(timed["bytes_link"].sum() / timed["time_s"].sum(), rel=1e-12)
+    assert allreduce["roof_byte_per_s"] == 300e9  # A100 SXM4: NVLink 3, 600 GB/s both directions
+    assert allreduce["roof"] == "node"  # 2 ranks: within a node
+    assert allreduce["roof_pct"] == pytest.approx(100 * allreduce["bus_byte_per_s"] / 300e9, rel=1e-12)
     # the table says the roof once, in SI, in its heading; no column of raw byte/s
     text = cli("summary", "ranks", "--by", "rank").out
-    assert "against a100-40gb's link, 300 GB/s per direction" in text and "300,000,000,000" not in text
+    assert "within a node NVLink 3 x12 300 GB/s" in text and "300,000,000,000" not in text
     launch_table = cli("kernels", "ranks", "--group-by", "launch", "--format", "csv")
     assert "rank" in launch_table.out.splitlines()[0].split(",")
     check_rank_sql(RunStore(cli.store), data)

@@ -4,6 +4,9 @@ them), each imported once per module and checked against SQL run on the export i
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import shutil
@@ -35,13 +38,22 @@ def sql(path: Path, query: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def nsys_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def nsys_imports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Both exports imported into one store, and what each import wrote on stderr."""
     from hroofline.cli.main import main
 
     store = tmp_path_factory.mktemp("nsys") / "store"
+    said: dict[str, str] = {}
     for key in EXPORTS:
-        assert main(["import", str(export_path(key)), "--run", key, "--gpu", "h100", "--store", str(store)]) == 0
-    return store
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            assert main(["import", str(export_path(key)), "--run", key, "--gpu", "h100", "--store", str(store)]) == 0
+        said[key] = err.getvalue()
+    return store, said
+
+
+@pytest.fixture(scope="module")
+def nsys_store(nsys_imports: tuple[Path, dict[str, str]]) -> Path:
+    return nsys_imports[0]
 
 
 @pytest.mark.parametrize("key", list(EXPORTS))
@@ -339,6 +351,12 @@ def _sweep(intervals: list[tuple[int, int, bool]]) -> dict[str, float]:
     return result
 
 
+@functools.cache
+def swept_devices(key: str) -> dict[int, dict[str, float]]:
+    """Per device of an export: :func:`_sweep` of its intervals (once per test session: the sweep is slow)."""
+    return {device: _sweep(intervals) for device, intervals in _intervals(export_path(key)).items()}
+
+
 @pytest.mark.parametrize("key", list(EXPORTS))
 def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
     cli, nsys_store: Path, key: str
@@ -346,10 +364,104 @@ def test_each_ranks_wall_time_is_its_parts_and_a_sweep_of_the_exports_intervals(
     result = cli("summary", key, "--by", "rank", "--format", "json", store_dir=nsys_store)
     assert result.code == 0, result.err
     ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
-    expected = {device: _sweep(intervals) for device, intervals in _intervals(export_path(key)).items()}
+    expected = swept_devices(key)
     assert sorted(ranks) == sorted(expected) == [0, 1]  # one rank per GPU: rank r drives device r
     for rank, row in ranks.items():
         parts = row["compute_s"] + row["communication_hidden_s"] + row["communication_exposed_s"] + row["idle_s"]
         assert parts == pytest.approx(row["wall_s"], rel=0.01)
         for name, value in expected[rank].items():
             assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (key, rank, name)
+
+
+def one_process_on_two_gpus(tmp_path: Path) -> Path:
+    """The small copy with device 1's process folded into device 0's: its activities, runtime calls (correlation
+    ids moved past the other's, so each kernel keeps its own call) and NVTX ranges now carry device 0's process id:
+    one process driving two GPUs, both busy at once. Runtime calls and ranges after the last activity are cut."""
+    copy = small_copy(tmp_path, seconds=0.02)
+    ((first,), (second,)) = sql(copy, f"SELECT DISTINCT globalPid >> 24 FROM {KERNELS} ORDER BY deviceId")
+    shift, moved = (second - first) << 24, 1 << 40
+    with sqlite3.connect(copy) as connection:
+        (last,) = connection.execute(f"SELECT MAX(end) FROM {KERNELS}").fetchone()
+        for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+            connection.execute(f"DELETE FROM {table} WHERE start > ?", (last,))
+        for table in ACTIVITY_TABLES:
+            connection.execute(
+                f"UPDATE {table} SET globalPid = globalPid - ?, correlationId = correlationId + ? "
+                "WHERE globalPid >> 24 = ?",
+                (shift, moved, second),
+            )
+        connection.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = globalTid - ?, correlationId = correlationId + ? "
+            "WHERE globalTid >> 24 = ?",
+            (shift, moved, second),
+        )
+        connection.execute(
+            "UPDATE NVTX_EVENTS SET globalTid = globalTid - ? WHERE globalTid >> 24 = ?", (shift, second)
+        )
+    assert sql(copy, f"SELECT DISTINCT deviceId, globalPid >> 24 FROM {KERNELS} ORDER BY 1") == [(0, first), (1, first)]
+    return copy
+
+
+def test_a_process_driving_two_gpus_is_one_rank_per_gpu_each_swept_on_its_own(cli, tmp_path: Path) -> None:
+    """Each GPU's wall time, parts and idle are its own intervals' (the sweep above, per device), not the union of
+    both GPUs' intervals as one timeline (which hid each GPU's idle time behind the other's work)."""
+    copy = one_process_on_two_gpus(tmp_path)
+    assert cli("import", copy, "--run", "folded", "--gpu", "h100").code == 0
+    result = cli("summary", "folded", "--by", "rank", "--format", "json")
+    assert result.code == 0, result.err
+    ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
+    expected = {device: _sweep(intervals) for device, intervals in _intervals(copy).items()}
+    assert sorted(ranks) == sorted(expected) == [0, 1]
+    for rank, row in ranks.items():
+        for name, value in expected[rank].items():
+            assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (rank, name)
+    both = _sweep([i for intervals in _intervals(copy).values() for i in intervals])
+    assert both["idle_s"] < 0.5 * min(e["idle_s"] for e in expected.values())  # what one timeline of both showed
+
+
+def test_the_critical_ranks_lag_is_its_own_work_over_the_median_ranks_and_the_others_wait_it_out(
+    cli, nsys_store: Path
+) -> None:
+    """The 'before' export is a synchronous 2-GPU job: its walls differ by a few ms, and the rank with more own work
+    makes the other wait in its collectives. Its lag (own work over the median rank's, which of two is the other
+    rank) and the waiting it causes (the other's exposed communication and idle over its own) come from the
+    per-device sweep of the export's intervals above."""
+    result = cli("summary", "before", "--by", "rank", "--format", "json", store_dir=nsys_store)
+    assert result.code == 0, result.err
+    (row,) = [c for c in json.loads(result.out)["critical"] if c["phase"] == "all"]
+    swept = swept_devices("before")
+    own = {d: s["compute_s"] + s["communication_hidden_s"] for d, s in swept.items()}
+    critical = max(own, key=lambda d: (own[d], -d))
+    (median,) = set(own) - {critical}
+    waiting = {d: s["communication_exposed_s"] + s["idle_s"] for d, s in swept.items()}
+    assert (row["critical_rank"], row["median_rank"]) == (critical, median)
+    assert row["lag_s"] == pytest.approx(own[critical] - own[median], abs=2e-9)
+    assert row["waiting_caused_s"] == pytest.approx(waiting[median] - waiting[critical], abs=2e-9)
+    assert row["wall_difference_s"] == pytest.approx(swept[critical]["wall_s"] - swept[median]["wall_s"], abs=2e-9)
+    assert row["lag_s"] > 0 and row["waiting_caused_s"] > 0
+    # measured: rank 1's own work 259.047 ms, rank 0's 256.645 ms: lag 2.402 ms, waiting caused 3.589 ms, walls
+    # -1.187 ms apart (the wall difference, which main printed as the lag)
+    assert (critical, round(row["lag_s"] * 1e3, 3), round(row["waiting_caused_s"] * 1e3, 3)) == (1, 2.402, 3.589)
+
+
+def test_an_export_without_sizes_says_so_once_and_promises_no_analytic_work(
+    nsys_imports: tuple[Path, dict[str, str]],
+) -> None:
+    """The 'before' export's emit_nvtx ranges recorded no shapes: stderr warns of it, and no note says FLOPs and
+    bytes are analytic from replayed shapes."""
+    err = nsys_imports[1]["before"]
+    assert err.count("carry no sizes") == 1
+    assert "FLOPs and bytes are analytic" not in err
+    assert "note: ranks: one rank per GPU" in err  # the other notes stay
+
+
+def test_an_export_of_another_schema_major_is_refused_in_one_line(cli, tmp_path: Path) -> None:
+    """Schema 3.x is read; an export whose META_DATA_EXPORT says 4.0.0 is refused before anything is stored."""
+    copy = small_copy(tmp_path)
+    with sqlite3.connect(copy) as connection:
+        connection.execute("UPDATE META_DATA_EXPORT SET value = '4.0.0' WHERE name = 'EXPORT_SCHEMA_VERSION'")
+    result: Result = cli("import", copy, "--run", "future", "--gpu", "h100")
+    assert result.code == 1
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "export schema 4.0.0: hroofline reads schema 3.x" in result.err
+    assert not (cli.store / "runs").exists() or not any((cli.store / "runs").iterdir())

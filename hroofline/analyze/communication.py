@@ -31,7 +31,7 @@ from hroofline.roofs.catalog import GpuName
 from hroofline.roofs.ceilings import run_gpu
 from hroofline.roofs.interconnect import System, default_system, gpu_links, resolve_system
 
-__all__ = ["LINK_COLUMNS", "collective_kinds", "link_roofs", "link_terms", "with_link_columns"]
+__all__ = ["LINK_COLUMNS", "collective_kinds", "communication_rows", "link_roofs", "link_terms", "with_link_columns"]
 # Per launch, summed per kernel name or layer (kernel_table's ``extra``) and turned into LINK_COLUMNS.
 LINK_TERMS: tuple[str, ...] = (
     "link_timed_s",
@@ -198,3 +198,50 @@ def _link_label(roofs: LinkRoofs, roof: str) -> str | None:
     if roof == NETWORK:
         return roofs.system.name if roofs.system else None
     return roofs.node_link
+
+
+@dataclass(frozen=True)
+class CommunicationRow:
+    """One communication kernel name of one rank in one phase, on one roof: its bus bandwidth against that roof."""
+
+    rank: int | None
+    phase: str
+    kernel: str
+    launches: int
+    time_s: float
+    bytes_link: float | None
+    bus_byte_per_s: float | None  # bytes_link / time_s, of the launches that have bytes
+    roof: str | None  # node (within a node: NVLink, Infinity Fabric or PCIe) or network (the group spans nodes)
+    roof_byte_per_s: float | None
+    roof_pct: float | None
+
+
+def communication_rows(run: Run, roofs: LinkRoofs) -> list[CommunicationRow]:
+    """Per rank, phase, communication kernel name and roof: time, bus bytes and bus bandwidth (nccl-tests' busbw),
+    against the roof of each launch's group size (:func:`link_roofs`, as ``top`` and ``advise`` judge them)."""
+    launches = run.launches[run.launches["category"] == "communication"]
+    launches = launches.join(launch_roofs(launches, roofs))
+    rows = []
+    keys = ["rank", "phase", "kernel", "link_roof"]
+    for (rank, phase, kernel, roof), group in launches.groupby(keys, sort=True, observed=True, dropna=False):
+        with_bytes = group[group["bytes_link"].notna()]
+        moved = float(with_bytes["bytes_link"].sum()) if len(with_bytes) else None
+        seconds = float(with_bytes["time_s"].sum()) if len(with_bytes) else 0.0
+        rate = moved / seconds if moved is not None and seconds > 0 else None
+        bandwidth = group["link_roof_byte_per_s"].iloc[0]  # one per roof: the node's or the network's
+        roof_byte_per_s = None if pd.isna(bandwidth) else float(bandwidth)
+        rows.append(
+            CommunicationRow(
+                rank=None if pd.isna(rank) else int(rank),
+                phase=str(phase),
+                kernel=str(kernel),
+                launches=int(group["launches"].sum()),
+                time_s=float(group["time_s"].sum()),
+                bytes_link=moved,
+                bus_byte_per_s=rate,
+                roof=None if pd.isna(roof) else str(roof),
+                roof_byte_per_s=roof_byte_per_s,
+                roof_pct=100.0 * rate / roof_byte_per_s if rate is not None and roof_byte_per_s else None,
+            )
+        )
+    return sorted(rows, key=lambda r: -r.time_s)

@@ -17,10 +17,14 @@ that phase.
 
 The critical rank of a step (and of each phase of it) is the rank whose own work (``compute_s +
 communication_hidden_s``: the time its non-communication work runs) is longest; ties go to the lowest rank.
-Its lag is its wall time minus the median rank's (the rank in the middle by own work; of an even number, the
-lower middle one), split exactly into its own work's, its exposed communication's and its idle time's
-differences (``lag_waiting_s``). In a synchronous job the ranks' walls are close: the critical rank's longer
-work shows as the others' longer exposed communication (they wait inside the collective).
+The median rank is the rank in the middle by own work (of an even number, the lower middle one). The critical
+rank's **lag** (``lag_s``) is its own work minus the median rank's: never negative, what the others wait for.
+The **waiting it causes** (``waiting_caused_s``) is the median rank's exposed communication and idle time minus
+the critical rank's: in a synchronous job the ranks' walls are equal and the critical rank's longer work shows as
+the others' time waiting inside the collective (exposed communication), so this is close to the lag.
+``wall_difference_s``, the critical rank's wall time minus the median rank's, is ``lag_s - waiting_caused_s``
+exactly (wall = own work + exposed communication + idle): near 0 in a synchronous job, the lag where the ranks
+do not wait on each other.
 
 Intervals come only from launches with a start (``start_s``: traces imported with schema 9 on); a run without
 any has no wall time, said so, never guessed.
@@ -65,7 +69,9 @@ class WallTime:
 
 @dataclass(frozen=True)
 class CriticalRank:
-    """The rank of a step and phase whose own work is longest, and its wall time over the median rank's."""
+    """The rank of a step and phase whose own work is longest: its own work over the median rank's (``lag_s``), the
+    waiting that causes the median rank (exposed communication and idle over the critical rank's) and the walls'
+    difference (``lag_s - waiting_caused_s``)."""
 
     step: int | None
     phase: str
@@ -75,9 +81,8 @@ class CriticalRank:
     own_work_s: float
     median_own_work_s: float
     lag_s: float
-    lag_compute_s: float
-    lag_communication_exposed_s: float
-    lag_waiting_s: float
+    waiting_caused_s: float
+    wall_difference_s: float
 
 
 @dataclass(frozen=True)
@@ -189,10 +194,14 @@ def _critical_ranks(rows: list[WallTime]) -> list[CriticalRank]:
                 median_rank=median.rank,
                 own_work_s=critical.own_work_s,
                 median_own_work_s=median.own_work_s,
-                lag_s=critical.wall_s - median.wall_s,
-                lag_compute_s=critical.own_work_s - median.own_work_s,
-                lag_communication_exposed_s=critical.communication_exposed_s - median.communication_exposed_s,
-                lag_waiting_s=critical.idle_s - median.idle_s,
+                lag_s=critical.own_work_s - median.own_work_s,
+                waiting_caused_s=_waiting_s(median) - _waiting_s(critical),
+                wall_difference_s=critical.wall_s - median.wall_s,
             )
         )
     return found
+
+
+def _waiting_s(row: WallTime) -> float:
+    """Time a rank's GPU runs none of its own work: communication no compute hides, and idle."""
+    return row.communication_exposed_s + row.idle_s

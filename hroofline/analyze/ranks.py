@@ -73,48 +73,6 @@ def rank_spread(run: Run) -> list[PhaseSpread]:
     return spreads
 
 
-@dataclass(frozen=True)
-class CommunicationRow:
-    """One communication kernel name of one rank in one phase: its bus bandwidth against the link roof."""
-
-    rank: int | None
-    phase: str
-    kernel: str
-    launches: int
-    time_s: float
-    bytes_link: float | None
-    bus_bandwidth: float | None  # bytes_link / time_s, of the launches that have bytes
-    link_roof: float | None
-    roof_pct: float | None
-
-
-def communication_rows(run: Run, link_bandwidth: float | None) -> list[CommunicationRow]:
-    """Per rank, phase and communication kernel name: time, bus bytes and bus bandwidth (nccl-tests' busbw),
-    against the GPU's link bandwidth where the catalog gives one."""
-    launches = run.launches[run.launches["category"] == "communication"]
-    rows = []
-    keys = ["rank", "phase", "kernel"]
-    for (rank, phase, kernel), group in launches.groupby(keys, sort=True, observed=True, dropna=False):
-        with_bytes = group[group["bytes_link"].notna()]
-        moved = float(with_bytes["bytes_link"].sum()) if len(with_bytes) else None
-        seconds = float(with_bytes["time_s"].sum()) if len(with_bytes) else 0.0
-        rate = moved / seconds if moved is not None and seconds > 0 else None
-        rows.append(
-            CommunicationRow(
-                rank=None if pd.isna(rank) else int(rank),
-                phase=str(phase),
-                kernel=str(kernel),
-                launches=int(group["launches"].sum()),
-                time_s=float(group["time_s"].sum()),
-                bytes_link=moved,
-                bus_bandwidth=rate,
-                link_roof=link_bandwidth,
-                roof_pct=100.0 * rate / link_bandwidth if rate is not None and link_bandwidth else None,
-            )
-        )
-    return sorted(rows, key=lambda r: -r.time_s)
-
-
 def work_known_share(rows: pd.DataFrame) -> float | None:
     """Of the compute kernels' time, the share whose work is known (trace runs: analytic work found)."""
     kernels = rows[rows["category"] == "kernel"]

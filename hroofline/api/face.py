@@ -40,7 +40,8 @@ class RunView(Run):
         """As ``hroofline summary --by rank``'s wall time: per rank (``.ranks``), per rank, step and phase
         (``.rows``), each ``wall_s`` split into ``compute_s``, ``communication_hidden_s``,
         ``communication_exposed_s`` and ``idle_s``; the critical rank of each step and phase (``.critical``) with its
-        lag split; ``.unknown`` says why there is none (a run without start times)."""
+        lag (own work over the median rank's) and the waiting it causes; ``.unknown`` says why there is none (a run
+        without start times)."""
         from hroofline.analyze.overlap import run_overlap
 
         return run_overlap(self)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from hroofline.analyze.communication import collective_kinds, link_roofs
+from hroofline.analyze.communication import collective_kinds, communication_rows, link_roofs
 from hroofline.analyze.kernels import (
     KERNEL_COLUMNS,
     RANKING_READS,
@@ -20,7 +20,7 @@ from hroofline.analyze.kernels import (
 )
 from hroofline.analyze.overlap import run_overlap
 from hroofline.analyze.provenance import counter_provenance
-from hroofline.analyze.ranks import communication_rows, grouped_summary, rank_spread, work_source_shares
+from hroofline.analyze.ranks import grouped_summary, rank_spread, work_source_shares
 from hroofline.analyze.utilization import run_utilization, summary_with_utilization, utilization_table
 from hroofline.api.options import (
     DEFAULT_KERNELS_GROUPING,
@@ -33,14 +33,13 @@ from hroofline.api.outputs import summary_frame
 from hroofline.cli.common import add_selection_options, add_store_option, open_store, positive_int, say, write_out
 from hroofline.errors import InputError
 from hroofline.model.names import with_table_names
-from hroofline.model.numbers import si
 from hroofline.model.quantities import UTILIZATION_COLUMNS
 from hroofline.model.run import Run
-from hroofline.render.overlap import overlap_text, wall_records
+from hroofline.render.communication import link_roofs_line
+from hroofline.render.overlap import SPREAD_HEADING, overlap_text, wall_records
 from hroofline.render.roof_notes import compiled_line, provenance_line, work_sources_line
 from hroofline.render.text import render_frame, summary_table, to_json
 from hroofline.render.utilization import utilization_lines
-from hroofline.roofs.ceilings import run_gpu
 from hroofline.store.reading import BrokenRun
 
 
@@ -305,9 +304,8 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
         write_out(render_frame(table, "csv"))
         return 0
     spread = rank_spread(run) if by == "rank" else []
-    gpu = run_gpu(run.meta)
-    link = gpu.link_bandwidth if gpu else None
-    communication = communication_rows(run, link) if by == "rank" else []
+    roofs = link_roofs(run) if by == "rank" else None
+    communication = communication_rows(run, roofs) if roofs is not None else []
     overlap = run_overlap(run) if by == "rank" else None
     if output == "json":
         data = {
@@ -330,13 +328,12 @@ def _show_grouped_summary(run: Run, by: str, output: str) -> int:
     if overlap is not None:
         write_out(overlap_text(overlap))
     if spread:
-        write_out("\nslowest rank per phase (GPU time; extra = slowest - median of the ranks):\n")
+        write_out(f"\n{SPREAD_HEADING}\n")
         write_out(render_frame(pd.DataFrame([asdict(s) for s in spread]), "table"))
-    if communication:
-        roof = f"{gpu.name}'s link, {si(link, 'B/s')} per direction" if gpu and link else "no link roof known"
-        write_out(f"\ncommunication kernels (bus bandwidth = bus bytes / time, against {roof}):\n")
-        # the roof is the heading's, one for the run: not a column of raw byte/s
-        table = pd.DataFrame([asdict(c) for c in communication]).drop(columns=["link_roof"])
+    if communication and roofs is not None:
+        write_out(f"\ncommunication kernels, each against its roof (node or network); {link_roofs_line(roofs)}:\n")
+        # the roofs' bandwidths are the heading's: not a column of raw byte/s
+        table = pd.DataFrame([asdict(c) for c in communication]).drop(columns=["roof_byte_per_s"])
         with_table_names(table)
         write_out(render_frame(table, "table"))
     return 0

@@ -11,7 +11,8 @@ HELP = """\
 Aggregate the ranks of a run with Spark, over the store's Parquet files: per rank and phase its GPU time,
 communication time, compute time (the rest) and launches; per phase the median and median absolute deviation
 (MAD) of the ranks' compute time, the slowest rank, and the stragglers: ranks whose compute time exceeds the
-median by more than 5.19 MAD (a modified z-score above 3.5). One SQL text runs on Spark and on DuckDB
+median by more than 5.19 MAD (a modified z-score above 3.5), the MAD taken as at least 1% of the median (so that
+ranks a little over tied ones are not flagged). One SQL text runs on Spark and on DuckDB
 (--engine duckdb) and gives the same numbers to the last digit (times are summed as whole picoseconds).
 
 This runs a local Spark (PySpark and a Java runtime: `make spark` installs them). On a cluster, submit the

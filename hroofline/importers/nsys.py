@@ -7,9 +7,12 @@ into one PyTorch-profiler-shaped trace per rank, and each is imported by the tra
 its correlation id and the ops and ranges open on that call's thread, the same phases, layers, categories
 (NCCL kernels are communication) and work formulas.
 
-Ranks: one rank per process that launched GPU work, numbered in the order of the lowest device each drives. Where
-each process drives one GPU (torchrun's one process per GPU), that is one rank per GPU, the GPU's position among
-the export's devices (its ``LOCAL_RANK`` on one node). A process that drives several GPUs is one rank.
+Ranks: one rank per (process, device) pair with GPU work, numbered by device, then process. Where each process
+drives one GPU (torchrun's one process per GPU), that is one rank per GPU, the GPU's position among the export's
+devices (its ``LOCAL_RANK`` on one node). A process that drives several GPUs is one rank per GPU it drives, each
+with that device's activity and the process's runtime calls and NVTX ranges: wall time, idle time and overlap
+(:mod:`hroofline.analyze.overlap`) are a GPU's, and two GPUs' intervals swept as one timeline would hide each
+other's idle time.
 
 Per launch, beyond the trace path's columns: ``time_s`` is end - start, ``start_s`` the start in seconds from the
 earliest activity start of its rank in the export, and a kernel launched from a CUDA graph keeps the export's
@@ -21,6 +24,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from hroofline.importers.kineto import GpuActivity, TraceEvents
 from hroofline.importers.nsys_nvtx import cpu_events
 from hroofline.importers.nsys_sqlite import NANOSECOND, NsysTables, ProcessActivity, looks_like_sqlite, read_nsys_sqlite
 from hroofline.importers.source import ImportedSource
-from hroofline.importers.trace_source import NO_SHAPES_WARNING, TraceOptions, trace_source
+from hroofline.importers.trace_source import ANALYTIC_NOTE, NO_SHAPES_WARNING, TraceOptions, trace_source
 from hroofline.model.layers import phase_label
 from hroofline.model.run import NSYS_KIND, RAW_METRIC_PREFIX, conform_launches
 from hroofline.roofs.catalog import gpu_from_display_name
@@ -45,10 +49,11 @@ NO_SIZES_WARNING = (
     "the export's NVTX op ranges carry no sizes: FLOPs and bytes are unknown, only times were measured; profile "
     "under torch.autograd.profiler.emit_nvtx(record_shapes=True) for the ops' work"
 )
+ANALYTIC_PREFIX = ANALYTIC_NOTE.split(":", 1)[0]  # "FLOPs and bytes are analytic"
 GRAPH_COLUMNS = {"graph_id": RAW_METRIC_PREFIX + "graphId", "graph_node_id": RAW_METRIC_PREFIX + "graphNodeId"}
 RANK_RULE = (
-    "one rank per process that launched GPU work, numbered by the lowest device it drives (one rank per GPU where "
-    "each process drives one)"
+    "one rank per GPU: per (process, device) pair with GPU work, numbered by device, then process (a process "
+    "that drives several GPUs is one rank per GPU)"
 )
 
 
@@ -83,7 +88,7 @@ def read_nsys(path: Path) -> NsysTables:
 
 def nsys_source(tables: NsysTables, digest: str, options: TraceOptions, metric_set: MetricSet) -> ImportedSource:
     """Every rank of the export as one source, its launches numbered rank after rank."""
-    ranks = sorted(tables.processes.values(), key=lambda p: (p.devices[0], p.pid))
+    ranks = _per_device(tables.processes.values())
     if options.steps is not None:
         raise UsageError(f"{tables.path}: --steps: not for a Nsight Systems export", "import the whole export")
     if options.rank is not None and len(ranks) > 1:
@@ -92,14 +97,24 @@ def nsys_source(tables: NsysTables, digest: str, options: TraceOptions, metric_s
         )
     options = _with_gpu(tables, options)
     parts: list[ImportedSource] = []
-    with_sizes = 0
+    with_sizes: dict[int, int] = {}  # per process: its ranges are read once per device it drives
     for number, process in enumerate(ranks):
         rank = options.rank if options.rank is not None else number
-        trace, sized = _rank_trace(tables, process, rank, len(ranks))
-        with_sizes += sized
+        trace, with_sizes[process.pid] = _rank_trace(tables, process, rank, len(ranks))
         imported = trace_source(trace, digest, replace(options, rank=rank), metric_set)
         parts.append(_with_start_and_graph(imported, trace.gpu))
-    return _combined(tables, parts, ranks, with_sizes)
+    return _combined(tables, parts, ranks, sum(with_sizes.values()))
+
+
+def _per_device(processes: Iterable[ProcessActivity]) -> list[ProcessActivity]:
+    """One process activity per (process, device) pair: the device's GPU activity, the process's runtime calls and
+    NVTX ranges; by device, then process."""
+    pairs = [
+        replace(process, gpu=[a for a in process.gpu if int(a.args["device"]) == device])
+        for process in processes
+        for device in process.devices
+    ]
+    return sorted(pairs, key=lambda p: (p.devices[0], p.pid))
 
 
 def _with_gpu(tables: NsysTables, options: TraceOptions) -> TraceOptions:
@@ -181,7 +196,10 @@ def _combined(
         "world_size": str(len(ranks)),
         "rank_rule": RANK_RULE,
     }
-    info.notes = [*tables.notes, _ranks_note(ranks), nvtx_shares_note(frame), *_rank_lines(parts, "notes")]
+    rank_notes = _rank_lines(parts, "notes")
+    if not with_sizes:  # no shapes to replay: the trace path's note on analytic work would contradict the warning
+        rank_notes = [line for line in rank_notes if not line.startswith(ANALYTIC_PREFIX)]
+    info.notes = [*tables.notes, _ranks_note(ranks), nvtx_shares_note(frame), *rank_notes]
     if with_sizes:
         info.notes.append(
             f"{with_sizes} NVTX op ranges carry their inputs' sizes (emit_nvtx(record_shapes=True)); emit_nvtx "

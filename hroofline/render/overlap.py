@@ -26,8 +26,13 @@ WALL_HEADING = (
     "compute + communication hidden + exposed + idle = wall):"
 )
 CRITICAL_HEADING = (
-    "critical rank per step and phase (the longest own work: compute + communication hidden; lag = its wall - "
-    "the median rank's = compute + exposed communication + waiting):"
+    "critical rank per step and phase (the longest own work: compute + communication hidden; lag = its own work - "
+    "the median rank's; waiting caused = the median rank's exposed communication + idle - its own; "
+    "wall difference = lag - waiting caused):"
+)
+SPREAD_HEADING = (
+    "slowest rank per phase (by its GPU time outside communication kernels, summed over launches: slowest_s and "
+    "median_s are that time; extra = slowest - median of the ranks):"
 )
 CRITICAL_COLUMNS: tuple[str, ...] = (
     "step",
@@ -36,9 +41,8 @@ CRITICAL_COLUMNS: tuple[str, ...] = (
     "critical_rank",
     "median_rank",
     "lag_s",
-    "lag_compute_s",
-    "lag_communication_exposed_s",
-    "lag_waiting_s",
+    "waiting_caused_s",
+    "wall_difference_s",
 )
 
 

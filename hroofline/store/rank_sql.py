@@ -7,7 +7,10 @@ has a row in every phase of the run, zero where it launched nothing there (as ``
 the ranks, the median and the median absolute deviation (MAD) of the ranks' compute time, and the slowest rank (by
 compute time: a fast rank waits for a slow one inside its collectives, so totals would even out). A rank is a
 **straggler** in a phase where its compute time exceeds the median by more than :data:`STRAGGLER_MADS` × MAD
-(Iglewicz and Hoaglin's modified z-score, 0.6745 × (x − median) / MAD, above 3.5).
+(Iglewicz and Hoaglin's modified z-score, 0.6745 × (x − median) / MAD, above 3.5), the MAD taken as at least
+:data:`MAD_FLOOR` of the median: where half the ranks or more tie (MAD = 0), any excess over the median, down
+to a picosecond of jitter, would otherwise flag a rank; with the floor a rank needs more than 5.19% over the
+median.
 
 Why the same to the last digit on any engine: times are summed as whole picoseconds (``time_s`` rounded to 1 ps;
 traces resolve 1 ns), exact in 64-bit integers whatever order the engine adds them in; the median and MAD are
@@ -28,6 +31,10 @@ if TYPE_CHECKING:
     from hroofline.store.reading import StoreReader
 
 STRAGGLER_MADS = 3.5 / 0.6745  # x - median > 5.19 MAD: a modified z-score above 3.5
+MAD_FLOOR = 0.01  # the MAD is taken as at least 1% of the median
+# x - median > k max(MAD, f median), times 4 (the SQL keeps 4 MAD and 2 median) and 1 / (2 f) = 50 to stay in
+# integers: 50 (4 x - 2 median2) > k max(50 mad4, median2); 200 x stays below 2^63 up to 46,000 s per rank and phase.
+_FLOOR_SCALE = round(1 / (2 * MAD_FLOOR))
 
 _PICOSECONDS = "CAST(FLOOR(COALESCE(time_s, 0E0) * 1E12 + 5E-1) AS BIGINT)"
 _MIDDLE = "(position = FLOOR((ranks + 1) / 2E0) OR position = FLOOR(ranks / 2E0) + 1)"
@@ -79,7 +86,9 @@ SELECT o.rank_id AS rank, o.phase,
        CAST(m.median2_ps AS DOUBLE) / 2E12 AS median_compute_s,
        CAST(d.mad4_ps AS DOUBLE) / 4E12 AS mad_compute_s,
        m.slowest_rank,
-       (4 * o.compute_ps - 2 * m.median2_ps > {STRAGGLER_MADS!r}E0 * d.mad4_ps) AS straggler
+       ({_FLOOR_SCALE} * (4 * o.compute_ps - 2 * m.median2_ps) > {STRAGGLER_MADS!r}E0
+           * (CASE WHEN {_FLOOR_SCALE} * d.mad4_ps > m.median2_ps THEN {_FLOOR_SCALE} * d.mad4_ps
+                   ELSE m.median2_ps END)) AS straggler
 FROM ordered o JOIN medians m ON o.phase = m.phase JOIN mads d ON o.phase = d.phase
 ORDER BY o.phase, o.rank_id
 """
