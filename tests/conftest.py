@@ -40,6 +40,7 @@ SHARED = REPO.parent / "shared"
 
 
 SHARED_TRACES_KEY = "hroofline_shared_traces"  # in a pytest-xdist worker's workerinput: the workers' traces folder
+SHARED_CACHE_KEY = "hroofline_shared_cache"  # in its workerinput: the session's cache folder, the controller's
 _traces_folder = pytest.StashKey[Path]()
 shared_traces: Path | None = None  # in a worker: where the workers keep the steps the bench traced, one file each
 
@@ -321,30 +322,40 @@ def pytest_configure(config: pytest.Config) -> None:
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
     took 39 s instead of 14. A worker also takes the folder of traces the workers share from its workerinput.
     What hroofline caches per machine (a CPU's measured ceilings) goes to a folder of this process's own, for it
-    and the programs it starts, never to the user's ~/.cache."""
+    and the programs it starts, never to the user's ~/.cache; under pytest-xdist one folder for the session, the
+    controller's, so that the CPU's ceilings are measured once (about 6 s here), not once per worker. Inductor
+    compiles in the worker (and the programs it starts), without a pool of compile processes: on two cores
+    beside another worker the pool's processes, each importing torch, cost more than they save."""
     global shared_traces
-    config.stash[_cache_folder] = Path(tempfile.mkdtemp(prefix="hroofline-cache-"))
-    os.environ["HROOFLINE_CACHE_DIR"] = str(config.stash[_cache_folder])
-    if SHARED_TRACES_KEY in getattr(config, "workerinput", {}):
-        shared_traces = Path(config.workerinput[SHARED_TRACES_KEY])  # type: ignore[attr-defined]
+    workerinput = getattr(config, "workerinput", {})
+    if SHARED_CACHE_KEY in workerinput:
+        os.environ["HROOFLINE_CACHE_DIR"] = workerinput[SHARED_CACHE_KEY]  # the controller removes it
+    else:
+        config.stash[_cache_folder] = Path(tempfile.mkdtemp(prefix="hroofline-cache-"))
+        os.environ["HROOFLINE_CACHE_DIR"] = str(config.stash[_cache_folder])
+    if SHARED_TRACES_KEY in workerinput:
+        shared_traces = Path(workerinput[SHARED_TRACES_KEY])
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("MKL_NUM_THREADS", "1")
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         if "torch" in sys.modules:  # a plugin imported it first: the environment no longer reaches it
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: WorkerController) -> None:
-    """pytest-xdist, before it starts a worker: the folder where the workers share traced steps, one per session."""
+    """pytest-xdist, before it starts a worker: the folders where the workers share traced steps and what hroofline
+    caches per machine, one each per session."""
     stash = node.config.stash
     if _traces_folder not in stash:
         stash[_traces_folder] = Path(tempfile.mkdtemp(prefix="hroofline-traces-"))
     node.workerinput[SHARED_TRACES_KEY] = str(stash[_traces_folder])
+    node.workerinput[SHARED_CACHE_KEY] = str(stash[_cache_folder])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The controller removes the workers' traces folder; each process its cache folder."""
+    """The controller removes the workers' traces folder and the cache folder it made (the workers' too)."""
     if _traces_folder in config.stash:
         shutil.rmtree(config.stash[_traces_folder], ignore_errors=True)
     if _cache_folder in config.stash:

@@ -85,7 +85,9 @@ def test_a_cpu_trace_without_ranges_has_its_forward_pass(cli, two_steps: Path) -
         return "other"
 
     expected = Counter((op["name"], phase(op)) for op in ops)
-    result = cli("import", two_steps, "--run", "steps", "--gpu", "cpu")
+    ceilings = two_steps.with_name("fixed-ceilings.toml")  # the phases need no roofs: none measured here
+    ceilings.write_text('name = "fixed"\n[ceilings]\nl1 = 400e9\nhbm = 40e9\nfp32 = 400e9\n')
+    result = cli("import", two_steps, "--run", "steps", "--gpu", "cpu", "--ceilings", ceilings)
     assert result.code == 0, result.err
     launches = load("steps", cli.store).launches
     assert Counter(zip(launches["kernel"], launches["phase"], strict=True)) == expected
