@@ -10,6 +10,7 @@ import io
 import lzma
 import os
 import pickle
+import runpy
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,7 @@ SHARED = REPO.parent / "shared"
 
 
 SHARED_TRACES_KEY = "hroofline_shared_traces"  # in a pytest-xdist worker's workerinput: the workers' traces folder
+SHARED_CACHE_KEY = "hroofline_shared_cache"  # in its workerinput: the session's cache folder, the controller's
 _traces_folder = pytest.StashKey[Path]()
 shared_traces: Path | None = None  # in a worker: where the workers keep the steps the bench traced, one file each
 
@@ -143,15 +145,20 @@ def deepcam_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def h100_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared H100 files, decompressed once (``lzma``)."""
+    """The shared H100 files, decompressed once (``lzma``): under pytest-xdist once a session, into the folder the
+    workers share (312 MB, 1.3 s of decompression each here), each file written under another name and then
+    renamed, so that no worker reads one half written."""
     shared = need(SHARED / "fixtures" / "h100")
-    folder = tmp_path_factory.mktemp("h100")
+    folder = shared_traces / "h100" if shared_traces is not None else tmp_path_factory.mktemp("h100")
+    folder.mkdir(exist_ok=True)
     for path in shared.iterdir():
-        if path.suffix == ".xz":
-            with lzma.open(path) as packed, (folder / path.stem).open("wb") as plain:
-                shutil.copyfileobj(packed, plain)
-        elif path.is_file():
-            shutil.copy(path, folder / path.name)
+        target = folder / (path.stem if path.suffix == ".xz" else path.name)
+        if not path.is_file() or target.exists():
+            continue
+        partial = target.with_name(f".{target.name}.{os.getpid()}")
+        with lzma.open(path) if path.suffix == ".xz" else path.open("rb") as source, partial.open("wb") as plain:
+            shutil.copyfileobj(source, plain)
+        partial.replace(target)
     return folder
 
 
@@ -289,6 +296,17 @@ def run_program(*args: str, cwd: Path | None = None, env: dict[str, str] | None 
     return Result(completed.returncode, completed.stdout, completed.stderr)
 
 
+def run_script_here(script: Path, *args: object) -> None:
+    """Run a Python script in this process as ``python SCRIPT ARGS`` runs it (``sys.argv`` its own meanwhile): a
+    user's torch script without a program's start (importing torch and torchvision again, 3 to 4 s here)."""
+    saved = sys.argv
+    sys.argv = [str(script), *map(str, args)]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = saved
+
+
 def tree_digest(root: Path) -> str:
     """A digest of every file name and content under root (empty string when root is absent)."""
     if not root.exists():
@@ -339,30 +357,40 @@ def pytest_configure(config: pytest.Config) -> None:
     one per core put four busy threads on two cores under two workers, and a CPU timing test beside a busy worker
     took 39 s instead of 14. A worker also takes the folder of traces the workers share from its workerinput.
     What hroofline caches per machine (a CPU's measured ceilings) goes to a folder of this process's own, for it
-    and the programs it starts, never to the user's ~/.cache."""
+    and the programs it starts, never to the user's ~/.cache; under pytest-xdist one folder for the session, the
+    controller's, so that the CPU's ceilings are measured once (about 6 s here), not once per worker. Inductor
+    compiles in the worker (and the programs it starts), without a pool of compile processes: on two cores
+    beside another worker the pool's processes, each importing torch, cost more than they save."""
     global shared_traces
-    config.stash[_cache_folder] = Path(tempfile.mkdtemp(prefix="hroofline-cache-"))
-    os.environ["HROOFLINE_CACHE_DIR"] = str(config.stash[_cache_folder])
-    if SHARED_TRACES_KEY in getattr(config, "workerinput", {}):
-        shared_traces = Path(config.workerinput[SHARED_TRACES_KEY])  # type: ignore[attr-defined]
+    workerinput = getattr(config, "workerinput", {})
+    if SHARED_CACHE_KEY in workerinput:
+        os.environ["HROOFLINE_CACHE_DIR"] = workerinput[SHARED_CACHE_KEY]  # the controller removes it
+    else:
+        config.stash[_cache_folder] = Path(tempfile.mkdtemp(prefix="hroofline-cache-"))
+        os.environ["HROOFLINE_CACHE_DIR"] = str(config.stash[_cache_folder])
+    if SHARED_TRACES_KEY in workerinput:
+        shared_traces = Path(workerinput[SHARED_TRACES_KEY])
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("MKL_NUM_THREADS", "1")
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         if "torch" in sys.modules:  # a plugin imported it first: the environment no longer reaches it
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: WorkerController) -> None:
-    """pytest-xdist, before it starts a worker: the folder where the workers share traced steps, one per session."""
+    """pytest-xdist, before it starts a worker: the folders where the workers share traced steps and what hroofline
+    caches per machine, one each per session."""
     stash = node.config.stash
     if _traces_folder not in stash:
         stash[_traces_folder] = Path(tempfile.mkdtemp(prefix="hroofline-traces-"))
     node.workerinput[SHARED_TRACES_KEY] = str(stash[_traces_folder])
+    node.workerinput[SHARED_CACHE_KEY] = str(stash[_cache_folder])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The controller removes the workers' traces folder; each process its cache folder."""
+    """The controller removes the workers' traces folder and the cache folder it made (the workers' too)."""
     if _traces_folder in config.stash:
         shutil.rmtree(config.stash[_traces_folder], ignore_errors=True)
     if _cache_folder in config.stash:

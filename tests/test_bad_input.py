@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,10 +172,35 @@ def test_errors_reach_a_real_process_as_one_line(tmp_path: Path) -> None:
         (["kernels", "missing-run"], 1),
     ],
 )
-def test_usage_and_lookup_errors(tmp_path: Path, args: list[str], code: int) -> None:
-    result = run_program(*args, "--store", tmp_path / "s")
+def test_usage_and_lookup_errors(cli, tmp_path: Path, args: list[str], code: int) -> None:
+    """In this process (an exception main() let out fails the test as a traceback would; a real process's one line:
+    test_errors_reach_a_real_process_as_one_line)."""
+    result = cli(*args, "--store", tmp_path / "s")
     assert result.code == code, result
     assert "Traceback" not in result.err
+
+
+# main() of each command line in turn, in one program (one start, not one per case): per case its exit code, its
+# stderr, and whether torch was imported by then (the first case that imports it is the one that fails, named)
+MAINS_IN_ONE_PROGRAM = """
+import contextlib, io, json, sys
+from hroofline.cli.main import main
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+    print(json.dumps([code, err.getvalue(), "torch" in sys.modules]))
+"""
+
+
+def _mains_in_one_program(argvs: list[list[str]], env: dict[str, str] | None = None) -> list[tuple[int, str, bool]]:
+    command = [sys.executable, "-c", MAINS_IN_ONE_PROGRAM, json.dumps(argvs)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == len(argvs), done.stderr[-2000:]
+    return [tuple(json.loads(line)) for line in done.stdout.splitlines()]
 
 
 def test_unknown_names_get_did_you_mean_before_torch_is_imported(tmp_path: Path) -> None:
@@ -184,14 +212,18 @@ def test_unknown_names_get_did_you_mean_before_torch_is_imported(tmp_path: Path)
     (blocker / "__init__.py").write_text("raise ImportError('torch was imported')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")])}
     store = str(tmp_path / "s")
-    model = run_program("predict", "--arch", "resnt50", "--gpu", "v100", "--store", store, env=env)
-    assert model.code == 2 and "did you mean resnet50" in model.err and model.err.count("\n") == 1
-    gpu = run_program("predict", "--arch", "resnet50", "--gpu", "a1000", "--store", store, env=env)
-    assert gpu.code == 2 and "did you mean a100" in gpu.err and "`hroofline gpus` lists them" in gpu.err
     (tmp_path / "s").mkdir()  # a store (an empty one): the run is what is misspelt
-    run = run_program("summary", "resnet5O", "--store", store, env=env)
-    assert run.code == 1 and "no run named 'resnet5O'" in run.err and run.err.count("\n") == 1
-    assert "torch was imported" not in model.err + gpu.err + run.err
+    argvs = [
+        ["predict", "--arch", "resnt50", "--gpu", "v100", "--store", store],
+        ["predict", "--arch", "resnet50", "--gpu", "a1000", "--store", store],
+        ["summary", "resnet5O", "--store", store],
+    ]
+    model, gpu, run = _mains_in_one_program(argvs, env)
+    assert model[0] == 2 and "did you mean resnet50" in model[1] and model[1].count("\n") == 1
+    assert gpu[0] == 2 and "did you mean a100" in gpu[1] and "`hroofline gpus` lists them" in gpu[1]
+    assert run[0] == 1 and "no run named 'resnet5O'" in run[1] and run[1].count("\n") == 1
+    assert "torch was imported" not in model[1] + gpu[1] + run[1]
+    assert not (model[2] or gpu[2] or run[2])
 
 
 def test_torchvision_names_are_checked_without_torchvision() -> None:
@@ -219,14 +251,6 @@ def test_malformed_input_shapes_are_refused_before_torch(tmp_path: Path) -> None
     """An --input-shape a torchvision model cannot take (224x224: no channels), or no shape at all, is one line
     naming the C,H,W form, exit 2, from every command that takes it, before torch is imported (it used to trace
     for seconds first and then name no form); a transformer's --input-shape is refused as early."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import sys\nfrom hroofline.cli.main import main\n"
-        "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\nprint('exit', code)\n"
-        "print('torch imported:', 'torch' in sys.modules)"
-    )
     cases = [
         (["predict", "--arch", "resnet18", "--gpu", "t4"], "224x224", "got '224x224'"),
         (["profile", "--arch", "resnet18", "--gpu", "cpu"], "224x224", "got '224x224'"),
@@ -236,11 +260,10 @@ def test_malformed_input_shapes_are_refused_before_torch(tmp_path: Path) -> None
         (["predict", "--model", "mymodel.py:build", "--gpu", "t4"], "three", "got 'three'"),
         (["predict", "--model", "hf:gpt2", "--gpu", "t4"], "3,4,4", "give --seq-len, not --input-shape"),
     ]
-    for argv, shape, expected in cases:
-        command = [sys.executable, "-c", probe, *argv, "--input-shape", shape, "--store", str(tmp_path / "s")]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        assert done.stdout.splitlines() == ["exit 2", "torch imported: False"], (argv, shape, done.stdout)
-        assert done.stderr.count("\n") == 1 and expected in done.stderr, (argv, shape, done.stderr)
+    argvs = [[*argv, "--input-shape", shape, "--store", str(tmp_path / "s")] for argv, shape, _ in cases]
+    for (argv, shape, expected), (code, err, torch_imported) in zip(cases, _mains_in_one_program(argvs), strict=True):
+        assert (code, torch_imported) == (2, False), (argv, shape, code, torch_imported)
+        assert err.count("\n") == 1 and expected in err, (argv, shape, err)
         if "seq-len" not in expected:
-            assert "--input-shape takes C,H,W (e.g. 3,224,224)" in done.stderr
+            assert "--input-shape takes C,H,W (e.g. 3,224,224)" in err
     assert not (tmp_path / "s").exists()

@@ -142,6 +142,7 @@ def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(
     import os
     import subprocess
     import sys
+    import tempfile
 
     script, trace, log = tmp_path / "step.py", tmp_path / "trace.json", tmp_path / "torch-trace"
     script.write_text(STEP)
@@ -149,7 +150,11 @@ def test_a_model_compiled_on_the_cpu_gets_its_gemms_layers_from_its_compile_log(
         **os.environ,
         "TORCH_TRACE": str(log),
         "INDUCTOR_PROVENANCE": "1",
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+        # Inductor's cache kept from one test run to the next (a fresh one per run cost about 10 s of C++ compiles
+        # here), of its own: the cache key leaves the trace.* options out, so a graph cached by a compile without
+        # provenance would log code that names none (hroofline/collect/compile_log.py); compiled with it, a graph
+        # found in the cache logs its provenance as compiled anew does (the same 7 backward GEMMs placed)
+        "TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"hroofline-tests-inductor-{os.getuid()}"),
     }
     done = subprocess.run([sys.executable, str(script), str(trace)], env=environment, capture_output=True, text=True)
     if done.returncode != 0 and "CppCompileError" in done.stderr:

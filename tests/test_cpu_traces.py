@@ -6,8 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 from hroofline.api import load
 from hroofline.roofs.ceilings import load_ceilings_file
 from hroofline.roofs.formulas import total_flops
-from tests.conftest import SHARED, need, tree_digest
+from tests.conftest import SHARED, need, run_script_here, tree_digest
 
 # The README's lines, with a small input so that the test is quick; the second trace leaves the shapes out.
 SNIPPET = """\
@@ -40,13 +38,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("cpu-traces")
     (folder / "make_trace.py").write_text(SNIPPET)
     with_shapes, without = folder / "trace.json", folder / "no-shapes.json"
-    done = subprocess.run(
-        [sys.executable, str(folder / "make_trace.py"), str(with_shapes), str(without)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_script_here(folder / "make_trace.py", with_shapes, without)
     elsewhere = folder / "elsewhere.json"
     document = json.loads(with_shapes.read_text())
     document["host_name"] = "another-machine"

@@ -7,8 +7,10 @@ the workload marks."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,17 @@ from hroofline.store.runs import RunDefaults, RunStore
 TRACE = "gpt2-amp-bf16-b8-s512-trace.json"
 REPORT = "gpt2-amp-bf16-b8-s512-step.ncu-rep"
 GPT2 = WorkloadConfig("hf:gpt2", batch_size=8, precision="amp-bf16", seq_len=512)
+
+
+@cache
+def _imported_once(folder: Path, name: str) -> ImportedSource:
+    return import_source(folder / name, ImportOptions(), load_metric_set())
+
+
+def _imported(folder: Path, name: str) -> ImportedSource:
+    """The shared step's trace or report, imported once for the module (a second or more each); each test its own
+    copy, for some change what they get."""
+    return copy.deepcopy(_imported_once(folder, name))
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +139,7 @@ def test_the_ncu_pass_measures_exactly_the_planned_launches(
     """The stand-in ncu sees the NVTX filter and the workload's calls file, and replays the real report's
     results launched in those calls; the joined run has every launch, measured or copied."""
     metric_set = load_metric_set()
-    trace = import_source(h100_dir / TRACE, ImportOptions(), metric_set)
+    trace = _imported(h100_dir, TRACE)
     plan = plan_distinct_launches(trace.launches)
     kernels = _standin_replays(trace, h100_dir, monkeypatch)
     arguments = tmp_path / "ncu-args"
@@ -147,7 +160,7 @@ def test_the_ncu_pass_measures_exactly_the_planned_launches(
     # exactly the planned launches, in order
     positions = {launch: i for i, launch in enumerate(kernels["launch_id"])}
     assert len(measured.launches) == plan.profiled
-    full = import_source(h100_dir / REPORT, ImportOptions(), metric_set).launches
+    full = _imported(h100_dir, REPORT).launches
     expected = full.iloc[[positions[launch] for launch in plan.measured]]
     assert np.allclose(measured.launches["time_s"], expected["time_s"]) and np.allclose(
         measured.launches["bytes_l2"], expected["bytes_l2"]
@@ -194,10 +207,9 @@ def test_the_ncu_pass_measures_exactly_the_planned_launches(
 def test_a_pass_that_ran_other_kernels_is_refused(h100_dir: Path) -> None:
     from hroofline.errors import ProfilingError
 
-    metric_set = load_metric_set()
-    trace = import_source(h100_dir / TRACE, ImportOptions(), metric_set)
+    trace = _imported(h100_dir, TRACE)
     plan = plan_distinct_launches(trace.launches)
-    full = import_source(h100_dir / REPORT, ImportOptions(), metric_set)
+    full = _imported(h100_dir, REPORT)
     shifted = full.launches.iloc[1 : plan.profiled + 1]  # as many results, other kernels
     with pytest.raises(ProfilingError, match=r"different kernels|did not line up"):
         join_distinct(trace, type(full)(full.info, shifted, full.cc, full.device_name), plan)
@@ -206,7 +218,7 @@ def test_a_pass_that_ran_other_kernels_is_refused(h100_dir: Path) -> None:
 def test_copies_far_from_their_measured_launchs_time_are_said(h100_dir: Path) -> None:
     """The copy check: on the real step a few first calls differ (a note); a signature that missed something,
     its copies twice as long, is a warning pointing to --every-launch."""
-    trace = import_source(h100_dir / TRACE, ImportOptions(), load_metric_set())
+    trace = _imported(h100_dir, TRACE)
     plan = plan_distinct_launches(trace.launches)
     frame = trace.launches.assign(
         counters_from=pd.array(trace.launches["launch_id"].map(plan.counters_from), dtype="Int64")
@@ -232,7 +244,7 @@ def test_profile_plans_measures_and_copies(
     import hroofline.collect.trace_backend as trace_backend
     from hroofline.importers.trace_source import MARKED_CALLS_SETTING
 
-    trace = import_source(h100_dir / TRACE, ImportOptions(), load_metric_set())
+    trace = _imported(h100_dir, TRACE)
     trace.info.settings[MARKED_CALLS_SETTING] = "the trace's External ids stand for hroofline's call numbers here"
     monkeypatch.setattr(trace_backend, "profile_trace", lambda *args: trace)
     monkeypatch.setattr(preflight, "gpu_visible", lambda: True)

@@ -179,28 +179,47 @@ def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(cli, two_runs
     assert other_runs_digest(two_runs, "broken") == good
 
 
+def _wait_until_waiting(lock: Path, waiters: int, processes: list[subprocess.Popen[str]]) -> None:
+    """Until ``waiters`` processes wait on the flock of ``lock`` (Linux lists each blocked request in /proc/locks,
+    marked "->", with the file's inode): a process is seen waiting, not given a time to get there. Without
+    /proc/locks (not Linux), given the time: 2.5 s."""
+    if not Path("/proc/locks").exists():
+        time.sleep(2.5)
+        return
+    inode = f":{lock.stat().st_ino} "
+    deadline = time.monotonic() + 120
+    while sum("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines()) < waiters:
+        ended = [process.args for process in processes if process.poll() is not None]
+        assert not ended and time.monotonic() < deadline, f"not waiting on {lock}: {ended or 'after 120 s'}"
+        time.sleep(0.05)
+
+
 def test_remove_during_an_import_never_fails_inside(ncu_dir: Path, tmp_path: Path) -> None:
-    """`rm` and `import` of one run started together, three times: each ends with exit 0, the run is either gone or
-    whole, and the other run is untouched. The run's lock is held while both start, so that both wait on it."""
+    """`rm` and `import` of one run started together, twice: each ends with exit 0, the run is either gone or
+    whole, and the other run is untouched. The run's lock is held while both start, so that both wait on it: rm
+    first (it takes the run away before the import can write), then the import, having parsed its file. Seen
+    waiting in that order, they are woken in it: an import that wrote into the folder rm took away failed on the
+    first attempt (with locked_run_folder's check of the lock's file taken out)."""
     import fcntl
 
     store = tmp_path / "store"
     for name in ("good", "busy"):
         assert run_program("import", ncu_dir / BASE, "--run", name, "--gpu", "v100", "--store", store).code == 0
     good = other_runs_digest(store, "busy")
-    for attempt in range(3):
+    for attempt in range(2):
         if not (store / "runs" / "run=busy").exists():
             assert run_program("import", ncu_dir / BASE, "--run", "busy", "--gpu", "v100", "--store", store).code == 0
-        with (store / "runs" / "run=busy" / ".lock").open("a") as lock:
+        lock_path = store / "runs" / "run=busy" / ".lock"
+        with lock_path.open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             command = [sys.executable, "-m", "hroofline"]
             pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
             removing = subprocess.Popen([*command, "rm", "busy", "--store", str(store)], **pipes)  # type: ignore[call-overload]
-            time.sleep(1.5)  # rm waits on the lock first: it takes the run away before the import can write
+            _wait_until_waiting(lock_path, 1, [removing])
             importing = subprocess.Popen(  # type: ignore[call-overload]
                 [*command, "import", str(ncu_dir / BASE), "--run", "busy", "--replace", "--store", str(store)], **pipes
             )
-            time.sleep(2.5)  # the import has parsed its file and waits on the lock too
+            _wait_until_waiting(lock_path, 2, [removing, importing])
             fcntl.flock(lock, fcntl.LOCK_UN)
         for process in (importing, removing):
             _, err = process.communicate(timeout=120)
@@ -349,10 +368,11 @@ def test_two_removals_of_one_run_behind_an_import(ncu_dir: Path, tmp_path: Path)
         assert run_program("import", ncu_dir / BASE, "--run", name, "--gpu", "v100", "--store", store).code == 0
     good = other_runs_digest(store, "busy")
     command = [sys.executable, "-m", "hroofline", "rm", "busy", "--store", str(store)]
-    with (store / "runs" / "run=busy" / ".lock").open("a") as lock:
+    lock_path = store / "runs" / "run=busy" / ".lock"
+    with lock_path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         removals = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        time.sleep(2.5)  # both have checked the run is there and wait on its lock
+        _wait_until_waiting(lock_path, 2, removals)  # both have checked the run is there and wait on its lock
         fcntl.flock(lock, fcntl.LOCK_UN)
     results = sorted((p.wait(timeout=120), p.stderr.read()) for p in removals)  # type: ignore[union-attr]
     assert [code for code, _ in results] == [0, 1], results

@@ -211,14 +211,24 @@ def per_phase_time(phase: str, kernels: list[dict[str, Any]], document: dict[str
     return sum(e["dur"] for e in kernels if kind in e["name"]) * 1e-6
 
 
-def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
-    result = cli("import", trace_path("ddp"), trace_path("recsys"), "--run", "ranks", "--gpu", "a100")
-    assert result.code == 0, result.err
-    table = cli("summary", "ranks", "--by", "rank", "--format", "json")
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ranks 0 (ddp) and 3 (recsys) in one run, imported with --merge name, which joins ncu passes per kernel name
+    and leaves traces (whole measurements) apart as without it: one import for the tests of both."""
+    from hroofline.cli.main import main
+
+    store = tmp_path_factory.mktemp("ranks") / "store"
+    sources = [str(trace_path("ddp")), str(trace_path("recsys"))]
+    assert main(["import", *sources, "--run", "ranks", "--gpu", "a100", "--merge", "name", "--store", str(store)]) == 0
+    return store
+
+
+def test_two_ranks_in_one_run(cli, two_ranks: Path) -> None:
+    table = cli("summary", "ranks", "--by", "rank", "--format", "json", store_dir=two_ranks)
     data = json.loads(table.out)
     ranks = {row["key"] for row in data["rows"]}
     assert ranks == {0, 3}
-    run = load("ranks", cli.store)
+    run = load("ranks", two_ranks)
     for row in data["rows"]:
         rows = run.launches[(run.launches["rank"] == row["key"]) & (run.launches["phase"] == row["phase"])]
         assert row["time_s"] == pytest.approx(rows["time_s"].sum(), rel=1e-12)
@@ -240,11 +250,11 @@ def test_two_ranks_in_one_run(cli, tmp_path: Path) -> None:
     assert allreduce["roof"] == "node"  # 2 ranks: within a node
     assert allreduce["roof_pct"] == pytest.approx(100 * allreduce["bus_byte_per_s"] / 300e9, rel=1e-12)
     # the table says the roof once, in SI, in its heading; no column of raw byte/s
-    text = cli("summary", "ranks", "--by", "rank").out
+    text = cli("summary", "ranks", "--by", "rank", store_dir=two_ranks).out
     assert "within a node NVLink 3 x12 300 GB/s" in text and "300,000,000,000" not in text
-    launch_table = cli("kernels", "ranks", "--group-by", "launch", "--format", "csv")
+    launch_table = cli("kernels", "ranks", "--group-by", "launch", "--format", "csv", store_dir=two_ranks)
     assert "rank" in launch_table.out.splitlines()[0].split(",")
-    check_rank_sql(RunStore(cli.store), data)
+    check_rank_sql(RunStore(two_ranks), data)
 
 
 def check_rank_sql(store: RunStore, data: dict[str, Any]) -> None:
@@ -390,11 +400,9 @@ def test_module_path() -> None:
     assert module_path("") is None
 
 
-def test_traces_are_never_joined_as_passes(cli) -> None:
+def test_traces_are_never_joined_as_passes(two_ranks: Path) -> None:
     """--merge name joins ncu passes per kernel name; traces (whole measurements, one per rank) stay apart."""
-    result = cli("import", trace_path("ddp"), trace_path("recsys"), "--run", "merged", "--merge", "name")
-    assert result.code == 0, result.err
-    run = load("merged", cli.store)
+    run = load("ranks", two_ranks)
     assert len(run.meta.sources) == 2
     assert len(run.launches) == len(gpu_events(read_events("ddp"))) + len(gpu_events(read_events("recsys")))
 
