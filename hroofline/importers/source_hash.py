@@ -2,8 +2,8 @@
 source so that importing the same file again adds nothing.
 
 The value names its algorithm: ``blake3:<64 hex digits>`` is BLAKE3 (256 bits), the hash of runs begun with this
-version on (BLAKE3 reads a file about 2.6x as fast as SHA-256 on one core: 0.30 s against 0.80 s for the 823 MB
-CSV of ``bench/import_speed.py``); a bare 64-digit hex value is SHA-256, what every run begun before holds. A run
+version on (BLAKE3 hashes a file about 2.6x as fast as SHA-256 on one core: 0.23 s against 0.59 s of CPU for the
+823 MB CSV of ``bench/import_speed.py``); a bare 64-digit hex value is SHA-256, what every run begun before holds. A run
 keeps the algorithm it began with (:func:`run_algorithm`), so that a file imported again into an older run is
 hashed as it was then and recognised. Folders of one-metric-per-run logs keep SHA-256 over their small files.
 """
