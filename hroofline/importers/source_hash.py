@@ -32,7 +32,7 @@ def algorithm_of(identity: str) -> str:
 
 def run_algorithm(identities: Iterable[str]) -> str:
     """The algorithm a run hashes its sources with: SHA-256 where it holds any SHA-256 identity (a run begun
-    before BLAKE3, whose sources must be recognised again), else BLAKE3."""
+    before BLAKE3, whose sources must be recognised again, or one holding a folder of logs), else BLAKE3."""
     return SHA256 if any(algorithm_of(identity) == SHA256 for identity in identities) else BLAKE3
 
 
