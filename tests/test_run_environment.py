@@ -27,7 +27,7 @@ WARNING = "hroofline: warning: base and candidate differ in"
 
 
 def meta(gpu: str | None = "h100-sxm", **settings: str) -> RunMeta:
-    source = SourceInfo(path="step.ncu-rep", kind="ncu-rep", sha256="0" * 64, launches=1, settings=dict(settings))
+    source = SourceInfo(path="step.ncu-rep", kind="ncu-rep", source_hash="0" * 64, launches=1, settings=dict(settings))
     return RunMeta(name="r", gpu=gpu, sources=[source])
 
 

@@ -18,6 +18,7 @@ from hroofline.errors import InputError, UsageError, did_you_mean
 from hroofline.importers.build import ImportOptions, ReadSource, import_sources, read_source, source_digest
 from hroofline.importers.inductor_provenance import layers_from_compile_log
 from hroofline.importers.source import ImportedSource
+from hroofline.importers.source_hash import run_algorithm
 from hroofline.model.phases import parse_phase_option
 from hroofline.roofs.catalog import resolve_gpu
 from hroofline.roofs.ceilings import CPU, Ceilings, load_ceilings_file
@@ -250,14 +251,15 @@ def import_files(
     replacing = replace and store.has_run(name)
     if defaults.ceilings and store.has_run(name) and not replacing:
         _check_ceilings_taken(store, name, defaults.ceilings)
-    already = {s.sha256 for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
+    already = {s.source_hash for s in store.load_meta(name).sources} if store.has_run(name) and not replacing else set()
+    options = dataclasses.replace(options, hash_algorithm=run_algorithm(already))  # the run's own hash
     metric_set = load_metric_set()
     read: list[ReadSource] = []
     skipped: list[str] = []
     for index, source in enumerate(sources, start=1):
         path = Path(source)
         # Only an existing run can already hold the source; then its digest is needed up front.
-        digest = source_digest(path) if already and path.exists() else None
+        digest = source_digest(path, options.hash_algorithm) if already and path.exists() else None
         prefix = f"[{index}/{len(sources)}] {source}"
         if digest in already and options.captures:  # held without its capture: added again, it would count twice
             raise UsageError(

@@ -295,7 +295,7 @@ def predict_run(
     info = SourceInfo(
         path=f"analytic:{config.arch}",
         kind="analytic",
-        sha256=trace_identity(config, gpu.name, options.phases),
+        source_hash=trace_identity(config, gpu.name, options.phases),
         launches=len(launches),
         formulas_used={
             "flops": "PyTorch FLOP formulas (torch.utils.flop_counter) and metrics/cpu_ops.toml",

@@ -10,12 +10,13 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hroofline.api.imports import ImportSettings, checked_settings
 from hroofline.errors import HrooflineError, InputError, UsageError
 from hroofline.importers.build import ImportOptions, import_sources, read_source, source_digest
+from hroofline.importers.source_hash import run_algorithm
 from hroofline.model.run import RunMeta
 from hroofline.roofs.metricset import load_metric_set
 from hroofline.store.files import (
@@ -104,9 +105,10 @@ def import_ranks(
         sweep_temporary_files(run_dir)
         half = sweep_half_written(run_dir)
         existing, existing_file = store.committed(name) if store.has_run(name) else (None, None)
-        in_run = {s.sha256 for s in existing.sources} if existing else set()
+        in_run = {s.source_hash for s in existing.sources} if existing else set()
         in_parts = {part.digest for part in stored_parts(run_dir)}
-        todo, held, resumed = _to_import(paths, in_run, in_parts)
+        options = replace(options, hash_algorithm=run_algorithm(in_run | in_parts))  # the run's own hash
+        todo, held, resumed = _to_import(paths, in_run, in_parts, options.hash_algorithm)
         if resumed or half:
             say(f"resuming run {name!r}: {resumed} ranks stored already, {half} half-written (imported again)")
         _import_in_workers(todo, run_dir, name, options, jobs or os.cpu_count() or 1, say)
@@ -116,11 +118,13 @@ def import_ranks(
     return RanksImported(meta, len(todo), held, resumed, half)
 
 
-def _to_import(paths: list[Path], in_run: set[str], in_parts: set[str]) -> tuple[list[tuple[Path, str]], int, int]:
+def _to_import(
+    paths: list[Path], in_run: set[str], in_parts: set[str], algorithm: str
+) -> tuple[list[tuple[Path, str]], int, int]:
     """The traces to import with their digests, and how many the run and the stored parts hold already."""
     todo, seen, held, resumed = [], set(), 0, 0
     for path in paths:
-        digest = source_digest(path)
+        digest = source_digest(path, algorithm)
         if digest in seen:
             continue
         seen.add(digest)

@@ -207,7 +207,7 @@ def run_predict(args: argparse.Namespace) -> int:
     reused = {}
     for plan, prediction in zip(planned, predictions, strict=True):
         info = prediction.source.info
-        same = known.get((info.sha256, info.formulas_used.get("time_s", "")))
+        same = known.get((info.source_hash, info.formulas_used.get("time_s", "")))
         if same is not None:
             reused[plan.run] = same
         elif not args.replace and store.has_run(plan.run):
@@ -242,7 +242,7 @@ def _predicted_configurations(store: RunStore) -> dict[tuple[str, str], str]:
     for meta in metas:
         if meta.predicted and len(meta.sources) == 1:
             source = meta.sources[0]
-            known.setdefault((source.sha256, source.formulas_used.get("time_s", "")), meta.name)
+            known.setdefault((source.source_hash, source.formulas_used.get("time_s", "")), meta.name)
     return known
 
 

@@ -107,7 +107,7 @@ def _cpu_source(recorder: OpRecorder, path: str, settings: dict[str, str], warmu
     info = SourceInfo(
         path=path,
         kind="cpu",
-        sha256=hashlib.sha256(f"{path} {collected} {time.time_ns()}".encode()).hexdigest(),
+        source_hash=hashlib.sha256(f"{path} {collected} {time.time_ns()}".encode()).hexdigest(),
         launches=len(launches),
         formulas_used=dict(FORMULAS),
         time_methods={TIME_METHOD: len(launches)},

@@ -16,6 +16,7 @@ import pandas as pd
 from hroofline.collect.ncu_top import MEASURED_COLUMNS, at_top_clock, function_name, joined_source, same_launches
 from hroofline.errors import MergeError
 from hroofline.importers.source import ImportedSource
+from hroofline.importers.source_hash import file_entry
 from hroofline.model.run import JOINED_KIND, PEAK_COLUMNS, RAW_METRIC_PREFIX, SourceInfo
 from hroofline.roofs.catalog import GpuName, gpu_from_display_name
 
@@ -93,7 +94,7 @@ def join_step(trace: ImportedSource, report: ImportedSource, top_clock_hz: float
         f"times from {trace.info.path}"
     )
     joined = joined_source(trace, report, frame, [note], [], top_clock_hz)
-    halves = (info.files or [{"name": info.path, "sha256": info.sha256}] for info in (trace.info, report.info))
+    halves = (info.files or [file_entry(info.path, info.source_hash)] for info in (trace.info, report.info))
     joined.info.files = [file for half in halves for file in half]  # where both came from
     return joined
 

@@ -8,7 +8,6 @@ evaluates the metric formulas and the report's own roofs on each result.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,9 +41,9 @@ from hroofline.importers.raw import (
     decode_text,
     is_blank,
     read_source_data,
-    sha256_of_file,
 )
 from hroofline.importers.source import ImportedSource
+from hroofline.importers.source_hash import BLAKE3, file_entry, file_hash, files_hash
 from hroofline.importers.trace_source import TraceOptions, trace_source
 from hroofline.importers.values import check_values
 from hroofline.model.layers import layer_from_ranges, phase_label
@@ -68,6 +67,7 @@ class ImportOptions:
     force_gpu: bool = False  # judge a report as ``gpu`` even where the device it states differs (SM count)
     captures: tuple[Path, ...] = ()  # traces replayed from CUDA graphs: the traces written while capturing them
     compiled: Mapping[str, CompiledGraph] | None = None  # traces: a compile log's graphs, for compiled layers
+    hash_algorithm: str = BLAKE3  # of the sources' identities: the run's own (source_hash.run_algorithm)
 
 
 # Sources that are a whole measurement each (a trace, an Nsight Systems export), never one pass of several.
@@ -84,17 +84,17 @@ class ReadSource:
     files: list[dict[str, str]]
 
 
-def source_digest(path: Path) -> str:
-    """The identity of a source: its file's sha256, or one over a folder's files."""
+def source_digest(path: Path, algorithm: str = BLAKE3) -> str:
+    """The identity of a source: its file's hash (``algorithm``), or a SHA-256 over a folder's files."""
     if path.is_dir():
         return folder_digest(folder_files(path))[0]
-    return sha256_of_file(path)
+    return file_hash(path, algorithm)
 
 
 def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None) -> ReadSource:
-    """The profile of a file or folder, with the source's sha256 and, for a folder, its files' hashes.
+    """The profile of a file or folder, with the source's identity and, for a folder, its files' hashes.
 
-    A file's sha256 is computed once, beside the parsing, unless the caller already has it."""
+    A file's hash (``options.hash_algorithm``) is computed once, beside the parsing, unless the caller has it."""
     if path.is_dir():
         folder_sha256, files = folder_digest(folder_files(path))
         reader = _file_reader(metric_set)
@@ -102,12 +102,12 @@ def read_source(path: Path, options: ImportOptions, metric_set: MetricSet, diges
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     if is_nsys_file(path, _head(path)):
-        return ReadSource(path, read_nsys(path), digest or sha256_of_file(path), [])
+        return ReadSource(path, read_nsys(path), digest or file_hash(path, options.hash_algorithm), [])
     if digest is not None:
         return ReadSource(path, _read_file(read_source_data(path), path, metric_set), digest, [])
-    # The file's sha256 in a thread beside the parse (hashlib releases the GIL), read from the file in blocks.
+    # The file's hash in a thread beside the parse (it releases the GIL), read from the file in blocks.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        hashing = pool.submit(sha256_of_file, path)
+        hashing = pool.submit(file_hash, path, options.hash_algorithm)
         try:
             profile = _read_file(read_source_data(path), path, metric_set)
         except BaseException:
@@ -160,7 +160,7 @@ def _read_file(source: SourceData, path: Path, metric_set: MetricSet) -> RawProf
 def import_source(
     path: Path, options: ImportOptions, metric_set: MetricSet, digest: str | None = None
 ) -> ImportedSource:
-    """Read one source and compute its quantities; ``digest`` is the source's sha256 if already known."""
+    """Read one source and compute its quantities; ``digest`` is the source's identity if already known."""
     return build_source(read_source(path, options, metric_set, digest), options, metric_set)
 
 
@@ -220,13 +220,8 @@ def _joined(group: list[ReadSource], options: ImportOptions, metric_set: MetricS
     passes = [Pass(s.path, s.profile) for s in group]
     where = " + ".join(str(s.path) for s in group)
     profile = join_passes(passes, options.merge, metric_set, where)
-    files = [{"name": str(s.path), "sha256": s.digest} for s in group]
-    return ReadSource(Path(where), profile, _files_digest(files), files)
-
-
-def _files_digest(files: list[dict[str, str]]) -> str:
-    """The identity of a source made of several files: one sha256 over their names and digests."""
-    return hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in files).encode()).hexdigest()
+    files = [file_entry(str(s.path), s.digest) for s in group]
+    return ReadSource(Path(where), profile, files_hash(files, options.hash_algorithm), files)
 
 
 def build_source(source: ReadSource, options: ImportOptions, metric_set: MetricSet) -> ImportedSource:
@@ -316,9 +311,9 @@ def _trace_source(
     if not options.captures:
         return trace_source(trace, source.digest, trace_options, metric_set)
     # the replay and its captures are one source: its identity is theirs together, each file listed
-    files = [{"name": str(source.path), "sha256": source.digest}]
-    files += [{"name": str(path), "sha256": sha256_of_file(path)} for path in options.captures]
-    imported = trace_source(trace, _files_digest(files), trace_options, metric_set)
+    files = [file_entry(str(source.path), source.digest)]
+    files += [file_entry(str(path), file_hash(path, options.hash_algorithm)) for path in options.captures]
+    imported = trace_source(trace, files_hash(files, options.hash_algorithm), trace_options, metric_set)
     imported.info.files = files
     return imported
 
@@ -434,7 +429,7 @@ def _source_info(source: ReadSource, options: ImportOptions, derived: Derived, l
     return SourceInfo(
         path=str(source.path),
         kind=profile.kind,
-        sha256=source.digest,
+        source_hash=source.digest,
         launches=launches,
         files=source.files,
         ncu_version=profile.ncu_version,

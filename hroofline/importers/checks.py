@@ -69,7 +69,7 @@ def uncounted_tensor_work(
     """Tensor-core kernels (by name, or by tensor-pipe utilisation metrics) in a source that counted no
     tensor work of that kind: their FLOPs (or integer operations) are missing from every total."""
     hints = metric_set.tensor_hints
-    names = kernels.astype(str).str.lower()
+    names = _KernelNames.of(kernels)
     found = []
     checks = (
         ("floating-point", list(TENSOR_FLOP_QUANTITIES), hints.float_names, ()),
@@ -89,7 +89,7 @@ def uncounted_tensor_work(
 
 def _uncounted_precisions(
     kernels: pd.Series,
-    names: pd.Series,
+    names: _KernelNames,
     metrics: pd.DataFrame,
     quantities: pd.DataFrame,
     seconds: pd.Series,
@@ -114,11 +114,26 @@ def _work(kind: str, mask: np.ndarray, kernels: pd.Series, seconds: pd.Series) -
     return UncountedWork(kind, mask, examples, share)
 
 
-def _evidence(names: pd.Series, metrics: pd.DataFrame, fragments: tuple[str, ...], pipe: tuple[str, ...]) -> np.ndarray:
+@dataclass(frozen=True)
+class _KernelNames:
+    """The launches' kernel names as codes into their distinct names, lower-cased: factorized and lowered once
+    (100,000 launches of a few hundred names), not per launch and per check."""
+
+    codes: np.ndarray
+    lowered: list[str]
+
+    @classmethod
+    def of(cls, kernels: pd.Series) -> _KernelNames:
+        codes, distinct = pd.factorize(kernels, use_na_sentinel=False)
+        return cls(np.asarray(codes), [str(name).lower() for name in distinct])
+
+
+def _evidence(
+    names: _KernelNames, metrics: pd.DataFrame, fragments: tuple[str, ...], pipe: tuple[str, ...]
+) -> np.ndarray:
     """Launches whose kernel name (checked once per distinct name) or pipe metrics show this kind of work."""
-    codes, distinct = pd.factorize(names)
-    matches = np.array([any(fragment in str(n) for fragment in fragments) for n in distinct], dtype=bool)
-    found = matches[codes] if len(distinct) else np.zeros(len(names), dtype=bool)
+    matches = np.array([any(fragment in name for fragment in fragments) for name in names.lowered], dtype=bool)
+    found = matches[names.codes] if len(matches) else np.zeros(len(names.codes), dtype=bool)
     for column in metrics.columns:
         if str(column).startswith(tuple(f"{m}." for m in pipe)):
             found |= (metrics[column].fillna(0) > 0).to_numpy()

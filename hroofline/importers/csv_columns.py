@@ -159,7 +159,23 @@ def first_rows_of_launches(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     codes, unique = pd.factorize(keys, sort=False)
     if len(unique) == len(keys):
         return None
-    return codes, np.unique(codes, return_index=True)[1]
+    return codes, first_rows_of_codes(codes)
+
+
+def first_rows_of_codes(codes: np.ndarray) -> np.ndarray:
+    """The first row of each code, for codes numbered in the order they first appear (as ``pd.factorize``
+    numbers them): the rows where the running maximum grows. One pass, where ``np.unique`` sorts (1.2 M rows)."""
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    running = np.maximum.accumulate(codes)
+    return np.flatnonzero(np.diff(running, prepend=running[0] - 1) > 0)
+
+
+def first_rows_by_code(codes: np.ndarray) -> np.ndarray:
+    """The first row of each code present, in the order of the codes (``np.unique(codes, return_index=True)[1]``
+    without sorting every row)."""
+    appearance, present = pd.factorize(codes, sort=False)
+    return first_rows_of_codes(appearance)[np.argsort(present, kind="stable")]
 
 
 def launch_identity(table: pa.Table, launch_ids: np.ndarray) -> pd.DataFrame:

@@ -5,13 +5,13 @@ console log, each possibly gzip-compressed) and the passes are joined (:mod:`hro
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 from hroofline.errors import InputError
 from hroofline.importers.join import Pass, join_passes
-from hroofline.importers.raw import RawProfile, sha256_of_file
+from hroofline.importers.raw import RawProfile
+from hroofline.importers.source_hash import SHA256, file_hash, files_hash
 from hroofline.roofs.metricset import MetricSet
 
 
@@ -23,9 +23,9 @@ def folder_files(folder: Path) -> list[Path]:
 
 
 def folder_digest(files: list[Path]) -> tuple[str, list[dict[str, str]]]:
-    listed = [{"name": f.name, "sha256": sha256_of_file(f)} for f in files]
-    digest = hashlib.sha256("".join(f"{f['name']}\0{f['sha256']}\n" for f in listed).encode()).hexdigest()
-    return digest, listed
+    """A folder's identity and its files': SHA-256 always (small files; the same identity in every run)."""
+    listed = [{"name": f.name, SHA256: file_hash(f, SHA256)} for f in files]
+    return files_hash(listed, SHA256), listed
 
 
 def read_metric_logs(

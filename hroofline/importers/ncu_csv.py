@@ -27,6 +27,7 @@ from hroofline.importers.csv_columns import (
     CsvBody,
     column_types,
     dictionary_of,
+    first_rows_by_code,
     first_rows_of_launches,
     int_column,
     is_nvtx_column,
@@ -137,7 +138,7 @@ def _long_profile(table: pa.Table, where: str) -> RawProfile:
     first = first.take(pa.array(first_rows))
     identity = launch_identity(first, int_column(first["ID"], "ID"))
     metrics = pd.DataFrame(matrix, columns=metric_names)
-    first_metric_rows = np.unique(metric_codes, return_index=True)[1]
+    first_metric_rows = first_rows_by_code(metric_codes)
     first_units = units.take(pa.array(first_metric_rows)).to_pylist()
     return RawProfile(
         kind="ncu-csv-long",

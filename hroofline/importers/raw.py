@@ -3,7 +3,6 @@ source's bytes are read: regular files only, decompressed (gzip, xz, zstd) in a 
 
 from __future__ import annotations
 
-import hashlib
 import lzma
 import mmap
 import os
@@ -200,18 +199,6 @@ def check_head(data: bytes | bytearray, path: Path) -> None:
     """Binary data that is no ncu report is refused from its first bytes, before more is decompressed."""
     if data[:4] != NCU_REPORT_MAGIC and b"\x00" in data[:_SNIFF]:
         raise InputError(f"{path}: not an ncu report, CSV export or console log (binary data)")
-
-
-def sha256_of_file(path: Path) -> str:
-    check_regular_file(path)
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as error:
-        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
-    return digest.hexdigest()
 
 
 def decode_text(data: bytes | bytearray | mmap.mmap) -> str:

@@ -382,7 +382,7 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
     return SourceInfo(
         path=trace.path,
         kind="kineto",
-        sha256=digest,
+        source_hash=digest,
         launches=len(frame),
         formulas_used=formulas,
         time_methods={str(frame["time_method"].iloc[0]): len(frame)},
@@ -467,7 +467,7 @@ def _counter_source(trace: TraceEvents, digest: str, options: TraceOptions, metr
     info = SourceInfo(
         path=trace.path,
         kind="kineto+cupti",
-        sha256=digest,
+        source_hash=digest,
         launches=len(frame),
         formulas_used=derived.formulas_used,
         time_methods={COUNTER_TIME_METHOD: len(frame)},

@@ -165,7 +165,7 @@ class SourceInfo:
 
     path: str
     kind: str
-    sha256: str
+    source_hash: str  # the identity: "blake3:<hex>", or a bare hex SHA-256 (hroofline/importers/source_hash.py)
     launches: int
     files: list[dict[str, str]] = field(default_factory=list)
     ncu_version: str | None = None
@@ -252,10 +252,19 @@ class RunMeta:
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "sources"}
         sources = [
-            SourceInfo(**{**s, "memory": [PhaseMemory.from_json(m) for m in s.get("memory", [])]})
+            SourceInfo(**{**_renamed_legacy(s), "memory": [PhaseMemory.from_json(m) for m in s.get("memory", [])]})
             for s in data.get("sources", [])
         ]
         return cls(**fields, sources=sources)
+
+
+def _renamed_legacy(source: dict[str, Any]) -> dict[str, Any]:
+    """A source's metadata as written before its identity was ``source_hash`` (``sha256``, a bare hex SHA-256)."""
+    if "sha256" not in source:
+        return source
+    renamed = {k: v for k, v in source.items() if k != "sha256"}
+    renamed.setdefault("source_hash", source["sha256"])
+    return renamed
 
 
 @dataclass

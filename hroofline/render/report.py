@@ -109,7 +109,7 @@ def _provenance_html(sources: Sequence[SourceInfo]) -> str:
         rows: list[tuple[str, str]] = [
             ("source", source.path),
             ("kind", f"{source.collection} ({source.kind})"),
-            ("sha256", source.sha256),
+            ("source hash", source.source_hash),
             ("launches", f"{source.launches}" + (f", phase {source.phase}" if source.phase else "")),
             ("ncu version", source.ncu_version or "not recorded in the source"),
         ]

@@ -121,7 +121,7 @@ def read_run(run_dir: Path, raw: dict[str, Any], columns: Collection[str] | None
 def write_run(run_dir: Path, meta: RunMeta, launches: pd.DataFrame) -> RunMeta:
     """Writes a run's launches and then its metadata (the commit point) into ``run_dir``; returns the metadata
     written (``meta`` in today's schema, with the phases of ``launches``)."""
-    phases = ordered_phases(set(launches["phase"].dropna()))
+    phases = ordered_phases(set(launches["phase"].dropna().unique()))  # unique first: not a Python loop per launch
     return commit_run(run_dir, replace(meta, phases=phases), lambda path: write_launches(launches, meta.name, path))
 
 

@@ -58,11 +58,12 @@ def _raw_metrics_map(raw: pd.DataFrame) -> pa.Array:
     values = raw.to_numpy(dtype="float64")
     present = ~np.isnan(values)
     offsets = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype("int32")
-    names = np.array([c[len(RAW_METRIC_PREFIX) :] for c in raw.columns], dtype=object)
-    keys = np.broadcast_to(names, values.shape)[present]
-    return pa.MapArray.from_arrays(
-        pa.array(offsets), pa.array(keys, pa.string()), pa.array(values[present], pa.float64()), type=_RAW_METRICS_TYPE
-    )
+    names = pa.array([c[len(RAW_METRIC_PREFIX) :] for c in raw.columns], pa.string())
+    # each key taken from the names by its column's index in Arrow: no Python string per key (1.2 M of them for
+    # 100,000 launches of 12 metrics)
+    columns = np.broadcast_to(np.arange(len(raw.columns), dtype=np.int32), values.shape)[present]
+    keys, items = names.take(pa.array(columns)), pa.array(values[present], pa.float64())
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type=_RAW_METRICS_TYPE)
 
 
 def _raw_metrics_columns(column: pa.ChunkedArray) -> pd.DataFrame:

@@ -122,7 +122,8 @@ def _same_run(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """The same run before and after its migration: the same sources (by checksum) and last update."""
 
     def identity(data: dict[str, Any]) -> tuple[object, ...]:
-        return tuple(source.get("sha256") for source in data.get("sources") or []), data.get("updated")
+        sources = data.get("sources") or []
+        return tuple(source.get("source_hash", source.get("sha256")) for source in sources), data.get("updated")
 
     return identity(old) == identity(new)
 

@@ -61,7 +61,7 @@ def write_part(run_dir: Path, run: str, source: ImportedSource) -> None:
 
     folder = parts_dir(run_dir)
     folder.mkdir(exist_ok=True)
-    digest = source.info.sha256
+    digest = source.info.source_hash
     meta = RunMeta(name=run, gpu=source.gpu, device_name=source.device_name, cc=source.cc, sources=[source.info])
     working = f".{digest}.{uuid.uuid4().hex[:8]}"
     text, table = folder / f"{working}.json.tmp", folder / f"{working}.parquet.tmp"

@@ -150,10 +150,10 @@ class RunStore(StoreReader):
         now = datetime.now(UTC).isoformat(timespec="seconds")
         meta = existing.meta if existing else RunMeta(name=name, created=now)
         frames = [existing.launches] if existing else [empty_launches()]
-        known = {s.sha256 for s in meta.sources}
+        known = {s.source_hash for s in meta.sources}
         added, skipped, notes = [], [], []
         for source in sources:
-            if source.info.sha256 in known:
+            if source.info.source_hash in known:
                 skipped.append(source)
                 continue
             _check_same_device(meta, source, name)
@@ -167,7 +167,7 @@ class RunStore(StoreReader):
             frame = source.launches.assign(source=len(meta.sources))  # copy-on-write: no copy of the launches
             meta.sources.append(source.info)
             frames.append(frame)
-            known.add(source.info.sha256)
+            known.add(source.info.source_hash)
             added.append(source)
         meta.gpu = meta.gpu or defaults.gpu or next((s.gpu for s in added if s.gpu), None)
         meta.precision = meta.precision or defaults.precision
