@@ -302,7 +302,8 @@ def _phases(run: Run) -> list[str]:
     return [p for p in phase_summary(run) if p != "total"]
 
 
-def _only(run: Run, phases: list[str]) -> Run:
+def only_phases(run: Run, phases: list[str]) -> Run:
+    """``run`` with only the launches of ``phases``."""
     return Run(run.meta, run.launches[run.launches["phase"].isin(phases)].reset_index(drop=True))
 
 
@@ -316,7 +317,7 @@ def compare_runs(base: Run, candidate: Run) -> Comparison:
         )
     only_in_base = [p for p in _phases(base) if p not in shared]
     only_in_candidate = [p for p in _phases(candidate) if p not in shared]
-    base, candidate = _only(base, shared), _only(candidate, shared)
+    base, candidate = only_phases(base, shared), only_phases(candidate, shared)
     match = match_key(base, candidate)
     b = family_sums(base, match, compiled_folds(base, candidate))
     c = family_sums(candidate, match, compiled_folds(candidate, base))

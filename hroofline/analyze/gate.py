@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from hroofline.analyze.compare import MATCH_LAYER, Comparison, launch_keys, match_key
+from hroofline.analyze.compare import MATCH_LAYER, Comparison, launch_keys, match_key, only_phases
 from hroofline.analyze.compiled_step import compiled_folds
 from hroofline.analyze.families import kernel_family
 from hroofline.analyze.gate_noise import NOISE_NONE, RunNoise, Spread, Timed, item_spreads, timed
@@ -151,7 +151,7 @@ def _spread_json(spread: Spread) -> dict[str, object]:
 def gate(base: Run, candidate: Run, comparison: Comparison, thresholds: dict[str, float]) -> Verdict:
     """The verdict on ``comparison`` (of ``base`` and ``candidate``) at ``thresholds`` ({level: PCT})."""
     phases = [phase for phase in comparison.phases if phase != STEP_ITEM]
-    runs = [_only(run, phases) for run in (base, candidate)]
+    runs = [only_phases(run, phases) for run in (base, candidate)]
     match = match_key(*runs)
     measured = [timed(run) for run in runs]
     noise = {"base": measured[0].noise, "candidate": measured[1].noise}
@@ -173,10 +173,6 @@ def gate(base: Run, candidate: Run, comparison: Comparison, thresholds: dict[str
     verdict.regressions.sort(key=lambda item: (LEVELS.index(item.level), -item.low))  # phases first, largest first
     verdict.improvements.sort(key=lambda item: (LEVELS.index(item.level), item.change))
     return verdict
-
-
-def _only(run: Run, phases: list[str]) -> Run:
-    return Run(run.meta, run.launches[run.launches["phase"].astype(str).isin(phases)].reset_index(drop=True))
 
 
 def _finer(level: str, match: str) -> str:

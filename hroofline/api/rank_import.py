@@ -61,7 +61,7 @@ def rank_traces(sources: Iterable[str | Path]) -> list[Path]:
         path = Path(source)
         if path.is_dir():
             found += sorted(child for child in path.iterdir() if _is_trace(child))
-        elif path.is_file() and path.name.endswith(TRACE_SUFFIXES):
+        elif _is_trace(path):
             found.append(path)
         elif path.is_file():
             raise UsageError(f"{path}: import --jobs takes PyTorch profiler traces (.json, .json.gz, .json.xz)")

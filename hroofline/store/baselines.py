@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hroofline.errors import StoreError, UsageError, did_you_mean
-from hroofline.store.files import fsync_file, locked
+from hroofline.store.files import locked, replace_json
 from hroofline.store.reading import StoreReader
 
 BASELINES_FILE = "baselines.json"
@@ -153,11 +151,4 @@ def baselines_locked(store: StoreReader) -> Iterator[None]:
 def _write(root: Path, baselines: dict[str, Baseline]) -> None:
     """The baselines file replaced whole, in one rename (the caller holds the lock)."""
     data = {"baselines": {n: {"run": b.run, "set_at": b.set_at} for n, b in sorted(baselines.items())}}
-    temporary = root / f".{BASELINES_FILE}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        temporary.write_text(json.dumps(data, indent=2) + "\n")
-        fsync_file(temporary)
-        os.replace(temporary, root / BASELINES_FILE)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    replace_json(root / BASELINES_FILE, data)

@@ -211,11 +211,20 @@ def sweep_leftovers(store: StoreLayout) -> None:
 
 def write_store_file(root: Path) -> None:
     """Says which layout and schema the store's runs are in (atomically)."""
-    temporary = root / f".{STORE_FILE}.{uuid.uuid4().hex[:8]}.tmp"
-    text = json.dumps({"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION}, indent=2) + "\n"
-    temporary.write_text(text)
-    fsync_file(temporary)
-    os.replace(temporary, root / STORE_FILE)
+    replace_json(root / STORE_FILE, {"layout": LAYOUT_VERSION, "schema_version": SCHEMA_VERSION})
+
+
+def replace_json(path: Path, data: object) -> None:
+    """``path`` replaced whole by ``data`` as JSON, in one rename of a synced temporary file beside it (removed if
+    the write fails): a reader sees the old file or the new one, never a part."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        temporary.write_text(json.dumps(data, indent=2) + "\n")
+        fsync_file(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _meta_names(run_dir: Path, launches_file: str) -> bool:
