@@ -183,7 +183,7 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
 
 
 # The H100 steps of ../shared/fixtures/h100 (recorded by hroofline on an H100 SXM; see its README), as imported into
-# h100_store: run name -> the file and the import's other arguments.
+# h100_runs_store: run name -> the file and the import's other arguments.
 H100_RUNS = {
     "r34": ("resnet34-fp32-b32-step.ncu-rep", ()),
     "gpt2-trace": ("gpt2-amp-bf16-b8-s512-trace.json", ()),
@@ -195,12 +195,34 @@ H100_RUNS = {
 
 
 @pytest.fixture(scope="session")
-def h100_store(tmp_path_factory: pytest.TempPathFactory, h100_dir: Path) -> Path:
+def h100_runs_store(tmp_path_factory: pytest.TempPathFactory, h100_dir: Path) -> Path:
     """The runs of :data:`H100_RUNS`, imported once a session (the GPT-2 report alone takes about 2 s): read only
     (a test that writes to it fails: _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
     store = tmp_path_factory.mktemp("h100") / "store"
     for run, (name, options) in H100_RUNS.items():
         assert main(["import", str(h100_dir / name), "--run", run, *options, "--store", str(store)]) == 0
+    AS_IMPORTED[store] = tree_digest(store)
+    return store
+
+
+# Kineto traces of ../shared/fixtures/kineto (see its README for where each came from): run name -> file
+KINETO_TRACES = {
+    "alexnet": "kineto_a100_alexnet_cupti_flop_counters.json.gz",
+    "ddp": "kineto_a100_ddp2_nccl_rank0.json.gz",
+    "recsys": "kineto_a100_recsys_trace_diff_control_rank3.json.gz",
+    "volta": "kineto_volta_resnet50_tbplugin_worker0.json.gz",
+}
+
+
+@pytest.fixture(scope="session")
+def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The traces of :data:`KINETO_TRACES`, each imported as it is into a run of its key, once a session (the
+    recsys trace alone takes about 1.7 s): read only (a test that writes to it fails:
+    _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
+    store = tmp_path_factory.mktemp("kineto") / "store"
+    for run, name in KINETO_TRACES.items():
+        path = need(SHARED / "fixtures" / "kineto" / name)
+        assert main(["import", str(path), "--run", run, "--store", str(store)]) == 0
     AS_IMPORTED[store] = tree_digest(store)
     return store
 
@@ -246,7 +268,8 @@ def deepcam_store_copy(deepcam_store: Path, tmp_path: Path) -> Path:
     return store
 
 
-READ_ONLY_STORES = ("deepcam_store", "h100_store")  # session-scoped stores that many files' tests read
+# the session-scoped stores that the tests of many files read
+READ_ONLY_STORES = ("deepcam_store", "h100_runs_store", "kineto_store")
 
 
 @pytest.fixture(autouse=True)
