@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib
 import importlib.util
@@ -182,6 +183,31 @@ def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -
     return store
 
 
+def read_only_store(tmp_path_factory: pytest.TempPathFactory, name: str, imports: list[list[str]]) -> Path:
+    """A store made by the ``hroofline import`` command lines ``imports`` (each without --store), once a session:
+    under pytest-xdist in the folder the workers share, by the first worker that asks while the others wait on a
+    lock (each import took a second or more, and the two workers each imported the same files before). A store left
+    half made by a worker that died is made again. Read only: _read_only_stores_stay_as_imported holds each test to
+    it (a test of one worker that writes to it is failed there, and the other worker's next test fails too)."""
+    if shared_traces is None:
+        store = tmp_path_factory.mktemp(name) / "store"
+        for argv in imports:
+            assert main([*argv, "--store", str(store)]) == 0
+    else:
+        store = shared_traces / name / "store"
+        made = shared_traces / name / "made"
+        store.parent.mkdir(exist_ok=True)
+        with (shared_traces / name / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not made.exists():
+                shutil.rmtree(store, ignore_errors=True)
+                for argv in imports:
+                    assert main([*argv, "--store", str(store)]) == 0
+                made.touch()
+    AS_IMPORTED[store] = tree_digest(store)
+    return store
+
+
 # The H100 steps of ../shared/fixtures/h100 (recorded by hroofline on an H100 SXM; see its README), as imported into
 # h100_runs_store: run name -> the file and the import's other arguments.
 H100_RUNS = {
@@ -198,11 +224,8 @@ H100_RUNS = {
 def h100_runs_store(tmp_path_factory: pytest.TempPathFactory, h100_dir: Path) -> Path:
     """The runs of :data:`H100_RUNS`, imported once a session (the GPT-2 report alone takes about 2 s): read only
     (a test that writes to it fails: _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
-    store = tmp_path_factory.mktemp("h100") / "store"
-    for run, (name, options) in H100_RUNS.items():
-        assert main(["import", str(h100_dir / name), "--run", run, *options, "--store", str(store)]) == 0
-    AS_IMPORTED[store] = tree_digest(store)
-    return store
+    imports = [["import", str(h100_dir / name), "--run", run, *options] for run, (name, options) in H100_RUNS.items()]
+    return read_only_store(tmp_path_factory, "h100-runs", imports)
 
 
 # Kineto traces of ../shared/fixtures/kineto (see its README for where each came from): run name -> file
@@ -219,12 +242,10 @@ def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The traces of :data:`KINETO_TRACES`, each imported as it is into a run of its key, once a session (the
     recsys trace alone takes about 1.7 s): read only (a test that writes to it fails:
     _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
-    store = tmp_path_factory.mktemp("kineto") / "store"
-    for run, name in KINETO_TRACES.items():
-        path = need(SHARED / "fixtures" / "kineto" / name)
-        assert main(["import", str(path), "--run", run, "--store", str(store)]) == 0
-    AS_IMPORTED[store] = tree_digest(store)
-    return store
+    paths = {run: need(SHARED / "fixtures" / "kineto" / name) for run, name in KINETO_TRACES.items()}
+    return read_only_store(
+        tmp_path_factory, "kineto", [["import", str(path), "--run", run] for run, path in paths.items()]
+    )
 
 
 @pytest.fixture(scope="session")
