@@ -229,16 +229,38 @@ def _finish(table: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=bound_columns)
 
 
-def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
-    """The kernel table with each row's share of its phase's time and its roofs."""
+@dataclass(frozen=True)
+class RunTerms:
+    """Per launch of a whole run, the terms a roof table sums that do not depend on which launches it selects:
+    utilisation against the run's own dense peaks (None without them) and the collectives' link terms. A caller
+    that draws many tables of one run (the report: three per phase) makes them once with :func:`run_terms`."""
+
+    launches: pd.DataFrame  # the launch table they were computed from
+    utilization: pd.DataFrame | None
+    links: pd.DataFrame
+
+
+def run_terms(run: Run) -> RunTerms:
+    """The run's :class:`RunTerms`."""
+    # utilisation against the run's own dense peaks, whatever roofs it is judged by; collectives: busbw on the link
+    return RunTerms(run.launches, kernel_utilization(run), link_terms(run, link_roofs(run)))
+
+
+def roof_table(
+    run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None, known: RunTerms | None = None
+) -> pd.DataFrame:
+    """The kernel table with each row's share of its phase's time and its roofs. ``known``: the run's
+    :class:`RunTerms`, made before; they are used only when made from this very launch table (the same object),
+    else made again, so that terms of another run, or of a table since replaced, are never summed."""
     launches = selected_launches(run, query)
     pipes = load_metric_set().pipes_of(run.meta.cc)
     terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
     extra = _group_terms(terms)
-    utilization = kernel_utilization(run)  # against the run's own dense peaks, whatever roofs it is judged by
+    whole = known if known is not None and known.launches is run.launches else run_terms(run)
+    utilization = whole.utilization
     if utilization is not None:
         extra = extra.join(utilization.loc[launches.index])
-    extra = extra.join(link_terms(run, link_roofs(run)).loc[launches.index])  # collectives: busbw against the link
+    extra = extra.join(whole.links.loc[launches.index])
     table = with_link_columns(_finish(kernel_table(run, query, extra)))
     table = (
         with_utilization(table)
@@ -290,9 +312,11 @@ def _above_kind(bound: str, analytic: bool, counted: bool, on_cpu: bool = False)
     return CACHE_CEILING if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
 
 
-def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
+def top_kernels(
+    run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None, known: RunTerms | None = None
+) -> pd.DataFrame:
     """Kernels grouped by name (or layers, ``query.group_by``) within each phase, ranked by ``query.sort``
-    (largest first), the first ``query.top``, with their roofs."""
+    (largest first), the first ``query.top``, with their roofs (``known``: as :func:`roof_table`'s)."""
     if query.sort not in TOP_SORTS:
         raise HrooflineError(f"cannot rank by {query.sort!r}", "use one of " + ", ".join(TOP_SORTS))
     if query.group_by not in ("name", "layer"):
@@ -303,7 +327,7 @@ def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes 
             "ranked by time",
             f"rank by FLOPs: hroofline top {run.name} --sort flops",
         )
-    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes, known)
     return ranked(table, query.sort, query.top)
 
 
@@ -345,11 +369,13 @@ class RooflinePoints:
         return self.group_by == "launch"
 
 
-def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple[str, ...] = LEVELS) -> RooflinePoints:
+def roofline_points(
+    run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple[str, ...] = LEVELS, known: RunTerms | None = None
+) -> RooflinePoints:
     """The kernel groups, layers or launches (``query.group_by``) a chart can place: time, FLOPs and bytes at
-    one of ``levels``."""
+    one of ``levels`` (``known``: as :func:`roof_table`'s)."""
     notes = RoofNotes()
-    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes, known)
     drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)
