@@ -6,12 +6,14 @@ V100, made by hroofline predict; in the repository)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import hroofline.analyze.binding as binding_module
 import hroofline.analyze.utilization as utilization_module
 from hroofline.analyze.binding import RoofNotes, roof_table, run_terms
 from hroofline.analyze.kernels import KernelQuery, phase_summary
@@ -50,20 +52,56 @@ def test_the_report_computes_a_runs_utilization_terms_once_per_use(
     assert calls == [predicted.name, predicted.name]
 
 
-def test_terms_made_before_give_the_tables_made_without(predicted: Run) -> None:
+def test_terms_made_before_give_the_tables_made_without(predicted: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table of some of the run's launches takes their terms from the whole run's: it computes no time at roof
+    and no utilisation of its own, and it is the table made without them, notes and all."""
     roofs = run_roofs(predicted)
-    known = run_terms(predicted)
-    for query in (KernelQuery(group_by="name", phase="forward"), KernelQuery(group_by="layer", phase="optimizer")):
+    known = run_terms(predicted, roofs)
+    queries = (KernelQuery(group_by="name", phase="forward"), KernelQuery(group_by="layer", phase="optimizer"))
+    expected = [(roof_table(predicted, roofs, query, notes := RoofNotes()), notes) for query in queries]
+
+    def computed(*args: object) -> None:
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(binding_module, "_roof_times_and_gaps", computed)
+    monkeypatch.setattr(utilization_module, "launch_terms", computed)
+    for query, (table, notes) in zip(queries, expected, strict=True):
+        with_known = RoofNotes()
+        pd.testing.assert_frame_equal(roof_table(predicted, roofs, query, with_known, known), table)
+        assert with_known == notes
+
+
+def test_terms_made_before_count_a_tables_missing_roofs_and_times_over_its_own_launches(predicted: Run) -> None:
+    """The notes of a table count its own launches: the first 4 (forward) without a time, and every launch from
+    the 201st on without an HBM roof: 86 of the 286 forward ones and the 3 of the optimizer (launches are in step
+    order); said as a table made without terms says them."""
+    untimed = predicted.launches.index[:4]
+    run = Run(
+        predicted.meta,
+        predicted.launches.assign(time_s=predicted.launches["time_s"].mask(predicted.launches.index.isin(untimed))),
+    )
+    roofs = run_roofs(run)
+    roofs = replace(
+        roofs, per_launch=roofs.per_launch.assign(hbm=roofs.per_launch["hbm"].where(run.launches.index < 200))
+    )
+    known = run_terms(run, roofs)
+    sentences = {}
+    for phase in ("forward", "optimizer"):
+        query = KernelQuery(group_by="name", phase=phase)
         with_known, without = RoofNotes(), RoofNotes()
-        expected = roof_table(predicted, roofs, query, without)
-        pd.testing.assert_frame_equal(roof_table(predicted, roofs, query, with_known, known), expected)
-        assert with_known == without
+        pd.testing.assert_frame_equal(
+            roof_table(run, roofs, query, with_known, known), roof_table(run, roofs, query, without)
+        )
+        assert with_known.missing_roofs == without.missing_roofs
+        sentences[phase] = with_known.missing_roofs
+    assert [s.split(" launch")[0] for s in sentences["forward"]] == ["no HBM bandwidth roof for 86", "4"]
+    assert [s.split(" launch")[0] for s in sentences["optimizer"]] == ["no HBM bandwidth roof for 3"]
 
 
 def test_terms_of_another_launch_table_are_not_used(predicted: Run) -> None:
     """Terms are the launch table's they were made from: a run whose table was replaced since (here every time
     doubled) is judged on its new table, as if no terms were given."""
-    stale = run_terms(predicted)
+    stale = run_terms(predicted, run_roofs(predicted))
     doubled = Run(predicted.meta, predicted.launches.assign(time_s=2 * predicted.launches["time_s"]))
     roofs = run_roofs(doubled)
     query = KernelQuery(group_by="name", phase="forward")

@@ -104,7 +104,7 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
     facts += [("MFU and MBU", utilization_sentence(utilization))]
     phases = []
     summary = summary_with_utilization(phase_summary(run), utilization)
-    known = run_terms(run)  # once for the run's every table below, not once per table
+    known = run_terms(run, roofs)  # once for the run's every table below, not once per table
     for phase in summary:
         if phase == "total":
             continue
