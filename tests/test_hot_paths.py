@@ -1,8 +1,8 @@
 """The analysis hot paths do their run-level work once: the report's roof tables share one run's utilisation and
-link terms (hroofline/analyze/binding.py RunTerms), conform_launches builds its table in one go and phase_summary
-sums a few columns. Their outputs are what they were: tests/test_golden.py holds the pages and tables; these tests
-hold the costs and the contracts that let the work be shared. Data: samples/store (a prediction of ResNet-50 on a
-V100, made by hroofline predict; in the repository)."""
+link terms (hroofline/analyze/binding.py RunTerms), conform_launches builds its table in one go, phase_summary
+sums a few columns and launch_terms sums on arrays. Their outputs are what they were: tests/test_golden.py holds
+the pages and tables; these tests hold the costs and the contracts that let the work be shared. Data:
+samples/store (a prediction of ResNet-50 on a V100, made by hroofline predict; in the repository)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ import hroofline.analyze.binding as binding_module
 import hroofline.analyze.utilization as utilization_module
 from hroofline.analyze.binding import RoofNotes, roof_table, run_terms
 from hroofline.analyze.kernels import KernelQuery, phase_summary
+from hroofline.analyze.utilization import launch_terms
 from hroofline.api.report_page import _run_section as run_section
-from hroofline.model.run import LAUNCH_COLUMNS, RAW_METRIC_PREFIX, Run, conform_launches
-from hroofline.roofs.ceilings import run_roofs
+from hroofline.model.quantities import ROOF_KEYS
+from hroofline.model.run import LAUNCH_COLUMNS, RAW_METRIC_PREFIX, Run, RunMeta, conform_launches
+from hroofline.roofs.ceilings import RunRoofs, run_roofs
 from hroofline.store.runs import RunStore
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "store"
@@ -170,3 +172,32 @@ def test_the_phase_summary_sums_what_it_sums_over_every_column(predicted: Run) -
         flops = rows[["flops_fp32", "flops_fp16", "flops_fp64", "flops_tensor"]].sum().sum()
         assert summary[phase]["flops"] == pytest.approx(float(flops), rel=1e-12)
     assert summary["total"]["time_s"] == pytest.approx(float(launches["time_s"].sum()), rel=1e-15)
+
+
+def test_launch_terms_on_arrays_are_the_sums_counted_by_hand() -> None:
+    """launch_terms sums its FLOP columns on arrays: three launches whose terms are counted here. Launch 0: 2 GFLOP
+    of FP32 at 10 TFLOP/s and 4 GFLOP of FP16 tensor work (2:4-sparse, judged at the dense FP16 tensor roof) at 100
+    TFLOP/s; launch 1: 1 GFLOP of FP64 where the GPU has no FP64 roof (unpriced) and 3 GFLOP of FP32; launch 2:
+    no time, so no terms but its unpriced FLOPs count as none."""
+    frame = pd.DataFrame(
+        {
+            "source": [0, 0, 0],
+            "launch_id": [0, 1, 2],
+            "launches": [1, 1, 1],
+            "time_s": [1.0e-3, 2.0e-3, None],
+            "flops_fp32": [2.0e9, 3.0e9, 5.0e9],
+            "flops_tensor_fp16_sparse": [4.0e9, None, None],
+            "flops_fp64": [None, 1.0e9, 1.0e9],
+            "bytes_hbm": [1.0e6, None, 2.0e6],
+        }
+    )
+    run = Run(RunMeta("by-hand"), conform_launches(frame))
+    peaks = pd.DataFrame({key: [float("nan")] * 3 for key in ROOF_KEYS})
+    peaks["fp32"], peaks["tensor_fp16"], peaks["hbm"] = 10.0e12, 100.0e12, 1.0e12
+    terms = launch_terms(run, RunRoofs("by hand", "test", peaks))
+    assert terms["model_time_at_peak_s"].tolist()[:2] == pytest.approx([2e9 / 10e12 + 4e9 / 100e12, 3e9 / 10e12])
+    assert terms["model_flops"].tolist()[:2] == [6.0e9, 3.0e9]  # the unpriced FP64 left out
+    assert terms["unpriced_flops"].tolist() == [0.0, 1.0e9, 0.0]
+    assert terms[["model_time_at_peak_s", "model_flops"]].iloc[2].isna().all()
+    assert terms["hbm_time_at_peak_s"].tolist()[0] == pytest.approx(1e6 / 1e12)
+    assert terms["model_launches"].tolist() == [1.0, 1.0, 0.0]
