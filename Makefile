@@ -207,6 +207,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/collection_cost.py
 	$(BIN)/python bench/many_ranks.py --ranks 100 --no-spark
+	$(BIN)/python bench/report_speed.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) $(STUDY_STORE) $(DEMO_REPORT) site

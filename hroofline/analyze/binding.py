@@ -109,20 +109,49 @@ class RoofTimes:
     compute_label: pd.Series  # the compute roof that binds the longest pipe
 
 
+@dataclass(frozen=True)
+class RoofGaps:
+    """Per launch, what its roofs leave out (work of a kind without its roof, traffic at a level without one, a
+    launch without a time): the notes of any selection of those launches, counted over that selection."""
+
+    masks: list[tuple[str, pd.Series]]  # a sentence with ``{count}`` in it, and the launches it counts
+
+    def tell(self, notes: RoofNotes | None, index: pd.Index | None = None) -> None:
+        """Add to ``notes`` (none: nothing to tell) the sentences that some launch in ``index`` (all of them when
+        None) has, counted over those launches."""
+        if notes is None:
+            return
+        for sentence, mask in self.masks:
+            count = int((mask if index is None else mask.loc[index]).sum())
+            if count:
+                notes.missing_roofs.append(sentence.replace("{count}", str(count)))
+
+
 def roof_times(
     launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...], notes: RoofNotes | None = None
 ) -> RoofTimes:
     """The time each launch would take at its roofs (``peaks``: one column per roof key, per launch)."""
+    times, gaps = _roof_times_and_gaps(launches, peaks, pipes)
+    gaps.tell(notes)
+    return times
+
+
+def _roof_times_and_gaps(
+    launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...]
+) -> tuple[RoofTimes, RoofGaps]:
+    gaps: list[tuple[str, pd.Series]] = []
     parts: dict[str, pd.Series] = {}
     for column, key in COMPUTE_ROOF_OF.items():
         flops = launches[column].fillna(0.0)
         peak = peaks[key]
-        missing = (flops > 0) & peak.isna()
-        if missing.any() and notes is not None:
-            notes.missing_roofs.append(
-                f"{int(missing.sum())} launch(es) do {ROOF_LABELS[key]} work but have no {ROOF_LABELS[key]} roof: "
-                "their compute time at roof leaves that part out"
+        label = ROOF_LABELS[key]
+        gaps.append(
+            (
+                f"{{count}} launch(es) do {label} work but have no {label} roof: their compute time at roof leaves "
+                "that part out",
+                (flops > 0) & peak.isna(),
             )
+        )
         parts[key] = (flops / peak).where(flops > 0, 0.0).fillna(0.0)
     pipe_times = pd.DataFrame(
         {
@@ -135,12 +164,14 @@ def roof_times(
     for level in LEVELS:
         nbytes = launches[f"bytes_{level}"]
         levels[level] = nbytes / peaks[level]
-        missing = (nbytes > 0) & peaks[level].isna()
-        if missing.any() and notes is not None:
-            notes.missing_roofs.append(
-                f"no {LEVEL_LABELS[level]} bandwidth roof for {int(missing.sum())} launch(es) with "
-                f"{LEVEL_LABELS[level]} traffic: it does not enter their time at roof"
+        label = LEVEL_LABELS[level]
+        gaps.append(
+            (
+                f"no {label} bandwidth roof for {{count}} launch(es) with {label} traffic: it does not enter their "
+                "time at roof",
+                (nbytes > 0) & peaks[level].isna(),
             )
+        )
     frame = pd.DataFrame({"compute": compute.where(compute > 0), **levels})
     # A launch whose work was not counted at all (a log of durations and throughputs) has no bound: its
     # memory time alone would call it memory-bound without evidence.
@@ -150,20 +181,27 @@ def roof_times(
     binding_key = pd.Series(_binding_compute_key(parts, pipes, pipe_times, launches.index), index=launches.index)
     compute_label = binding_key.map(ROOF_LABELS).where(frame["compute"].notna())
     bound = compute_label.where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
-    return RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label)
+    times = RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label)
+    return times, RoofGaps(gaps)
 
 
 def launch_roof_terms(
     launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...], notes: RoofNotes | None = None
 ) -> pd.DataFrame:
     """Per launch: time at roof, the roof that binds it, and whether it beats a roof (per level too)."""
-    times = roof_times(launches, peaks, pipes, notes)
+    terms, gaps = _launch_roof_terms_and_gaps(launches, peaks, pipes)
+    gaps.tell(notes)
+    return terms
+
+
+def _launch_roof_terms_and_gaps(
+    launches: pd.DataFrame, peaks: pd.DataFrame, pipes: tuple[tuple[str, ...], ...]
+) -> tuple[pd.DataFrame, RoofGaps]:
+    times, gaps = _roof_times_and_gaps(launches, peaks, pipes)
     seconds = launches["time_s"]
-    untimed = int((seconds.isna() & times.time_at_roof.notna()).sum())
-    if untimed and notes is not None:
-        notes.missing_roofs.append(
-            f"{untimed} launch(es) have no kernel time: they are left out of time at roof, % of roof and FLOP/s"
-        )
+    untimed = seconds.isna() & times.time_at_roof.notna()
+    sentence = "{count} launch(es) have no kernel time: they are left out of time at roof, % of roof and FLOP/s"
+    gaps.masks.append((sentence, untimed))
     # Time at roof is compared with time: a launch without a time has none to compare.
     time_at_roof = times.time_at_roof.where(seconds.notna())
     above = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
@@ -182,7 +220,7 @@ def launch_roof_terms(
         # The dot at this level: above when faster than both the compute roof and this level's roof.
         level_roof_time = pd.concat([times.compute, times.levels[level]], axis=1).max(axis=1, skipna=True)
         out[f"above_{level}"] = (seconds < level_roof_time * (1 - ABOVE_ROOF_SLACK)).fillna(False).astype(float)
-    return out
+    return out, gaps
 
 
 def _binding_compute_key(
@@ -229,16 +267,51 @@ def _finish(table: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=bound_columns)
 
 
-def roof_table(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
-    """The kernel table with each row's share of its phase's time and its roofs."""
-    launches = selected_launches(run, query)
+@dataclass(frozen=True)
+class RunTerms:
+    """Per launch of a whole run, against one set of its roofs, the terms a roof table sums: its time at roof and
+    what its roofs leave out, utilisation against the run's own dense peaks (None without them) and the
+    collectives' link terms. Each launch's terms are its own alone, so a table of some launches takes theirs. A
+    caller that draws many tables of one run (the report: three per phase) makes them once with
+    :func:`run_terms`."""
+
+    launches: pd.DataFrame  # the launch table they were computed from
+    roofs: RunRoofs  # the roofs they were computed against
+    roof_terms: pd.DataFrame
+    gaps: RoofGaps
+    utilization: pd.DataFrame | None
+    links: pd.DataFrame
+
+
+def run_terms(run: Run, roofs: RunRoofs) -> RunTerms:
+    """The run's :class:`RunTerms` against ``roofs``."""
+    launches = run.launches
     pipes = load_metric_set().pipes_of(run.meta.cc)
-    terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
+    terms, gaps = _launch_roof_terms_and_gaps(launches, roofs.per_launch.loc[launches.index], pipes)
+    # utilisation against the run's own dense peaks, whatever roofs it is judged by; collectives: busbw on the link
+    return RunTerms(launches, roofs, terms, gaps, kernel_utilization(run), link_terms(run, link_roofs(run)))
+
+
+def roof_table(
+    run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None, known: RunTerms | None = None
+) -> pd.DataFrame:
+    """The kernel table with each row's share of its phase's time and its roofs. ``known``: the run's
+    :class:`RunTerms`, made before; they are used only when made from this very launch table and these very roofs
+    (the same objects), else the terms are made again, so that terms of another run, of a table or roofs since
+    replaced, are never summed. A table changed in place (``run.launches.loc[...] = ...``) needs new ones."""
+    launches = selected_launches(run, query)
+    if known is not None and known.launches is run.launches and known.roofs is roofs:
+        terms = known.roof_terms.loc[launches.index]
+        known.gaps.tell(notes, launches.index)
+        utilization, links = known.utilization, known.links
+    else:
+        pipes = load_metric_set().pipes_of(run.meta.cc)
+        terms = launch_roof_terms(launches, roofs.per_launch.loc[launches.index], pipes, notes)
+        utilization, links = kernel_utilization(run), link_terms(run, link_roofs(run))
     extra = _group_terms(terms)
-    utilization = kernel_utilization(run)  # against the run's own dense peaks, whatever roofs it is judged by
     if utilization is not None:
         extra = extra.join(utilization.loc[launches.index])
-    extra = extra.join(link_terms(run, link_roofs(run)).loc[launches.index])  # collectives: busbw against the link
+    extra = extra.join(links.loc[launches.index])
     table = with_link_columns(_finish(kernel_table(run, query, extra)))
     table = (
         with_utilization(table)
@@ -290,9 +363,11 @@ def _above_kind(bound: str, analytic: bool, counted: bool, on_cpu: bool = False)
     return CACHE_CEILING if bound in LEVEL_LABELS.values() else LESS_ARITHMETIC
 
 
-def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None) -> pd.DataFrame:
+def top_kernels(
+    run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes | None = None, known: RunTerms | None = None
+) -> pd.DataFrame:
     """Kernels grouped by name (or layers, ``query.group_by``) within each phase, ranked by ``query.sort``
-    (largest first), the first ``query.top``, with their roofs."""
+    (largest first), the first ``query.top``, with their roofs (``known``: as :func:`roof_table`'s)."""
     if query.sort not in TOP_SORTS:
         raise HrooflineError(f"cannot rank by {query.sort!r}", "use one of " + ", ".join(TOP_SORTS))
     if query.group_by not in ("name", "layer"):
@@ -303,7 +378,7 @@ def top_kernels(run: Run, roofs: RunRoofs, query: KernelQuery, notes: RoofNotes 
             "ranked by time",
             f"rank by FLOPs: hroofline top {run.name} --sort flops",
         )
-    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes, known)
     return ranked(table, query.sort, query.top)
 
 
@@ -345,11 +420,13 @@ class RooflinePoints:
         return self.group_by == "launch"
 
 
-def roofline_points(run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple[str, ...] = LEVELS) -> RooflinePoints:
+def roofline_points(
+    run: Run, roofs: RunRoofs, query: KernelQuery, levels: tuple[str, ...] = LEVELS, known: RunTerms | None = None
+) -> RooflinePoints:
     """The kernel groups, layers or launches (``query.group_by``) a chart can place: time, FLOPs and bytes at
-    one of ``levels``."""
+    one of ``levels`` (``known``: as :func:`roof_table`'s)."""
     notes = RoofNotes()
-    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes)
+    table = roof_table(run, roofs, replace(query, top=None, sort="time_s"), notes, known)
     drawable = (table["flop_rate"] > 0) & table[[f"ai_{level}" for level in levels]].gt(0).any(axis=1)
     hidden = table[~drawable]
     points = table[drawable].reset_index(drop=True)

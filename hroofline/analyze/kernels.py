@@ -267,6 +267,8 @@ SUMMARY_READS: tuple[str, ...] = (
     ),
     PEAK_PREFIX + "hbm",
 )
+# What :func:`_totals` reads of a phase's launches.
+TOTALS_READS: tuple[str, ...] = (*dict.fromkeys((*SUMMED, "time_bound_s", "category", "launches", "bytes_link")),)
 # What rankings of kernels and layers read: every launch column, not the raw ncu metrics behind them.
 RANKING_READS: tuple[str, ...] = tuple(LAUNCH_COLUMNS)
 
@@ -279,14 +281,16 @@ def phase_summary(run: Run) -> dict[str, dict[str, float | int | None]]:
     communicates = bool((launches["category"] == "communication").any())
     memory = phase_memory(run)
     result: dict[str, dict[str, float | int | None]] = {}
+    phases = launches["phase"]
+    totalled = launches[list(TOTALS_READS)]  # a phase's rows copy only these, not the run's every column
     for phase in PHASES:
-        rows = launches[launches["phase"] == phase]
+        rows = totalled[phases == phase]
         if len(rows):
             result[phase] = _totals(rows, trace, communicates)
             if phase in memory:
                 result[phase]["memory_peak_bytes"] = memory[phase].peak_bytes
                 result[phase]["memory_retained_bytes"] = memory[phase].retained_bytes
-    result["total"] = _totals(launches, trace, communicates)
+    result["total"] = _totals(totalled, trace, communicates)
     if memory:
         result["total"]["memory_peak_bytes"] = max(m.peak_bytes for m in memory.values())
         result["total"]["memory_retained_bytes"] = sum(m.retained_bytes for m in memory.values())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from hroofline.analyze.communication import link_roofs, link_terms, with_link_columns
@@ -138,15 +139,23 @@ def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     launches = run.launches
     peaks = roofs.per_launch.loc[launches.index]
     timed = launches["time_s"].notna()
-    at_peak = pd.Series(0.0, index=launches.index)
-    flops = pd.Series(0.0, index=launches.index)
-    unpriced = pd.Series(0.0, index=launches.index)
+    # On arrays: the same sums in the same order, without pandas' cost per operation (15 FLOP columns, 6 each)
+    at_peak_values = np.zeros(len(launches))
+    flops_values = np.zeros(len(launches))
+    unpriced_values = np.zeros(len(launches))
     for column, key in FLOP_ROOFS.items():
-        work = launches[column].fillna(0.0)
-        no_peak = _without_peak(launches, peaks, column, key)
-        unpriced += work.where(no_peak, 0.0)
-        at_peak += (work / peaks[key]).where((work > 0) & ~no_peak, 0.0).fillna(0.0)
-        flops += work.where(~no_peak, 0.0)
+        given = launches[column].to_numpy(dtype="float64", na_value=np.nan)
+        work = np.where(np.isnan(given), 0.0, given)
+        peak = peaks[key].to_numpy(dtype="float64", na_value=np.nan)
+        no_peak = (work > 0) & np.isnan(peak)  # work of a precision with no dense peak on its GPU
+        unpriced_values += np.where(no_peak, work, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            seconds_at_peak = work / peak
+        at_peak_values += np.where((work > 0) & ~no_peak & ~np.isnan(seconds_at_peak), seconds_at_peak, 0.0)
+        flops_values += np.where(~no_peak, work, 0.0)
+    at_peak = pd.Series(at_peak_values, index=launches.index)
+    flops = pd.Series(flops_values, index=launches.index)
+    unpriced = pd.Series(unpriced_values, index=launches.index)
     has_flops = launches[list(FLOP_ROOFS)].notna().any(axis=1)
     basis = flop_basis(run)
     terms = pd.DataFrame(index=launches.index)

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hroofline.analyze.binding import RoofNotes, has_times, ranked, roof_table, roofline_points, top_kernels
+from hroofline.analyze.binding import (
+    RoofNotes,
+    has_times,
+    ranked,
+    roof_table,
+    roofline_points,
+    run_terms,
+    top_kernels,
+)
 from hroofline.analyze.kernels import KernelQuery, has_layers, phase_summary
 from hroofline.analyze.overlap import run_overlap
 from hroofline.analyze.provenance import counter_provenance
@@ -96,10 +104,11 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
     facts += [("MFU and MBU", utilization_sentence(utilization))]
     phases = []
     summary = summary_with_utilization(phase_summary(run), utilization)
+    known = run_terms(run, roofs)  # once for the run's every table below, not once per table
     for phase in summary:
         if phase == "total":
             continue
-        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), roofs.levels())
+        points = roofline_points(run, roofs, KernelQuery(group_by="name", phase=phase), roofs.levels(), known)
         timed = has_times(run, phase)  # a source without kernel times: its kernels ranked by FLOPs
         top = ranked(points.table, "time_s" if timed else "flops", count)  # the chart's roof table, ranked
         spec = None
@@ -114,10 +123,10 @@ def _run_section(run: Run, roofs: RunRoofs, count: int, ceilings: str | None = N
             note = (note + " " if note else "") + "No kernel of this phase has a time: the table ranks them by FLOPs."
         layers = None
         if timed and has_layers(run):
-            layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count))
+            layers = top_kernels(run, roofs, KernelQuery(group_by="layer", phase=phase, top=count), known=known)
         phases.append(PhaseSection(phase=phase, spec=spec, top=top, note=note, layers=layers))
     notes = RoofNotes()  # the warnings as `hroofline top RUN` says them: once per kind over every phase
-    roof_table(run, roofs, KernelQuery(group_by="name"), notes)
+    roof_table(run, roofs, KernelQuery(group_by="name"), notes, known)
     return RunSection(
         name=run.name,
         facts=facts,

@@ -303,29 +303,26 @@ def upgrade_launches(frame: pd.DataFrame, schema_version: int, analytic: bool = 
 
 def conform_launches(frame: pd.DataFrame, columns: Collection[str] | None = None) -> pd.DataFrame:
     """Give a launch table exactly the standard columns and dtypes, raw metric columns last; with ``columns``,
-    only those of the standard columns (a run read in part: the others are not made up as empty columns)."""
-    import pandas as pd
+    only those of the standard columns (a run read in part: the others are not made up as empty columns).
 
-    out = frame.copy(deep=False)  # copy-on-write: the caller's frame is never changed, and nothing is copied twice
-    tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in out.columns]
-    out["flops_tensor"] = out[tensor].sum(axis=1, min_count=1) if tensor else float("nan")
-    wanted = {name: dtype for name, dtype in LAUNCH_COLUMNS.items() if columns is None or name in columns}
-    for name, dtype in wanted.items():
-        if name not in out.columns:  # filled from one value, not from a list as long as the table
-            out[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=out.index, dtype=dtype)
-        elif out[name].dtype != dtype:
-            out[name] = out[name].astype(dtype)
-    raw = sorted(c for c in out.columns if c.startswith(RAW_METRIC_PREFIX)) if columns is None else []
-    for name in raw:
-        if out[name].dtype != "float64":
-            out[name] = out[name].astype("float64")
-    return _columns(out, list(wanted) + raw)
-
-
-def _columns(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """``frame[names]`` with a fresh index, without copying: a selection by list would copy every column into one
+    The table is built once from its columns, each taken as it is where its dtype is right: the caller's frame is
+    never changed, nothing is copied twice (copy-on-write), and no column is set one by one (each ``out[name] =``
+    costs as much as the table's width). A selection by list (``frame[names]``) would copy every column into one
     block, and a million-launch run is a gigabyte."""
     import pandas as pd
 
     index = pd.RangeIndex(len(frame))
-    return pd.DataFrame({name: frame[name].set_axis(index) for name in names}, index=index, copy=False)
+    frame = frame.set_axis(index)  # once for the table, not once per column; copy-on-write: nothing copied
+    tensor = [q for q in TENSOR_FLOP_QUANTITIES if q in frame.columns]
+    present = set(frame.columns) - {"flops_tensor"}  # the total is always made again from its parts
+    total = frame[tensor].sum(axis=1, min_count=1) if tensor else None
+    wanted = {name: dtype for name, dtype in LAUNCH_COLUMNS.items() if columns is None or name in columns}
+    raw = sorted(c for c in frame.columns if c.startswith(RAW_METRIC_PREFIX)) if columns is None else []
+    data: dict[str, pd.Series] = {}
+    for name, dtype in [*wanted.items(), *((name, "float64") for name in raw)]:
+        column = total if name == "flops_tensor" else frame[name] if name in present else None
+        if column is None:  # filled from one value, not from a list as long as the table
+            data[name] = pd.Series(float("nan") if dtype == "float64" else pd.NA, index=index, dtype=dtype)
+            continue
+        data[name] = column.astype(dtype) if column.dtype != dtype else column
+    return pd.DataFrame(data, index=index, copy=False)
