@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib
 import importlib.util
@@ -166,20 +167,85 @@ STORE_COMMANDS = {"import", "runs", "query", "kernels", "summary", "steps", "top
 DEEPCAM_CONFIGS = [(cfg, phase) for cfg in ("O0", "O1") for phase in ("fw", "bw", "opt")]
 
 
-DEEPCAM_AS_IMPORTED: dict[Path, str] = {}  # the session's DeepCAM store's tree_digest as deepcam_store left it
+AS_IMPORTED: dict[Path, str] = {}  # each read-only session store's tree_digest as its fixture left it
 
 
 @pytest.fixture(scope="session")
 def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -> Path:
     """Runs deepcam-O0 (FP32) and deepcam-O1 (AMP) imported from all six DeepCAM folders, on a V100; read only
-    (a test that writes to it fails: _deepcam_store_stays_as_imported)."""
+    (a test that writes to it fails: _read_only_stores_stay_as_imported)."""
     store = tmp_path_factory.mktemp("deepcam") / "store"
     for cfg, phase in DEEPCAM_CONFIGS:
         folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
         argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
         assert main([*argv, "--store", str(store)]) == 0
-    DEEPCAM_AS_IMPORTED[store] = tree_digest(store)
+    AS_IMPORTED[store] = tree_digest(store)
     return store
+
+
+def read_only_store(tmp_path_factory: pytest.TempPathFactory, name: str, imports: list[list[str]]) -> Path:
+    """A store made by the ``hroofline import`` command lines ``imports`` (each without --store), once a session:
+    under pytest-xdist in the folder the workers share, by the first worker that asks while the others wait on a
+    lock (each import took a second or more, and the two workers each imported the same files before). A store left
+    half made by a worker that died is made again. Read only: _read_only_stores_stay_as_imported holds each test to
+    it (a test of one worker that writes to it is failed there, and the other worker's next test fails too)."""
+    if shared_traces is None:
+        store = tmp_path_factory.mktemp(name) / "store"
+        for argv in imports:
+            assert main([*argv, "--store", str(store)]) == 0
+    else:
+        store = shared_traces / name / "store"
+        made = shared_traces / name / "made"
+        store.parent.mkdir(exist_ok=True)
+        with (shared_traces / name / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not made.exists():
+                shutil.rmtree(store, ignore_errors=True)
+                for argv in imports:
+                    assert main([*argv, "--store", str(store)]) == 0
+                made.touch()
+    AS_IMPORTED[store] = tree_digest(store)
+    return store
+
+
+# The H100 steps of ../shared/fixtures/h100 (recorded by hroofline on an H100 SXM; see its README), as imported into
+# h100_runs_store: run name -> the file and the import's other arguments.
+H100_RUNS = {
+    "r34": ("resnet34-fp32-b32-step.ncu-rep", ()),
+    "gpt2-trace": ("gpt2-amp-bf16-b8-s512-trace.json", ()),
+    "gpt2": ("gpt2-amp-bf16-b8-s512-trace.json", ("--gpu", "h100-sxm")),  # the trace names no catalog GPU
+    "gpt2-ncu": ("gpt2-amp-bf16-b8-s512-step.ncu-rep", ()),
+    "gemm-calibration-base-clock": ("gemm-calibration-base-clock.ncu-rep", ()),
+    "gemm-calibration-no-clock-control": ("gemm-calibration-no-clock-control.ncu-rep", ()),
+}
+
+
+@pytest.fixture(scope="session")
+def h100_runs_store(tmp_path_factory: pytest.TempPathFactory, h100_dir: Path) -> Path:
+    """The runs of :data:`H100_RUNS`, imported once a session (the GPT-2 report alone takes about 2 s): read only
+    (a test that writes to it fails: _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
+    imports = [["import", str(h100_dir / name), "--run", run, *options] for run, (name, options) in H100_RUNS.items()]
+    return read_only_store(tmp_path_factory, "h100-runs", imports)
+
+
+# Kineto traces of ../shared/fixtures/kineto (see its README for where each came from): run name -> file
+KINETO_TRACES = {
+    "alexnet": "kineto_a100_alexnet_cupti_flop_counters.json.gz",
+    "ddp": "kineto_a100_ddp2_nccl_rank0.json.gz",
+    "recsys": "kineto_a100_recsys_trace_diff_control_rank3.json.gz",
+    "volta": "kineto_volta_resnet50_tbplugin_worker0.json.gz",
+}
+
+
+@pytest.fixture(scope="session")
+def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The traces of :data:`KINETO_TRACES`, each imported as it is into a run of its key, once a session (the
+    recsys trace alone takes about 1.7 s): read only (a test that writes to it fails:
+    _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
+    paths = {run: need(SHARED / "fixtures" / "kineto" / name) for run, name in KINETO_TRACES.items()}
+    return read_only_store(
+        tmp_path_factory, "kineto", [["import", str(path), "--run", run] for run, path in paths.items()]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -223,27 +289,35 @@ def deepcam_store_copy(deepcam_store: Path, tmp_path: Path) -> Path:
     return store
 
 
+# the session-scoped stores that the tests of many files read
+READ_ONLY_STORES = ("deepcam_store", "h100_runs_store", "kineto_store")
+
+
 @pytest.fixture(autouse=True)
-def _deepcam_store_stays_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The session's DeepCAM store is read by tests of many files, in the order pytest-xdist gives them to a
-    worker: a test that writes to it (instead of to a copy) fails at its own teardown, and one whose module- or
+def _read_only_stores_stay_as_imported(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The session's read-only stores are read by tests of many files, in the order pytest-xdist gives them to a
+    worker: a test that writes to one (instead of to a copy) fails at its own teardown, and one whose module- or
     session-scoped fixture wrote to it at setup fails at its setup, not a later reader by chance of order."""
-    if "deepcam_store" not in request.fixturenames:
+    names = [name for name in READ_ONLY_STORES if name in request.fixturenames]
+    if not names:
         yield
         return
-    store: Path = request.getfixturevalue("deepcam_store")
+    stores: dict[str, Path] = {name: request.getfixturevalue(name) for name in names}
     test = request.node.nodeid
-    _fail_if_changed(store, f"a module- or session-scoped fixture of {test} or of a test before it changed")
+    for name, store in stores.items():
+        _fail_if_changed(store, name, f"a module- or session-scoped fixture of {test} or of a test before it changed")
     yield
-    _fail_if_changed(store, f"{test} changed")
+    for name, store in stores.items():
+        _fail_if_changed(store, name, f"{test} changed")
 
 
-def _fail_if_changed(store: Path, who: str) -> None:
+def _fail_if_changed(store: Path, fixture: str, who: str) -> None:
     """Fail once per change: the store as it now is becomes the one the next tests are held to."""
     now = tree_digest(store)
-    if now != DEEPCAM_AS_IMPORTED[store]:
-        DEEPCAM_AS_IMPORTED[store] = now
-        pytest.fail(f"{who} the session's DeepCAM store: write to deepcam_store_copy")
+    if now != AS_IMPORTED[store]:
+        AS_IMPORTED[store] = now
+        advice = "write to deepcam_store_copy" if fixture == "deepcam_store" else "write to a copy (shutil.copytree)"
+        pytest.fail(f"{who} the session's {fixture}: {advice}")
 
 
 @pytest.fixture

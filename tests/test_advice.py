@@ -12,23 +12,9 @@ import pytest
 from hroofline.analyze.advice.rules import advise, confirm_advice
 from hroofline.store.runs import RunStore
 
-RESNET = "resnet34-fp32-b32-step"
-GPT2_TRACE = "gpt2-amp-bf16-b8-s512-trace.json"
-GPT2_REPORT = "gpt2-amp-bf16-b8-s512-step.ncu-rep"
 
-
-@pytest.fixture(scope="module")
-def h100_runs(h100_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("advice") / "store"
-    for name, run in ((f"{RESNET}.ncu-rep", "r34"), (GPT2_TRACE, "gpt2-trace"), (GPT2_REPORT, "gpt2-ncu")):
-        assert main(["import", str(h100_dir / name), "--run", run, "--store", str(store)]) == 0
-    return store
-
-
-def test_resnet34_on_h100_gets_channels_last(h100_runs: Path) -> None:
-    run = RunStore(h100_runs).load("r34")
+def test_resnet34_on_h100_gets_channels_last(h100_runs_store: Path) -> None:
+    run = RunStore(h100_runs_store).load("r34")
     findings = advise(run)
     rules = [f.rule.key for f in findings]
     assert "layout_conversions" in rules[:2]
@@ -48,8 +34,8 @@ def test_resnet34_on_h100_gets_channels_last(h100_runs: Path) -> None:
         assert 0 <= finding.win_s <= finding.upper_bound_s + 1e-12 <= finding.evidence.time_s + 2e-12
 
 
-def test_gpt2_lm_head_fallback_with_the_dimension_to_pad(h100_runs: Path) -> None:
-    store = RunStore(h100_runs)
+def test_gpt2_lm_head_fallback_with_the_dimension_to_pad(h100_runs_store: Path) -> None:
+    store = RunStore(h100_runs_store)
     for name in ("gpt2-trace", "gpt2-ncu"):
         findings = {f.rule.key: f for f in advise(store.load(name))}
         fallback = findings["gemm_fallbacks"]
@@ -66,22 +52,22 @@ def test_gpt2_lm_head_fallback_with_the_dimension_to_pad(h100_runs: Path) -> Non
     assert any("elementwise" in kernel for kernel, _ in fusion.evidence.kernels)
 
 
-def test_advise_prints_evidence_change_and_win(cli, h100_runs: Path) -> None:
-    out = cli("advise", "gpt2-trace", "--store", str(h100_runs)).out
+def test_advise_prints_evidence_change_and_win(cli, h100_runs_store: Path) -> None:
+    out = cli("advise", "gpt2-trace", "--store", str(h100_runs_store)).out
     assert "dimension to pad: 50,257 (no multiple of 8 elements) -> 50,304" in out
     assert "layers: lm_head" in out and "can win:" in out and "estimate" in out
-    data = json.loads(cli("advise", "r34", "--format", "json", "--store", str(h100_runs)).out)
+    data = json.loads(cli("advise", "r34", "--format", "json", "--store", str(h100_runs_store)).out)
     assert [f["rule"] for f in data["findings"]][:2].count("layout_conversions") == 1
-    assert "hroofline advise r34" in cli("top", "r34", "--store", str(h100_runs)).out
+    assert "hroofline advise r34" in cli("top", "r34", "--store", str(h100_runs_store)).out
 
 
-def test_the_notebook_gets_the_same_advice(h100_runs: Path, tmp_path: Path) -> None:
+def test_the_notebook_gets_the_same_advice(h100_runs_store: Path, tmp_path: Path) -> None:
     import hroofline
 
-    table = hroofline.advise("r34", store=h100_runs)
-    assert list(table["rule"]) == [f.rule.key for f in advise(RunStore(h100_runs).load("r34"))]
-    assert table.equals(hroofline.load("r34", store=h100_runs).advise())
-    page = hroofline.load("r34", store=h100_runs).report(tmp_path / "report")
+    table = hroofline.advise("r34", store=h100_runs_store)
+    assert list(table["rule"]) == [f.rule.key for f in advise(RunStore(h100_runs_store).load("r34"))]
+    assert table.equals(hroofline.load("r34", store=h100_runs_store).advise())
+    page = hroofline.load("r34", store=h100_runs_store).report(tmp_path / "report")
     assert "What to change" in page.read_text() and "channels_last" in page.read_text()
 
 
@@ -103,16 +89,16 @@ def test_deepcam_fp32_gets_mixed_precision_and_compare_confirms_it(cli, deepcam_
     assert "fp32_off_tensor_cores" not in {f.rule.key for f in advise(store.load("deepcam-O1"))}
 
 
-def test_compare_judges_advice_only_on_the_same_model(cli, h100_runs: Path, deepcam_store: Path) -> None:
+def test_compare_judges_advice_only_on_the_same_model(cli, h100_runs_store: Path, deepcam_store: Path) -> None:
     """Issue 45 (10): resnet34 against GPT-2 said "done" for the NCHW -> NHWC advice (GPT-2 has no such
     conversions, so their time fell to 0). Two runs of one model share their layers (or kernel families): 2% of
     resnet34's time is on layers GPT-2 has; DeepCAM FP32 and AMP share 94% by family and are still judged."""
     from hroofline.analyze.compare import unlike_models
 
-    store = RunStore(h100_runs)
+    store = RunStore(h100_runs_store)
     r34, gpt2 = store.load("r34"), store.load("gpt2-ncu")
     assert "of r34's time is on layers" in (unlike_models(r34, gpt2) or "")
-    out = cli("compare", "r34", "gpt2-ncu", "--store", h100_runs).out
+    out = cli("compare", "r34", "gpt2-ncu", "--store", h100_runs_store).out
     assert "done:" not in out and "not seen:" not in out
     assert "advice for r34, not judged: gpt2-ncu is not the same model" in out
     assert "  not judged: NCHW to NHWC conversions around tensor-core convolutions" in out
@@ -121,13 +107,13 @@ def test_compare_judges_advice_only_on_the_same_model(cli, h100_runs: Path, deep
     assert unlike_models(deepcam.load("deepcam-O0"), deepcam.load("deepcam-O1")) is None
 
 
-def test_a_prediction_is_labelled_against_the_step_it_predicts(cli, h100_runs: Path, tmp_path: Path) -> None:
+def test_a_prediction_is_labelled_against_the_step_it_predicts(cli, h100_runs_store: Path, tmp_path: Path) -> None:
     """Issue 45 (10): the measured H100 resnet34 step against its prediction printed "speedup 0.80x" and "largest
     regressions": the report names its GPU only by device name, so the two looked like two GPUs. Now the
     estimated-versus-measured table (its FLOPs agree within 5%: the same step), sections measured over and under
     the estimate; a prediction for another GPU is marked predicted in the heading."""
     store = tmp_path / "store"
-    shutil.copytree(h100_runs, store)
+    shutil.copytree(h100_runs_store, store)
     for gpu, run in (("h100-sxm", "p34"), ("a100", "p34-a100")):
         argv = ("predict", "--arch", "resnet34", "--gpu", gpu, "--batch-size", "32", "--run", run, "--store", store)
         assert cli(*argv).code == 0

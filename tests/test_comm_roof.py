@@ -59,13 +59,9 @@ def expected(event: dict[str, Any]) -> tuple[float, float, float]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hroofline.cli.main import main
-
-    folder = tmp_path_factory.mktemp("comm") / "store"
-    path = need(SHARED / "fixtures" / "kineto" / TRACE)
-    assert main(["import", str(path), "--run", "ddp", "--store", str(folder)]) == 0
-    return folder
+def store(kineto_store: Path) -> Path:
+    """The session's store of Kineto traces (tests/conftest.py): run ddp is TRACE imported as it is; read only."""
+    return kineto_store
 
 
 def test_each_launch_has_the_algbw_and_busbw_of_its_recorded_sizes(store: Path) -> None:

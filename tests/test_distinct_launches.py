@@ -53,21 +53,11 @@ def _imported(folder: Path, name: str) -> ImportedSource:
     return copy.deepcopy(_imported_once(folder, name))
 
 
-@pytest.fixture(scope="module")
-def gpt2_store(h100_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("gpt2") / "store"
-    for name, run in ((TRACE, "trace"), (REPORT, "ncu")):
-        assert main(["import", str(h100_dir / name), "--run", run, "--store", str(store)]) == 0
-    return store
-
-
-def test_one_launch_per_signature_rebuilds_the_full_report(gpt2_store: Path) -> None:
+def test_one_launch_per_signature_rebuilds_the_full_report(h100_runs_store: Path) -> None:
     """The acceptance: at most 1/6 of the launches profiled; per phase, FLOPs and bytes at every level within 2%
     of the full report, time at roof within 3%."""
-    store = RunStore(gpt2_store)
-    check = check_copy(store.load("trace"), store.load("ncu"))
+    store = RunStore(h100_runs_store)
+    check = check_copy(store.load("gpt2-trace"), store.load("gpt2-ncu"))
     plan = check.plan
     assert plan.launches == 1118
     assert plan.profiled <= plan.launches / 6, plan.profiled
@@ -77,11 +67,11 @@ def test_one_launch_per_signature_rebuilds_the_full_report(gpt2_store: Path) -> 
     assert check.flops_error < 0.02 and check.bytes_error < 0.02, check.per_phase
     assert check.time_at_roof_error < 0.03, check.per_phase
     # and not by luck: kernel, grid and block alone put the forward FLOPs 16% off
-    launches = store.load("trace").launches
+    launches = store.load("gpt2-trace").launches
     coarse = launches.assign(signature=launches["kernel"] + launches["grid"] + launches["block"])
-    trace = store.load("trace")
+    trace = store.load("gpt2-trace")
     trace.launches = coarse
-    assert check_copy(trace, store.load("ncu")).flops_error > 0.1
+    assert check_copy(trace, store.load("gpt2-ncu")).flops_error > 0.1
 
 
 def _doubled_grid(grid: str) -> str:
@@ -89,11 +79,11 @@ def _doubled_grid(grid: str) -> str:
     return "(" + ", ".join([str(2 * int(x)), *rest]) + ")"
 
 
-def test_a_trace_of_another_batch_is_refused(gpt2_store: Path) -> None:
+def test_a_trace_of_another_batch_is_refused(h100_runs_store: Path) -> None:
     """Issue 45 (11): the check compared kernel names only, so the GPT-2 trace with every grid doubled and the
     batch 8 -> 16 passed against the batch-8 report with identical figures. Grids and blocks must agree too."""
-    store = RunStore(gpt2_store)
-    trace, report = store.load("trace"), store.load("ncu")
+    store = RunStore(h100_runs_store)
+    trace, report = store.load("gpt2-trace"), store.load("gpt2-ncu")
     launches = trace.launches
     kernel = launches["category"] == "kernel"
     doctored = launches.assign(shapes=launches["shapes"].str.replace("8x512", "16x512", regex=False))
@@ -107,8 +97,8 @@ def test_a_trace_of_another_batch_is_refused(gpt2_store: Path) -> None:
         check_copy(trace, report)
 
 
-def test_signatures_need_the_ops_inputs(gpt2_store: Path) -> None:
-    launches = RunStore(gpt2_store).load("trace").launches
+def test_signatures_need_the_ops_inputs(h100_runs_store: Path) -> None:
+    launches = RunStore(h100_runs_store).load("gpt2-trace").launches
     kernels = launches[launches["category"] == "kernel"]
     # the optimizer's _foreach_ ops take tensor lists, whose shapes the trace does not record: no signature
     foreach = kernels["op"].astype(str).str.startswith("aten::_foreach_")
@@ -271,27 +261,27 @@ def test_profile_plans_measures_and_copies(
     assert "168 of 1,118 kernel launches measured by ncu, 950 copied" in summary
 
 
-def test_summary_counts_kernels_apart_from_copies(cli, gpt2_store: Path) -> None:
+def test_summary_counts_kernels_apart_from_copies(cli, h100_runs_store: Path) -> None:
     """Issue 45 (minor): the trace's summary counted its 107 memsets as kernels (1,225). Its kernels per phase are
     the ncu report's launches of the same step (ncu profiles kernels only); the memsets are counted apart."""
-    trace = json.loads(cli("summary", "trace", "--format", "json", store_dir=gpt2_store).out)
-    report = json.loads(cli("summary", "ncu", "--format", "json", store_dir=gpt2_store).out)
+    trace = json.loads(cli("summary", "gpt2-trace", "--format", "json", store_dir=h100_runs_store).out)
+    report = json.loads(cli("summary", "gpt2-ncu", "--format", "json", store_dir=h100_runs_store).out)
     for phase, values in report["phases"].items():
         assert trace["phases"][phase]["kernels"] == values["kernels"], phase
     assert trace["total"]["kernels"] == report["total"]["kernels"] == 1118
-    launches = RunStore(gpt2_store).load("trace").launches
+    launches = RunStore(h100_runs_store).load("gpt2-trace").launches
     assert trace["total"]["copies"] == int((launches["category"] == "memset").sum()) == 107
     assert "copies" not in report["total"]  # an ncu report has no copies to count
 
 
 def test_a_trace_and_the_report_of_its_step_are_joined_not_added(
-    gpt2_store: Path, h100_dir: Path, tmp_path: Path, cli
+    h100_runs_store: Path, h100_dir: Path, tmp_path: Path, cli
 ) -> None:
     """Issue 45: imported into one run, the GPT-2 trace and the ncu report of the same step gave 2,343 launches and
     71.7 ms (every launch twice). In one import they are joined launch for launch: the step's time once (the
     trace's), ncu's counters on its kernels; a second import into a run holding the other is refused."""
-    store = RunStore(gpt2_store)
-    trace, report = store.load("trace").launches, store.load("ncu").launches
+    store = RunStore(h100_runs_store)
+    trace, report = store.load("gpt2-trace").launches, store.load("gpt2-ncu").launches
     joined = cli("import", h100_dir / TRACE, h100_dir / REPORT, "--run", "both", store_dir=tmp_path / "s")
     assert joined.code == 0, joined.err
     assert "1,118 launches joined with" in joined.err
@@ -310,9 +300,9 @@ def test_a_trace_and_the_report_of_its_step_are_joined_not_added(
     # two imports into one run: the second refused, the run left as it was
     copy = tmp_path / "copy"
 
-    shutil.copytree(gpt2_store, copy)
-    refused = cli("import", h100_dir / REPORT, "--run", "trace", store_dir=copy)
+    shutil.copytree(h100_runs_store, copy)
+    refused = cli("import", h100_dir / REPORT, "--run", "gpt2-trace", store_dir=copy)
     assert refused.code == 1 and not refused.out
     (line,) = refused.err.splitlines()
     assert "holds" in line and "of the same step (1,118 launches)" in line and "--replace" in line
-    assert len(RunStore(copy).load("trace").meta.sources) == 1
+    assert len(RunStore(copy).load("gpt2-trace").meta.sources) == 1

@@ -20,17 +20,8 @@ import pytest
 H100_SMS = 132
 DENSE_PER_SM_CYCLE = {"tensor_bf16": 4096, "tensor_fp16": 4096, "tensor_tf32": 2048, "tensor_fp64": 256, "fp32": 256}
 CALIBRATIONS = ("gemm-calibration-base-clock", "gemm-calibration-no-clock-control")
-
-
-@pytest.fixture(scope="session")
-def h100_store(h100_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The two GEMM calibrations and the resnet34 step, imported as a user would (no --gpu: the reports say)."""
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("h100-store")
-    for name in (*CALIBRATIONS, "resnet34-fp32-b32-step"):
-        assert main(["import", str(h100_dir / f"{name}.ncu-rep"), "--run", name, "--store", str(store)]) == 0
-    return store
+# runs of the session's h100_runs_store (tests/conftest.py), each imported as a user would (no --gpu: the reports say)
+R34 = "r34"  # resnet34-fp32-b32-step.ncu-rep
 
 
 def _csv(cli, *args: str) -> pd.DataFrame:
@@ -40,8 +31,8 @@ def _csv(cli, *args: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("report", CALIBRATIONS)
-def test_cublas_gemms_sit_where_they_must(cli, h100_store: Path, report: str) -> None:
-    top = _csv(cli, "top", report, "-n", "20", "--format", "csv", "--store", str(h100_store))
+def test_cublas_gemms_sit_where_they_must(cli, h100_runs_store: Path, report: str) -> None:
+    top = _csv(cli, "top", report, "-n", "20", "--format", "csv", "--store", str(h100_runs_store))
     bands = {"BF16 tensor": (90, 97), "FP16 tensor": (90, 97), "TF32 tensor": (90, 97), "FP64 tensor": (94, 96)}
     bands["FP32"] = (72, 82)
     assert len(top) == 5 and sorted(top["bound"]) == sorted(bands)  # one GEMM kernel per precision
@@ -52,11 +43,11 @@ def test_cublas_gemms_sit_where_they_must(cli, h100_store: Path, report: str) ->
 
 
 @pytest.mark.parametrize("report", CALIBRATIONS)
-def test_tensor_roofs_are_the_dense_rates_at_each_launchs_clock(cli, h100_store: Path, report: str) -> None:
-    launches = _csv(cli, "kernels", report, "--format", "csv", "--store", str(h100_store))
+def test_tensor_roofs_are_the_dense_rates_at_each_launchs_clock(cli, h100_runs_store: Path, report: str) -> None:
+    launches = _csv(cli, "kernels", report, "--format", "csv", "--store", str(h100_runs_store))
     from hroofline.store.runs import RunStore
 
-    stored = RunStore(h100_store).load(report).launches
+    stored = RunStore(h100_runs_store).load(report).launches
     for key, rate in DENSE_PER_SM_CYCLE.items():
         column = "flops_" + key if key != "fp32" else "flops_fp32"
         working = stored[stored[column].fillna(0) > 0]
@@ -75,8 +66,8 @@ def test_the_sparse_peaks_are_said_once_at_import(cli, h100_dir: Path) -> None:
     assert "tensor_fp64" not in note  # DMMA's peak is dense: it agrees
 
 
-def test_tma_gemms_have_no_l1_intensity(cli, h100_store: Path) -> None:
-    stored = _csv(cli, "kernels", CALIBRATIONS[0], "--format", "csv", "--store", str(h100_store))
+def test_tma_gemms_have_no_l1_intensity(cli, h100_runs_store: Path) -> None:
+    stored = _csv(cli, "kernels", CALIBRATIONS[0], "--format", "csv", "--store", str(h100_runs_store))
     nvjet = stored[stored["kernel"].str.startswith("nvjet_sm90")]
     assert len(nvjet) == 4 and nvjet["bytes_l1"].isna().all() and nvjet["ai_l1"].isna().all()
     assert nvjet["bytes_l2"].gt(8e9).all()  # the L2 level still counts what TMA moved
@@ -84,24 +75,24 @@ def test_tma_gemms_have_no_l1_intensity(cli, h100_store: Path) -> None:
     assert sgemm["ai_l1"].between(30, 60).all()  # no TMA: its L1 count stands
 
 
-def test_resnet34_every_tf32_launch_against_the_dense_tf32_roof(cli, h100_store: Path) -> None:
+def test_resnet34_every_tf32_launch_against_the_dense_tf32_roof(cli, h100_runs_store: Path) -> None:
     from hroofline.store.runs import RunStore
 
-    launches = RunStore(h100_store).load("resnet34-fp32-b32-step").launches
+    launches = RunStore(h100_runs_store).load(R34).launches
     tf32 = launches[launches["flops_tensor_tf32"].fillna(0) > 0]
     assert len(tf32) > 100
     expected = 2048 * H100_SMS * tf32["clock_hz"]
     assert (tf32["peak_tensor_tf32"] / expected).between(0.99, 1.01).all()
-    per_launch = _csv(cli, "kernels", "resnet34-fp32-b32-step", "--format", "csv", "--store", str(h100_store))
+    per_launch = _csv(cli, "kernels", R34, "--format", "csv", "--store", str(h100_runs_store))
     assert per_launch["ai_l1"].dropna().max() <= 1e4  # no TMA kernel's L1 intensity printed as measured
     assert per_launch["ai_l1"].isna().sum() >= 87
-    top = _csv(cli, "top", "resnet34-fp32-b32-step", "-n", "1000", "--format", "csv", "--store", str(h100_store))
+    top = _csv(cli, "top", R34, "-n", "1000", "--format", "csv", "--store", str(h100_runs_store))
     assert top["roof_pct"].max() <= 100
     from hroofline.analyze.binding import launch_roof_terms
     from hroofline.roofs.ceilings import run_roofs
     from hroofline.roofs.metricset import load_metric_set
 
-    run = RunStore(h100_store).load("resnet34-fp32-b32-step")
+    run = RunStore(h100_runs_store).load(R34)
     terms = launch_roof_terms(run.launches, run_roofs(run).per_launch, load_metric_set().pipes_of("9.0"))
     assert (terms["time_at_roof_s"].fillna(0) <= run.launches["time_s"]).all()  # no launch above 100% of its roof
     fprop = top[top["kernel"].str.contains("sm90_xmma_fprop") & (top["count"] >= 6)]
@@ -207,16 +198,18 @@ def test_runs_stored_before_dense_roofs_are_corrected_on_reading(h100_dir: Path,
     assert json_module.loads((store / "store.json").read_text())["schema_version"] == SCHEMA_VERSION
 
 
-def test_gpt2_trace_puts_its_matmuls_and_fused_attention_on_the_tensor_roof(cli, h100_dir: Path) -> None:
+def test_gpt2_trace_puts_its_matmuls_and_fused_attention_on_the_tensor_roof(
+    cli, h100_dir: Path, h100_runs_store: Path
+) -> None:
     """The same GPT-2 bf16 step as a trace (analytic work from each op's shapes and dtypes) and under ncu
     (counters): the trace's FLOPs within 5% of ncu's, at least 97% of them tensor work, causal attention as one
     fused kernel at half the FLOPs of full attention, no attention or embedding kernel above a roof, and at
     most three warning lines."""
     imported = cli("import", h100_dir / "gpt2-amp-bf16-b8-s512-trace.json", "--run", "trace")
     assert imported.code == 0, imported.err
-    assert cli("import", h100_dir / "gpt2-amp-bf16-b8-s512-step.ncu-rep", "--run", "ncu").code == 0
     trace = json.loads(cli("summary", "trace", "--format", "json").out)["total"]
-    counted = json.loads(cli("summary", "ncu", "--format", "json").out)["total"]
+    # the step's ncu report, imported once a session (tests/conftest.py)
+    counted = json.loads(cli("summary", "gpt2-ncu", "--format", "json", store_dir=h100_runs_store).out)["total"]
     assert 3.2e12 < counted["flops"] < 3.3e12 and counted["flops_tensor"] / counted["flops"] > 0.99
     assert trace["flops"] == pytest.approx(counted["flops"], rel=0.05)
     assert trace["flops_tensor_bf16"] / trace["flops"] >= 0.97
@@ -228,7 +221,9 @@ def test_gpt2_trace_puts_its_matmuls_and_fused_attention_on_the_tensor_roof(cli,
     assert attention["flops_tensor_bf16"].sum() == pytest.approx(causal, rel=1e-9)
     # ncu's counters on the same kernels (forward and backward) lie between the causal count and the full one:
     # the fused kernels compute the diagonal's tiles whole
-    counted_attention = _csv(cli, "kernels", "ncu", "--group-by", "name", "--format", "csv")
+    counted_attention = _csv(
+        cli, "kernels", "gpt2-ncu", "--group-by", "name", "--format", "csv", "--store", str(h100_runs_store)
+    )
     measured = counted_attention[counted_attention["kernel"].str.contains("sdpa_sm90_flash")]["flops"].sum()
     traced = launches[launches["kernel"].str.contains("sdpa_sm90_flash")]["flops"].sum()
     assert traced < measured < traced / causal * full

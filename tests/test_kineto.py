@@ -20,14 +20,9 @@ from hroofline.importers.collectives import bus_bytes, is_communication
 from hroofline.importers.kineto_links import module_path, range_phase
 from hroofline.store.rank_sql import ranks_duckdb
 from hroofline.store.runs import RunStore
-from tests.conftest import SHARED, need, tree_digest
+from tests.conftest import KINETO_TRACES, SHARED, need, tree_digest
 
-TRACES = {
-    "alexnet": "kineto_a100_alexnet_cupti_flop_counters.json.gz",
-    "ddp": "kineto_a100_ddp2_nccl_rank0.json.gz",
-    "recsys": "kineto_a100_recsys_trace_diff_control_rank3.json.gz",
-    "volta": "kineto_volta_resnet50_tbplugin_worker0.json.gz",
-}
+TRACES = KINETO_TRACES  # run name -> file of ../shared/fixtures/kineto, imported into kineto_store
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
 
 
@@ -80,21 +75,11 @@ def linked_share(document: dict[str, Any]) -> float:
     return linked / total
 
 
-@pytest.fixture(scope="module")
-def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("traces") / "store"
-    for key in TRACES:
-        assert main(["import", str(trace_path(key)), "--run", key, "--store", str(store)]) == 0
-    return store
-
-
 @pytest.mark.parametrize("key", ["ddp", "recsys", "volta"])
-def test_every_gpu_activity_with_its_measured_duration(trace_store: Path, key: str) -> None:
+def test_every_gpu_activity_with_its_measured_duration(kineto_store: Path, key: str) -> None:
     document = read_events(key)
     expected = gpu_events(document)
-    run = load(key, trace_store)
+    run = load(key, kineto_store)
     launches = run.launches
     assert len(launches) == len(expected)
     kernels = [e for e in expected if str(e["cat"]).lower() == "kernel"]
@@ -105,7 +90,7 @@ def test_every_gpu_activity_with_its_measured_duration(trace_store: Path, key: s
     assert run.meta.sources[0].kind == "kineto"
 
 
-def test_launch_ids_are_launch_order(trace_store: Path) -> None:
+def test_launch_ids_are_launch_order(kineto_store: Path) -> None:
     """The JSON lists activities per stream; launch_id follows the runtime calls that launched them. In the
     DDP trace every activity has its call, so the whole sequence is known independently."""
     document = read_events("ddp")
@@ -115,28 +100,28 @@ def test_launch_ids_are_launch_order(trace_store: Path) -> None:
     in_json_order = [e["name"] for e in activities]
     in_launch_order = [e["name"] for e in sorted(activities, key=lambda e: calls[e["args"]["correlation"]])]
     assert in_json_order != in_launch_order  # the JSON's order is not launch order
-    launches = load("ddp", trace_store).launches.sort_values("launch_id")
+    launches = load("ddp", kineto_store).launches.sort_values("launch_id")
     assert list(launches["kernel"]) == in_launch_order
 
 
 @pytest.mark.parametrize(("key", "rank"), [("ddp", 0), ("recsys", 3), ("volta", 0)])
-def test_ranks(trace_store: Path, key: str, rank: int) -> None:
-    assert set(load(key, trace_store).launches["rank"]) == {rank}
+def test_ranks(kineto_store: Path, key: str, rank: int) -> None:
+    assert set(load(key, kineto_store).launches["rank"]) == {rank}
 
 
 @pytest.mark.parametrize("key", ["ddp", "recsys", "volta"])
-def test_share_of_time_linked_to_an_op(trace_store: Path, key: str) -> None:
-    launches = load(key, trace_store).launches
+def test_share_of_time_linked_to_an_op(kineto_store: Path, key: str) -> None:
+    launches = load(key, kineto_store).launches
     share = launches.loc[launches["op"].notna(), "time_s"].sum() / launches["time_s"].sum()
     assert share == pytest.approx(linked_share(read_events(key)), abs=1e-9)
 
 
-def test_recsys_share_of_kernel_time_with_analytic_flops(trace_store: Path) -> None:
+def test_recsys_share_of_kernel_time_with_analytic_flops(kineto_store: Path) -> None:
     """The recsys trace recorded shapes: its aten ops get analytic work; fbgemm's ops and the NCCL
     kernels have none. 56.0% of compute-kernel time is the share found (54.4% before out= calls counted as their
     op: its aten::mul, nan_to_num and logical_and with out=); it can only be below the share of kernels launched
     under an op with shapes."""
-    launches = load("recsys", trace_store).launches
+    launches = load("recsys", kineto_store).launches
     kernels = launches[launches["category"] == "kernel"]
     known = kernels["flops_fp32"].notna()
     assert (known == kernels["bytes_hbm"].notna()).all()  # work is known whole or not at all
@@ -162,7 +147,7 @@ def test_recsys_share_of_kernel_time_with_analytic_flops(trace_store: Path) -> N
     assert len(mm_ops) > 100 and flops == pytest.approx(expected, rel=1e-12)
 
 
-def test_alexnet_cupti_counters_are_measured_flops(trace_store: Path) -> None:
+def test_alexnet_cupti_counters_are_measured_flops(kineto_store: Path) -> None:
     document = read_events("alexnet")
     ranges = [e for e in document["traceEvents"] if e.get("cat") == "cuda_profiler_range"]
     prefix = "smsp__sass_thread_inst_executed_op_"
@@ -177,7 +162,7 @@ def test_alexnet_cupti_counters_are_measured_flops(trace_store: Path) -> None:
             )
         )
 
-    run = load("alexnet", trace_store)
+    run = load("alexnet", kineto_store)
     assert len(run.launches) == len(ranges) == 77
     assert run.launches["flops_fp32"].sum() == total("f") == pytest.approx(7.97e10, rel=1e-3)
     assert run.launches["flops_fp16"].sum() == total("h")
@@ -186,10 +171,10 @@ def test_alexnet_cupti_counters_are_measured_flops(trace_store: Path) -> None:
     assert (run.launches["phase"] == "forward").sum() >= 76
 
 
-def test_ddp_nccl_kernels_are_communication_per_phase(cli, trace_store: Path) -> None:
+def test_ddp_nccl_kernels_are_communication_per_phase(cli, kineto_store: Path) -> None:
     document = read_events("ddp")
     nccl = [e for e in gpu_events(document) if e["name"].startswith("ncclKernel")]
-    launches = load("ddp", trace_store).launches
+    launches = load("ddp", kineto_store).launches
     communication = launches[launches["category"] == "communication"]
     assert len(communication) == len(nccl) == 21
     assert communication["time_s"].sum() == pytest.approx(sum(e["dur"] for e in nccl) * 1e-6, rel=1e-12)
@@ -199,7 +184,7 @@ def test_ddp_nccl_kernels_are_communication_per_phase(cli, trace_store: Path) ->
     first = next(e for e in nccl if "AllReduce" in e["name"])
     row = communication[communication["time_s"] == first["dur"] * 1e-6].iloc[0]
     assert row["bytes_link"] == first["args"]["In msg nelems"] * 4
-    result = cli("summary", "ddp", "--format", "json", "--store", trace_store)
+    result = cli("summary", "ddp", "--format", "json", "--store", kineto_store)
     phases = json.loads(result.out)["phases"]
     assert phases["backward"]["communication_s"] == pytest.approx(per_phase_time("backward", nccl, document))
     assert phases["forward"]["communication_s"] == pytest.approx(per_phase_time("forward", nccl, document))
@@ -298,7 +283,7 @@ def test_steps_pick_profiler_steps(cli) -> None:
     assert result.code == 1 and "holds steps 4, 5, 6" in result.err
 
 
-def test_display_time_unit_does_not_change_the_unit(cli, trace_store: Path, tmp_path: Path) -> None:
+def test_display_time_unit_does_not_change_the_unit(cli, kineto_store: Path, tmp_path: Path) -> None:
     """ts and dur are microseconds whatever displayTimeUnit says (Kineto writes "ns" in builds with
     DISPLAY_TRACE_IN_NS and still writes microseconds): the same trace imports to the same seconds."""
     document = fresh_events("ddp")
@@ -307,17 +292,17 @@ def test_display_time_unit_does_not_change_the_unit(cli, trace_store: Path, tmp_
     relabelled = tmp_path / "ns.json"
     relabelled.write_text(json.dumps(document))
     assert cli("import", relabelled, "--run", "ns").code == 0
-    a, b = load("ns", cli.store).launches, load("ddp", trace_store).launches  # the trace as it is, imported once
+    a, b = load("ns", cli.store).launches, load("ddp", kineto_store).launches  # the trace as it is, imported once
     assert list(a["time_s"]) == list(b["time_s"])
     kernels = a.loc[a["category"].isin(["kernel", "communication"]), "time_s"].sum()
     assert kernels == pytest.approx(0.16253234, rel=1e-9)  # PROVENANCE: 2,700 kernels, 162.5 ms
 
 
 @pytest.fixture
-def store_with_trace(trace_store: Path, tmp_path: Path) -> Path:
-    """A copy of the module's store of traces (run ddp among them), for a test that imports into it."""
+def store_with_trace(kineto_store: Path, tmp_path: Path) -> Path:
+    """A copy of the session's store of traces (run ddp among them), for a test that imports into it."""
     store = tmp_path / "traces"
-    shutil.copytree(trace_store, store)
+    shutil.copytree(kineto_store, store)
     return store
 
 
@@ -407,11 +392,11 @@ def test_traces_are_never_joined_as_passes(two_ranks: Path) -> None:
     assert len(run.launches) == len(gpu_events(read_events("ddp"))) + len(gpu_events(read_events("recsys")))
 
 
-def test_charts_say_the_work_is_analytic(trace_store: Path) -> None:
-    spec = load("recsys", trace_store).chart(phase="backward", ceilings="a100").to_dict()
+def test_charts_say_the_work_is_analytic(kineto_store: Path) -> None:
+    spec = load("recsys", kineto_store).chart(phase="backward", ceilings="a100").to_dict()
     subtitle = " ".join(spec["title"]["subtitle"])
     assert "Time measured (PyTorch profiler); FLOPs and bytes analytic" in subtitle
-    alexnet = load("alexnet", trace_store)
+    alexnet = load("alexnet", kineto_store)
     assert not any(source.analytic_work for source in alexnet.meta.sources)  # CUPTI counters: measured FLOPs
 
 

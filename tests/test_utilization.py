@@ -25,31 +25,14 @@ H100_SMS = 132
 DENSE_PER_SM_CYCLE = {"flops_tensor_bf16": 4096, "flops_tensor_fp16": 4096, "flops_tensor_tf32": 2048}
 TENSOR_BOUNDS = {"BF16 tensor", "FP16 tensor", "TF32 tensor"}
 CALIBRATIONS = ("gemm-calibration-base-clock", "gemm-calibration-no-clock-control")
-GPT2_TRACE = "gpt2-amp-bf16-b8-s512-trace.json"
-GPT2_REPORT = "gpt2-amp-bf16-b8-s512-step.ncu-rep"
-
-
-@pytest.fixture(scope="module")
-def h100_runs(h100_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The calibrations and the GPT-2 step (its trace; its ncu report apart), imported as a user would."""
-    from hroofline.cli.main import main
-
-    store = tmp_path_factory.mktemp("utilization-store")
-    for name in CALIBRATIONS:
-        assert main(["import", str(h100_dir / f"{name}.ncu-rep"), "--run", name, "--store", str(store)]) == 0
-    assert (
-        main(["import", str(h100_dir / GPT2_TRACE), "--run", "gpt2", "--gpu", "h100-sxm", "--store", str(store)]) == 0
-    )
-    assert main(["import", str(h100_dir / GPT2_REPORT), "--run", "gpt2-ncu", "--store", str(store)]) == 0
-    return store
 
 
 @pytest.mark.parametrize("report", CALIBRATIONS)
-def test_each_cublas_gemm_is_at_its_share_of_the_dense_roof(cli, h100_runs: Path, report: str) -> None:
-    result = cli("top", report, "-n", "20", "--format", "csv", "--store", str(h100_runs))
+def test_each_cublas_gemm_is_at_its_share_of_the_dense_roof(cli, h100_runs_store: Path, report: str) -> None:
+    result = cli("top", report, "-n", "20", "--format", "csv", "--store", str(h100_runs_store))
     assert result.code == 0, result.err
     top = pd.read_csv(io.StringIO(result.out))
-    launches = RunStore(h100_runs).load(report).launches
+    launches = RunStore(h100_runs_store).load(report).launches
     for row in top[top["bound"].isin(TENSOR_BOUNDS)].to_dict(orient="records"):
         mine = launches[launches["kernel"] == row["kernel"]]
         # by hand: each launch's tensor FLOPs over the dense roof at the clock it ran at, summed as time, over time
@@ -67,8 +50,8 @@ def test_each_cublas_gemm_is_at_its_share_of_the_dense_roof(cli, h100_runs: Path
     assert len(top[top["bound"].isin(TENSOR_BOUNDS)]) == 3
 
 
-def test_the_denominator_is_printed_once_with_its_clock(cli, h100_runs: Path) -> None:
-    result = cli("top", CALIBRATIONS[0], "-n", "3", "--store", str(h100_runs))
+def test_the_denominator_is_printed_once_with_its_clock(cli, h100_runs_store: Path) -> None:
+    result = cli("top", CALIBRATIONS[0], "-n", "3", "--store", str(h100_runs_store))
     assert result.code == 0, result.err
     line = next(line for line in result.out.splitlines() if "BF16 tensor dense" in line)
     # 4,096 x 132 x 1.43 GHz = 773 TFLOP/s: the README's BF16 GEMM ran at 1.43 GHz under --clock-control base
@@ -87,8 +70,8 @@ def gpt2_nanogpt_params() -> int:
     return vocab * d + layers * per_layer + 2 * d  # wte, the blocks (ln_1, attn, proj, ln_2, mlp), ln_f
 
 
-def test_gpt2_step_mfu_two_ways(cli, h100_runs: Path) -> None:
-    run = RunStore(h100_runs).load("gpt2")
+def test_gpt2_step_mfu_two_ways(cli, h100_runs_store: Path) -> None:
+    run = RunStore(h100_runs_store).load("gpt2")
     utilization = run_utilization(run)
     total = utilization.total
     assert total is not None and total.mfu is not None and total.hfu is None  # a trace: model FLOPs only
@@ -101,7 +84,7 @@ def test_gpt2_step_mfu_two_ways(cli, h100_runs: Path) -> None:
     formula_mfu = formula_flops / (total.time_s * bf16_peak)
     assert total.mfu == pytest.approx(formula_mfu, rel=0.10)
     assert 0.05 < total.mfu < 0.15  # 9.7%: the LM head's align1 GEMMs and attention's small batches
-    result = cli("summary", "gpt2", "--store", str(h100_runs))
+    result = cli("summary", "gpt2", "--store", str(h100_runs_store))
     assert result.code == 0, result.err
     assert (
         "989 TFLOP/s BF16 tensor dense: 4,096 FLOP/SM/cycle × 132 SMs × 1.83 GHz, the datasheet's clock" in result.out
@@ -111,9 +94,9 @@ def test_gpt2_step_mfu_two_ways(cli, h100_runs: Path) -> None:
     assert "mfu_pct" in table and "mbu_pct" in table and "hfu_pct" not in table
 
 
-def test_gpt2_hardware_flops_exceed_the_models(h100_runs: Path) -> None:
+def test_gpt2_hardware_flops_exceed_the_models(h100_runs_store: Path) -> None:
     """The same step under ncu: the kernels' counted FLOPs (HFU) against the trace's model FLOPs (MFU)."""
-    store = RunStore(h100_runs)
+    store = RunStore(h100_runs_store)
     model = run_utilization(store.load("gpt2")).total
     hardware = run_utilization(store.load("gpt2-ncu")).total
     assert model is not None and hardware is not None and hardware.mfu is None and hardware.hfu is not None
@@ -121,8 +104,8 @@ def test_gpt2_hardware_flops_exceed_the_models(h100_runs: Path) -> None:
     assert 1.0 < hardware.hardware_flops / model.model_flops < 1.05  # 3.25 vs 3.18 TFLOP: padding, masked work
 
 
-def test_a_run_without_gpu_or_peaks_says_why_it_has_no_mfu(h100_runs: Path) -> None:
-    run = RunStore(h100_runs).load(CALIBRATIONS[0])
+def test_a_run_without_gpu_or_peaks_says_why_it_has_no_mfu(h100_runs_store: Path) -> None:
+    run = RunStore(h100_runs_store).load(CALIBRATIONS[0])
     bare = Run(replace(run.meta, gpu=None, device_name=None, cc=None), run.launches.drop(columns=list(PEAK_COLUMNS)))
     bare.launches[list(PEAK_COLUMNS)] = float("nan")
     utilization = run_utilization(bare)
@@ -139,10 +122,10 @@ def test_every_flop_column_has_its_dense_roof() -> None:
     assert MODEL == "model"
 
 
-def test_the_notebook_face_has_mfu_per_phase_kernel_and_layer(h100_runs: Path) -> None:
+def test_the_notebook_face_has_mfu_per_phase_kernel_and_layer(h100_runs_store: Path) -> None:
     from hroofline.api.face import RunView
 
-    run = RunView.of(RunStore(h100_runs).load("gpt2"))
+    run = RunView.of(RunStore(h100_runs_store).load("gpt2"))
     total = run_utilization(run).total
     assert total is not None and run.mfu == total.mfu
     summary = run.summary()

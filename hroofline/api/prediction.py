@@ -238,13 +238,16 @@ def predict_run(
 ) -> Prediction:
     """Checks the request, traces the step on the meta device (saying so to ``progress``), bounds each op's
     time at the GPU's datasheet roofs and estimates it, and says whether the step fits the GPU's memory.
-    ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once)."""
+    ``traces`` keeps traced steps between calls (a sweep traces each model, batch and precision once); a
+    torchvision or built-in transformers model's step is also looked up in, and kept in, the process's last
+    traced steps (:mod:`hroofline.collect.recent_steps`), so that predicting it on another GPU traces it once."""
     from hroofline.analyze.estimate import estimate_method, load_estimate_model, with_estimate, with_host_cost
     from hroofline.analyze.layout import predicted_ops
     from hroofline.analyze.memory_fit import memory_fit, peak_phase
     from hroofline.analyze.predict import prediction_peaks
     from hroofline.collect.meta_trace import trace_identity, trace_step_memory
     from hroofline.collect.models import check_model
+    from hroofline.collect.recent_steps import RECENT_STEPS, keeps
     from hroofline.collect.workload import WorkloadConfig
     from hroofline.importers.source import ImportedSource
     from hroofline.model.run import SourceInfo
@@ -267,12 +270,18 @@ def predict_run(
 
     def traced(config: WorkloadConfig) -> Any:
         key = (config, options.phases)
-        if key not in traces:
+        step = traces.get(key)
+        if step is None and keeps(config):
+            step = RECENT_STEPS.get(key)
+        if step is None:
             if progress is not None:
                 what = f"{options.phases}, batch {config.batch_size}, {config.precision}"
                 progress(f"tracing {config.arch} ({what}) on the meta device")
-            traces[key] = trace_step_memory(config, options.phases)
-        return traces[key]
+            step = trace_step_memory(config, options.phases)
+            if keeps(config):
+                RECENT_STEPS.keep(key, step)
+        traces[key] = step
+        return step
 
     trace = traced(config)
     estimate_model = options.estimate_model or load_estimate_model().for_cc(gpu.cc)
@@ -321,7 +330,7 @@ def predict_run(
             "peak_source": gpu.peak_source or "metrics/gpus.toml",
         },
         notes=[*peaks.notes, *([converted.note] if converted.note else [])],
-        memory=trace.memory,
+        memory=list(trace.memory),  # a list of its own: the traced step may be kept for later predictions
     )
     source = ImportedSource(info=info, launches=launches, cc=gpu.cc, device_name=None)
     return Prediction(source, gpu.name, config.precision, name, peaks, estimate_model, fit, config.batch_size)
