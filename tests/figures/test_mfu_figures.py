@@ -12,13 +12,7 @@ import pandas as pd
 
 from hroofline.analyze.utilization import run_utilization
 from hroofline.store.runs import RunStore
-from tests.test_utilization import (  # noqa: F401 (h100_runs: the fixture, imported to be used here)
-    CALIBRATIONS,
-    DENSE_PER_SM_CYCLE,
-    H100_SMS,
-    gpt2_nanogpt_params,
-    h100_runs,
-)
+from tests.test_utilization import CALIBRATIONS, DENSE_PER_SM_CYCLE, H100_SMS, gpt2_nanogpt_params
 from tests.validation_page import assert_page_shows, table_row
 
 TABLE = "mfu"
@@ -29,19 +23,19 @@ def shows(label: str, *computed: float) -> None:
     assert_page_shows(table_row(TABLE, label), list(computed), f"the row {label!r}")
 
 
-def test_the_mfu_table(cli, h100_runs: Path) -> None:  # noqa: F811
-    result = cli("top", CALIBRATIONS[0], "-n", "20", "--format", "csv", "--store", str(h100_runs))
+def test_the_mfu_table(cli, h100_runs_store: Path) -> None:
+    result = cli("top", CALIBRATIONS[0], "-n", "20", "--format", "csv", "--store", str(h100_runs_store))
     assert result.code == 0, result.err
     top = pd.read_csv(io.StringIO(result.out))
     gemm = top[top["bound"] == "BF16 tensor"].iloc[0]
-    launches = RunStore(h100_runs).load(CALIBRATIONS[0]).launches
+    launches = RunStore(h100_runs_store).load(CALIBRATIONS[0]).launches
     mine = launches[launches["kernel"] == gemm["kernel"]]
     at_roof = sum(mine[c] / (rate * H100_SMS * mine["clock_hz"]) for c, rate in DENSE_PER_SM_CYCLE.items()).sum()
     shows("cuBLAS BF16 8192³ GEMM", gemm["hfu_pct"], 100 * at_roof / mine["time_s"].sum())
     model = 100 * (2 * 8192**3 * len(mine)) / (mine["time_s"] * 4096 * H100_SMS * mine["clock_hz"]).sum()
     padded = math.ceil(8192 / TILE) * TILE
     shows("the same GEMM over its model FLOPs", model, TILE, 8192, padded, 100 * (gemm["hfu_pct"] / model - 1))
-    store = RunStore(h100_runs)
+    store = RunStore(h100_runs_store)
     step = run_utilization(store.load("gpt2")).total
     hardware = run_utilization(store.load("gpt2-ncu")).total
     assert step is not None and step.mfu is not None and hardware is not None
