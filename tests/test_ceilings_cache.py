@@ -331,3 +331,32 @@ def replace_load(kept: ceilings_cache.CpuCeilings, load: float | None) -> ceilin
     from dataclasses import replace
 
     return replace(kept, load=load)
+
+
+def test_the_charts_javascript_is_made_once_per_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """vl-convert's bundle of Vega (about 2 s to make, the same for its version) is kept in the cache folder: a
+    later process (the function's in-memory cache cleared) reads the file and does not call vl-convert again."""
+    import vl_convert
+
+    from hroofline.render import html_page
+
+    monkeypatch.setenv("HROOFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    made: list[str] = []
+    real = vl_convert.javascript_bundle
+
+    def counted(**options: str) -> str:
+        made.append(options["vl_version"])
+        return real(**options)
+
+    monkeypatch.setattr(vl_convert, "javascript_bundle", counted)
+    html_page.javascript_bundle.cache_clear()
+    first = html_page.javascript_bundle()
+    (kept,) = (tmp_path / "cache").iterdir()
+    assert kept.read_text(encoding="utf-8") == first and vl_convert.__version__ in kept.name
+    assert made == [html_page.vega_lite_version()] and "vegaEmbed" in first
+    html_page.javascript_bundle.cache_clear()
+    assert html_page.javascript_bundle() == first and len(made) == 1  # read back, not made again
+    kept.write_text("")  # an empty file (a full disk) is made anew
+    html_page.javascript_bundle.cache_clear()
+    assert html_page.javascript_bundle() == first and len(made) == 2
+    html_page.javascript_bundle.cache_clear()  # the tests after this one make or read their own

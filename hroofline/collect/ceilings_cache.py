@@ -7,7 +7,7 @@ numbers depend on (:func:`machine_key`: the CPU's model, its cores and PyTorch's
 PyTorch's versions), so a change of any of these measures anew; a file that cannot be read as ceilings is
 measured anew too, said in one line.
 
-The folder: ``$HROOFLINE_CACHE_DIR``, else ``$XDG_CACHE_HOME/hroofline``, else ``~/.cache/hroofline``.
+The folder: :func:`hroofline.collect.cache_folder.cache_dir`.
 """
 
 from __future__ import annotations
@@ -15,28 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hroofline.collect.cache_folder import CACHE_ENV, cache_dir, write_atomically
 from hroofline.errors import HrooflineError
 from hroofline.roofs.ceilings import Ceilings, ceilings_from_toml, read_toml_file
 
-CACHE_ENV = "HROOFLINE_CACHE_DIR"
 KEY_TABLE = "machine"  # the cached file's table that holds its key
 BUSY_LOAD_PER_CORE = 2.0  # a load average over this many per core: roofs measured then may be low
-
-
-def cache_dir() -> Path:
-    """Where hroofline keeps what it measured on this machine."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "hroofline"
 
 
 def machine_key() -> dict[str, str]:
@@ -101,7 +91,7 @@ def cpu_ceilings_cached(progress: Callable[[str], None], remeasure: bool = False
     text += f"\n[{KEY_TABLE}]\n" + "".join(f"{name} = {json.dumps(value)}\n" for name, value in key.items())
     text += f'measured_on = "{day}"\n' + (f"load_average = {load:.2f}\n" if load is not None else "")
     try:
-        _write_atomically(path, text)
+        write_atomically(path, text)
     except OSError as error:  # a read-only home: the profile goes on, measuring again next time
         progress(f"could not keep the ceilings in {path.parent} ({error.strerror}): set {CACHE_ENV} to a folder")
         return CpuCeilings(ceilings_from_toml(tomllib.loads(text), path), None, True, day, load)
@@ -137,16 +127,3 @@ def _read(path: Path, key: dict[str, str], progress: Callable[[str], None]) -> C
     load = kept.get("load_average")
     load = float(load) if isinstance(load, int | float) and not isinstance(load, bool) else None
     return CpuCeilings(ceilings, path, False, str(kept.get("measured_on", "?")), load)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Written under another name, then renamed: a reader finds the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -212,9 +212,17 @@ def vega_lite_version() -> str:
 
 @cache
 def javascript_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed as one script, for pages that work offline. vl-convert takes about 2 s to make
+    it, the same each time for its version and Vega-Lite's: made once per machine, kept in the cache folder."""
     import vl_convert  # imported on use: it is large and only pages and images need it
 
-    return vl_convert.javascript_bundle(vl_version=vega_lite_version())
+    from hroofline.collect.cache_folder import kept_text
+
+    version = vega_lite_version()
+    return kept_text(
+        f"vega-embed-vl-convert-{vl_convert.__version__}-vega-lite-{version}.js",
+        lambda: vl_convert.javascript_bundle(vl_version=version),
+    )
 
 
 def page(title: str, body: str) -> str:
