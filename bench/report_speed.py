@@ -1,6 +1,6 @@
 """Benchmark: the roof tables of a report's run section, with the run's terms made once (issue: analysis hot paths).
 
-A run's section of ``hroofline report`` draws three roof tables per phase (the chart's kernels, the top layers)
+A run's section of ``hroofline report`` draws two roof tables per phase (the chart's kernels, the top layers)
 and one over the whole run for its notes. Each table sums per-launch terms that do not depend on which launches
 it selects: time at roof, utilisation against the run's dense peaks, the collectives' link terms. The report
 makes them once per run (:func:`hroofline.analyze.binding.run_terms`); a table made without them makes its own.

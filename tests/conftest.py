@@ -31,6 +31,7 @@ from hroofline.importers.kineto import CpuEvent, TraceEvents, parse_trace
 from hroofline.importers.kineto_links import link_activities
 from hroofline.model.run import Run
 from hroofline.store.runs import RunStore
+from tests.shared_runs import H100_RUNS, KINETO_TRACES
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
@@ -208,33 +209,12 @@ def read_only_store(tmp_path_factory: pytest.TempPathFactory, name: str, imports
     return store
 
 
-# The H100 steps of ../shared/fixtures/h100 (recorded by hroofline on an H100 SXM; see its README), as imported into
-# h100_runs_store: run name -> the file and the import's other arguments.
-H100_RUNS = {
-    "r34": ("resnet34-fp32-b32-step.ncu-rep", ()),
-    "gpt2-trace": ("gpt2-amp-bf16-b8-s512-trace.json", ()),
-    "gpt2": ("gpt2-amp-bf16-b8-s512-trace.json", ("--gpu", "h100-sxm")),  # the trace names no catalog GPU
-    "gpt2-ncu": ("gpt2-amp-bf16-b8-s512-step.ncu-rep", ()),
-    "gemm-calibration-base-clock": ("gemm-calibration-base-clock.ncu-rep", ()),
-    "gemm-calibration-no-clock-control": ("gemm-calibration-no-clock-control.ncu-rep", ()),
-}
-
-
 @pytest.fixture(scope="session")
 def h100_runs_store(tmp_path_factory: pytest.TempPathFactory, h100_dir: Path) -> Path:
     """The runs of :data:`H100_RUNS`, imported once a session (the GPT-2 report alone takes about 2 s): read only
     (a test that writes to it fails: _read_only_stores_stay_as_imported; copy it with shutil.copytree)."""
     imports = [["import", str(h100_dir / name), "--run", run, *options] for run, (name, options) in H100_RUNS.items()]
     return read_only_store(tmp_path_factory, "h100-runs", imports)
-
-
-# Kineto traces of ../shared/fixtures/kineto (see its README for where each came from): run name -> file
-KINETO_TRACES = {
-    "alexnet": "kineto_a100_alexnet_cupti_flop_counters.json.gz",
-    "ddp": "kineto_a100_ddp2_nccl_rank0.json.gz",
-    "recsys": "kineto_a100_recsys_trace_diff_control_rank3.json.gz",
-    "volta": "kineto_volta_resnet50_tbplugin_worker0.json.gz",
-}
 
 
 @pytest.fixture(scope="session")

@@ -359,4 +359,7 @@ def test_the_charts_javascript_is_made_once_per_machine(monkeypatch: pytest.Monk
     kept.write_text("")  # an empty file (a full disk) is made anew
     html_page.javascript_bundle.cache_clear()
     assert html_page.javascript_bundle() == first and len(made) == 2
+    kept.write_text(first[: len(first) // 3])  # and so is one cut short (the bundle names vegaEmbed only at its end)
+    html_page.javascript_bundle.cache_clear()
+    assert html_page.javascript_bundle() == first and len(made) == 3
     html_page.javascript_bundle.cache_clear()  # the tests after this one make or read their own

@@ -16,7 +16,7 @@ import pytest
 import hroofline.analyze.binding as binding_module
 import hroofline.analyze.utilization as utilization_module
 from hroofline.analyze.binding import RoofNotes, roof_table, run_terms
-from hroofline.analyze.kernels import KernelQuery, phase_summary
+from hroofline.analyze.kernels import KernelQuery, _totals, phase_summary
 from hroofline.analyze.utilization import launch_terms
 from hroofline.api.report_page import _run_section as run_section
 from hroofline.model.quantities import ROOF_KEYS
@@ -161,17 +161,23 @@ def test_conform_launches_builds_its_table_at_once(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_phase_summary_sums_what_it_sums_over_every_column(predicted: Run) -> None:
-    """phase_summary reads only the columns its sums need; summed over the full rows, by hand here, the phase's
-    time, FLOPs and launches are the same."""
+    """phase_summary reads only the columns its sums need: every figure of it, phase by phase, equals the sums
+    over the phase's whole rows (every column kept), and its time, FLOPs and launches are the sums by hand."""
     summary = phase_summary(predicted)
     launches = predicted.launches
-    for phase in ("forward", "optimizer"):
-        rows = launches[launches["phase"] == phase]
+    trace = bool(launches["category"].notna().any())
+    communicates = bool((launches["category"] == "communication").any())
+    assert set(summary) - {"total"} == set(launches["phase"].dropna()) and len(summary) > 2
+    for phase in set(summary) - {"total"}:
+        rows = launches[launches["phase"] == phase]  # every column: what phase_summary filtered before
+        whole = _totals(rows, trace, communicates)
+        assert {key: summary[phase][key] for key in whole} == whole  # (the phase's memory is added beside them)
         assert summary[phase]["time_s"] == pytest.approx(float(rows["time_s"].sum()), rel=1e-15)
         assert summary[phase]["kernels"] == int(rows["launches"].sum())
         flops = rows[["flops_fp32", "flops_fp16", "flops_fp64", "flops_tensor"]].sum().sum()
         assert summary[phase]["flops"] == pytest.approx(float(flops), rel=1e-12)
-    assert summary["total"]["time_s"] == pytest.approx(float(launches["time_s"].sum()), rel=1e-15)
+    whole = _totals(launches, trace, communicates)
+    assert {key: summary["total"][key] for key in whole} == whole
 
 
 def test_launch_terms_on_arrays_are_the_sums_counted_by_hand() -> None:

@@ -20,7 +20,8 @@ from hroofline.importers.collectives import bus_bytes, is_communication
 from hroofline.importers.kineto_links import module_path, range_phase
 from hroofline.store.rank_sql import ranks_duckdb
 from hroofline.store.runs import RunStore
-from tests.conftest import KINETO_TRACES, SHARED, need, tree_digest
+from tests.conftest import SHARED, need, tree_digest
+from tests.shared_runs import KINETO_TRACES
 
 TRACES = KINETO_TRACES  # run name -> file of ../shared/fixtures/kineto, imported into kineto_store
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}

@@ -76,3 +76,22 @@ def test_only_models_fixed_within_the_process_are_kept(tmp_path: Path) -> None:
     assert keeps(WorkloadConfig("resnet18")) and keeps(WorkloadConfig("hf:gpt2", seq_len=8))
     # a factory in a file may be edited between two predictions in a notebook
     assert not keeps(WorkloadConfig(f"{tmp_path / 'net.py'}:build"))
+
+
+def test_a_step_traced_under_another_default_dtype_is_neither_kept_nor_reused(
+    traced_configs: list[tuple[str, int, str]],
+) -> None:
+    """The key leaves torch's default dtype out, and the model built depends on it: under float64 every prediction
+    traces its own step."""
+    import torch
+
+    config = WorkloadConfig("alexnet", 2, device="meta")
+    assert keeps(config)
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert not keeps(config)
+        hroofline.predict("alexnet", "a100", batch_size=2)
+        hroofline.predict("alexnet", "h100", batch_size=2)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert traced_configs == [("alexnet", 2, "train")] * 2 and len(recent_steps.RECENT_STEPS) == 0

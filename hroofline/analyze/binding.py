@@ -114,7 +114,7 @@ class RoofGaps:
     """Per launch, what its roofs leave out (work of a kind without its roof, traffic at a level without one, a
     launch without a time): the notes of any selection of those launches, counted over that selection."""
 
-    masks: list[tuple[str, pd.Series]]  # a sentence with ``{count}`` in it, and the launches it counts
+    masks: tuple[tuple[str, pd.Series], ...]  # a sentence with ``{count}`` in it, and the launches it counts
 
     def tell(self, notes: RoofNotes | None, index: pd.Index | None = None) -> None:
         """Add to ``notes`` (none: nothing to tell) the sentences that some launch in ``index`` (all of them when
@@ -182,7 +182,7 @@ def _roof_times_and_gaps(
     compute_label = binding_key.map(ROOF_LABELS).where(frame["compute"].notna())
     bound = compute_label.where(bound_term == "compute", bound_term.map(LEVEL_LABELS))
     times = RoofTimes(frame["compute"], levels, time_at_roof, bound.where(time_at_roof.notna()), compute_label)
-    return times, RoofGaps(gaps)
+    return times, RoofGaps(tuple(gaps))
 
 
 def launch_roof_terms(
@@ -201,7 +201,7 @@ def _launch_roof_terms_and_gaps(
     seconds = launches["time_s"]
     untimed = seconds.isna() & times.time_at_roof.notna()
     sentence = "{count} launch(es) have no kernel time: they are left out of time at roof, % of roof and FLOP/s"
-    gaps.masks.append((sentence, untimed))
+    gaps = RoofGaps((*gaps.masks, (sentence, untimed)))
     # Time at roof is compared with time: a launch without a time has none to compare.
     time_at_roof = times.time_at_roof.where(seconds.notna())
     above = (seconds < time_at_roof * (1 - ABOVE_ROOF_SLACK)).fillna(False)
@@ -272,7 +272,7 @@ class RunTerms:
     """Per launch of a whole run, against one set of its roofs, the terms a roof table sums: its time at roof and
     what its roofs leave out, utilisation against the run's own dense peaks (None without them) and the
     collectives' link terms. Each launch's terms are its own alone, so a table of some launches takes theirs. A
-    caller that draws many tables of one run (the report: three per phase) makes them once with
+    caller that draws many tables of one run (the report: two per phase and one for the run) makes them once with
     :func:`run_terms`."""
 
     launches: pd.DataFrame  # the launch table they were computed from

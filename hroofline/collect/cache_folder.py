@@ -37,16 +37,17 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def kept_text(name: str, make: Callable[[], str]) -> str:
+def kept_text(name: str, make: Callable[[], str], mark: str) -> str:
     """The text of the cache folder's file ``name`` (the name says everything the text depends on), made by
-    ``make`` and kept there when it is missing or empty. A folder that cannot be written costs only the time: the
-    text is made each time."""
+    ``make`` and kept there when it is missing or lacks ``mark`` (a string every whole text holds: a file cut
+    short or changed is made again). A folder that cannot be written costs only the time: the text is made each
+    time."""
     path = cache_dir() / name
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = ""
-    if text:
+    if mark in text:
         return text
     text = make()
     with contextlib.suppress(OSError):

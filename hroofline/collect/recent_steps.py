@@ -7,6 +7,7 @@ prediction's source gets a list of its own of the frozen ``PhaseMemory`` records
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from hroofline.collect.meta_trace import StepTrace
@@ -23,34 +24,41 @@ StepKey = tuple[WorkloadConfig, str]  # the configuration and the phases traced 
 
 class RecentSteps:
     """The last ``size`` steps kept by :func:`keeps`, by (configuration, phases); the least recently used goes
-    first."""
+    first. Safe to share between threads (a notebook's predictions run in threads of their own)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._steps: OrderedDict[StepKey, StepTrace] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: StepKey) -> StepTrace | None:
-        step = self._steps.get(key)
-        if step is not None:
-            self._steps.move_to_end(key)
-        return step
+        with self._lock:
+            step = self._steps.get(key)
+            if step is not None:
+                self._steps.move_to_end(key)
+            return step
 
     def keep(self, key: StepKey, step: StepTrace) -> None:
-        self._steps[key] = step
-        self._steps.move_to_end(key)
-        while len(self._steps) > self.size:
-            self._steps.popitem(last=False)
+        with self._lock:
+            self._steps[key] = step
+            self._steps.move_to_end(key)
+            while len(self._steps) > self.size:
+                self._steps.popitem(last=False)
 
     def clear(self) -> None:
-        self._steps.clear()
+        with self._lock:
+            self._steps.clear()
 
     def __len__(self) -> int:
         return len(self._steps)
 
 
 def keeps(config: WorkloadConfig) -> bool:
-    """Whether a step of ``config`` may be reused (:data:`FIXED_MODEL_KINDS`)."""
-    return config.model.kind in FIXED_MODEL_KINDS
+    """Whether a step of ``config`` may be reused (:data:`FIXED_MODEL_KINDS`): only under PyTorch's default
+    float32 default dtype, which the key leaves out (torch.set_default_dtype changes the model built)."""
+    import torch
+
+    return config.model.kind in FIXED_MODEL_KINDS and torch.get_default_dtype() == torch.float32
 
 
 RECENT_STEPS = RecentSteps(RECENT_STEPS_KEPT)

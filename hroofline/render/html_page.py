@@ -210,6 +210,9 @@ def vega_lite_version() -> str:
     return ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
 
 
+BUNDLE_MARK = "vegaEmbed"  # named at the end of every whole bundle: a kept file without it is made again
+
+
 @cache
 def javascript_bundle() -> str:
     """Vega, Vega-Lite and vega-embed as one script, for pages that work offline. vl-convert takes about 2 s to make
@@ -222,6 +225,7 @@ def javascript_bundle() -> str:
     return kept_text(
         f"vega-embed-vl-convert-{vl_convert.__version__}-vega-lite-{version}.js",
         lambda: vl_convert.javascript_bundle(vl_version=version),
+        BUNDLE_MARK,
     )
 
 

@@ -270,8 +270,8 @@ def run_roofs(run: Run, choice: str | None = None) -> RunRoofs:
         roofs = _from_set(launches, datasheet)
         # the report's roof where it gave one, else the datasheet's (both per launch, on the launches' index): as
         # report.where(report.notna(), ...), which takes 13 ms on 5,081 launches where this takes 0.3
-        given = report.to_numpy()
-        datasheet_roofs = roofs.per_launch[list(report.columns)].to_numpy()
+        given = report.to_numpy(dtype="float64", na_value=np.nan)
+        datasheet_roofs = roofs.per_launch[list(report.columns)].to_numpy(dtype="float64", na_value=np.nan)
         merged = np.where(np.isnan(given), datasheet_roofs, given)
         roofs.per_launch = pd.DataFrame(merged, index=report.index, columns=report.columns)
     for key in from_report:
