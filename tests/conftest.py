@@ -175,13 +175,11 @@ AS_IMPORTED: dict[Path, str] = {}  # each read-only session store's tree_digest 
 def deepcam_store(tmp_path_factory: pytest.TempPathFactory, deepcam_dir: Path) -> Path:
     """Runs deepcam-O0 (FP32) and deepcam-O1 (AMP) imported from all six DeepCAM folders, on a V100; read only
     (a test that writes to it fails: _read_only_stores_stay_as_imported)."""
-    store = tmp_path_factory.mktemp("deepcam") / "store"
+    imports = []
     for cfg, phase in DEEPCAM_CONFIGS:
         folder = deepcam_dir / f"pt-{cfg}-Adam-{phase}"
-        argv = ["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase]
-        assert main([*argv, "--store", str(store)]) == 0
-    AS_IMPORTED[store] = tree_digest(store)
-    return store
+        imports.append(["import", str(folder), "--run", f"deepcam-{cfg}", "--gpu", "v100", "--phase", phase])
+    return read_only_store(tmp_path_factory, "deepcam", imports)
 
 
 def read_only_store(tmp_path_factory: pytest.TempPathFactory, name: str, imports: list[list[str]]) -> Path:
@@ -254,11 +252,9 @@ VGG_TRACES = {
 
 @pytest.fixture(scope="session")
 def vgg_traces_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The runs of :data:`VGG_TRACES`, imported once; read only (a test that writes copies it)."""
-    store = tmp_path_factory.mktemp("vgg-traces") / "store"
-    for run, trace in VGG_TRACES.items():
-        assert main(["import", str(trace), "--run", run, "--store", str(store)]) == 0
-    return store
+    """The runs of :data:`VGG_TRACES`, imported once a session; read only (a test that writes copies it)."""
+    imports = [["import", str(trace), "--run", run] for run, trace in VGG_TRACES.items()]
+    return read_only_store(tmp_path_factory, "vgg-traces", imports)
 
 
 @pytest.fixture
@@ -269,8 +265,9 @@ def deepcam_store_copy(deepcam_store: Path, tmp_path: Path) -> Path:
     return store
 
 
-# the session-scoped stores that the tests of many files read
-READ_ONLY_STORES = ("deepcam_store", "h100_runs_store", "kineto_store")
+# the session-scoped stores that the tests of many files read, and the fixtures that give a test a copy to change
+COPY_FIXTURES = {"deepcam_store": "deepcam_store_copy"}
+READ_ONLY_STORES = ("deepcam_store", "h100_runs_store", "kineto_store", "vgg_traces_store")
 
 
 @pytest.fixture(autouse=True)
@@ -296,8 +293,7 @@ def _fail_if_changed(store: Path, fixture: str, who: str) -> None:
     now = tree_digest(store)
     if now != AS_IMPORTED[store]:
         AS_IMPORTED[store] = now
-        advice = "write to deepcam_store_copy" if fixture == "deepcam_store" else "write to a copy (shutil.copytree)"
-        pytest.fail(f"{who} the session's {fixture}: {advice}")
+        pytest.fail(f"{who} the session's {fixture}: write to {COPY_FIXTURES.get(fixture, 'a copy (shutil.copytree)')}")
 
 
 @pytest.fixture

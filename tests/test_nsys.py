@@ -410,12 +410,13 @@ def test_a_process_driving_two_gpus_is_one_rank_per_gpu_each_swept_on_its_own(cl
     result = cli("summary", "folded", "--by", "rank", "--format", "json")
     assert result.code == 0, result.err
     ranks = {row["rank"]: row for row in json.loads(result.out)["ranks"]}
-    expected = {device: _sweep(intervals) for device, intervals in _intervals(copy).items()}
+    by_device = _intervals(copy)
+    expected = {device: _sweep(intervals) for device, intervals in by_device.items()}
     assert sorted(ranks) == sorted(expected) == [0, 1]
     for rank, row in ranks.items():
         for name, value in expected[rank].items():
             assert row[name] == pytest.approx(value, rel=1e-6, abs=2e-9), (rank, name)
-    both = _sweep([i for intervals in _intervals(copy).values() for i in intervals])
+    both = _sweep([i for intervals in by_device.values() for i in intervals])
     assert both["idle_s"] < 0.5 * min(e["idle_s"] for e in expected.values())  # what one timeline of both showed
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from hroofline.store.files import replace_text
 
 CACHE_ENV = "HROOFLINE_CACHE_DIR"
 
@@ -25,16 +26,10 @@ def cache_dir() -> Path:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Written under another name, then renamed: a reader finds the old file or the whole new one."""
+    """Written under another name, then renamed (the store's :func:`~hroofline.store.files.replace_text`), its
+    folder made first: a reader finds the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_text(path, text)
 
 
 def kept_text(name: str, make: Callable[[], str], mark: str) -> str:

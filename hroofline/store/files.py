@@ -215,11 +215,16 @@ def write_store_file(root: Path) -> None:
 
 
 def replace_json(path: Path, data: object) -> None:
-    """``path`` replaced whole by ``data`` as JSON, in one rename of a synced temporary file beside it (removed if
+    """``path`` replaced whole by ``data`` as JSON (:func:`replace_text`)."""
+    replace_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def replace_text(path: Path, text: str) -> None:
+    """``path`` replaced whole by ``text`` (UTF-8), in one rename of a synced temporary file beside it (removed if
     the write fails): a reader sees the old file or the new one, never a part."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        temporary.write_text(json.dumps(data, indent=2) + "\n")
+        temporary.write_text(text, encoding="utf-8")
         fsync_file(temporary)
         os.replace(temporary, path)
     except BaseException:
