@@ -19,7 +19,6 @@ source's notes give the share of kernel time with known work.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +29,7 @@ import pandas as pd
 from hroofline.errors import InputError
 from hroofline.importers.collectives import is_communication
 from hroofline.importers.compiled_layers import with_compiled_layers
-from hroofline.importers.graph_capture import GRAPH_LAUNCHES, CapturedGraph, join_capture
+from hroofline.importers.graph_capture import CapturedGraph, graph_launches, join_capture
 from hroofline.importers.inductor_provenance import CompiledGraph
 from hroofline.importers.kineto import (
     GpuActivity,
@@ -178,7 +177,9 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     placed: tuple[list[str], list[str]] = ([], [])
     if options.compiled is not None:
         frame, *placed = with_compiled_layers(frame, kept_links, options.compiled)
-    info = _info(trace, digest, frame, options)
+    # without its capture, a replayed kernel's only link is the op around its graph launch, if any
+    replayed = graph_launches(trace, activities) if joined is None and not options.cpu_ops else {}
+    info = _info(trace, digest, frame, options, replayed)
     info.notes += work_assumptions(_counted_ops(kept_links, frame["work_op"]))
     if joined is not None:
         info.notes += [joined.summary, _unknown_ops_note(frame, kept_links)]
@@ -326,11 +327,15 @@ def _starts(trace: TraceEvents, activities: list[GpuActivity]) -> np.ndarray:
     return np.array([(a.stamp - first) * trace.seconds_per_unit for a in activities], dtype=np.float64)
 
 
-def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions) -> SourceInfo:
+def _info(
+    trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOptions, replayed: dict[int, list[int]]
+) -> SourceInfo:
     kernels = frame["category"] == "kernel"
     compute_time = float(frame.loc[kernels, "time_s"].sum())
     known = kernels & frame["flops_fp32"].notna()
-    linked = frame["op"].notna()
+    from_graphs = np.zeros(len(frame), dtype=bool)
+    from_graphs[[i for indices in replayed.values() for i in indices]] = True
+    linked = frame["op"].notna() & ~from_graphs
     total = float(frame["time_s"].sum())
     if options.cpu_ops:
         notes = [
@@ -373,9 +378,8 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
         warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
     if not linked.any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
-    replayed = _graph_replay_warning(trace, total) if not options.captured else None
     if replayed:
-        warnings.append(replayed)
+        warnings.append(_graph_replay_warning(trace.path, frame, from_graphs, len(replayed)))
     if options.rank is None and trace.rank is None and not options.cpu_ops:
         notes.append("rank 0 assumed: the trace has no distributedInfo and its file name no rank (--rank N sets it)")
     formulas = {k.replace("bytes_hbm", "bytes_l1") if options.cpu_ops else k: v for k, v in FORMULAS.items()}
@@ -393,18 +397,21 @@ def _info(trace: TraceEvents, digest: str, frame: pd.DataFrame, options: TraceOp
     )
 
 
-def _graph_replay_warning(trace: TraceEvents, total_s: float) -> str | None:
-    """One line saying how much GPU time was replayed from CUDA (or HIP) graphs: every kernel of a replay shares its
-    graph launch's correlation, so none is linked to the op that launched it at capture, and none has work."""
-    launches = {c for c, call in trace.runtime.items() if call.name.startswith(GRAPH_LAUNCHES)}
-    if not launches:
-        return None
-    replayed = [a for a in trace.gpu if a.correlation in launches and math.isfinite(a.duration_s)]
-    seconds = sum(a.duration_s for a in replayed)
+def _graph_replay_warning(path: str, frame: pd.DataFrame, from_graphs: np.ndarray, launches: int) -> str:
+    """One line saying how much GPU time was replayed from CUDA (or HIP) graphs: every activity of a replay shares
+    its graph launch's correlation, so it is linked at most to the op around the launch (a compiled step's
+    ``CompiledFunction``), never to the op that launched it at capture, and none has work."""
+    replayed = frame.loc[from_graphs]
+    kernels = int((replayed["category"] == "kernel").sum())
+    others = len(replayed) - kernels
+    what = f"{kernels} kernels" + (f" and {others} copies and sets" if others else "")
+    around = replayed.groupby("op")["time_s"].sum().sort_values(ascending=False)
+    inside = f" in {', '.join(around.index[:3])}" if len(around) else ""
     return (
-        f"{trace.path}: {_share(seconds, total_s)} of GPU time was replayed from CUDA graphs ({len(replayed)} "
-        f"kernels under {len(launches)} graph launches): a replayed kernel is linked to no op and its work is "
-        "unknown; pass the trace written while the graphs were captured (--capture FILE) for their ops and work"
+        f"{path}: {_share(replayed['time_s'].sum(), frame['time_s'].sum())} of GPU time was replayed from CUDA "
+        f"graphs ({what} under {launches} graph launches{inside}): a replayed kernel is not linked to the op that "
+        "launched it at capture, and its work is unknown; pass the trace written while the graphs were captured "
+        "(--capture FILE) for their ops and work"
     )
 
 
