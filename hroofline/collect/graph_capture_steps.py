@@ -71,7 +71,8 @@ def warm_up(
         with quiet():
             profiler.stop()
     capture_file.parent.mkdir(parents=True, exist_ok=True)
-    profiler.export_chrome_trace(str(capture_file))
+    with quiet():
+        profiler.export_chrome_trace(str(capture_file))
     return capture_file
 
 

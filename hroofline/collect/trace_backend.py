@@ -5,7 +5,9 @@ The step's phases and its layers are ``record_function`` ranges (``forward``, ``
 shapes (``record_shapes``), and each profiled step is a ``ProfilerStep#N``. On a GPU the trace's kernels are
 the launches; on the CPU (no kernels) every op is, with its self time (its duration less its child ops').
 Either way the work is the analytic work of the ops' recorded shapes, as for any imported
-trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs.
+trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs. A
+compiled step that replays CUDA graphs (on a GPU) has the warm-up steps that record them traced too, and is
+imported joined with that trace (:mod:`hroofline.collect.graph_capture_steps`).
 """
 
 from __future__ import annotations
@@ -82,13 +84,13 @@ def profile_trace(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     if capture is not None:
         capture.unlink(missing_ok=True)  # an earlier profile's capture is not this one's
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
     with logged, tracked_throughout(tracker, config.compile is not None) as tracking:
         with quiet_layers(tracker):  # a mode replaying CUDA graphs: the steps recording them traced too
             capture = warm_up(step, warmup, (activities, capture) if capture else None, native_stderr_quiet)
         step.synchronize()
         progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
         scale = step.loss_scale()
-        os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
         profiler = _step_profiler(activities, steps, trace_file)  # the warm-up steps ran above
         trace_file.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
