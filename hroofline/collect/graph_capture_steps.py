@@ -12,16 +12,18 @@ which ends the warm-up (``try_end_curr_warmup``); the next call of a warmed-up f
 replay it (``execute_node``). So step 1 compiles and warms up, step 2 records (and replays once), step 3 replays:
 steps 2 to ``warmup`` are the ones traced here, and the measured step is a replay. Where guards recompile the model
 in step 2 (a new function: warmed up there, recorded in step 3) the recording is still in the traced steps; where it
-recompiled in the measured step, that step would record (no replay to join, nothing lost but the join). A warm-up
-of one step traces nothing here: the measured step records its graphs (the CLI warns of it).
+recompiled in the measured step, that step would record (no replay to join, nothing lost but the join). Recording
+in step 1 takes Inductor's ``triton.skip_cudagraph_warmup`` (off by default): then the traced steps capture no graph,
+the join refuses their trace and the step is imported without it, with one warning line. A warm-up of one step
+traces nothing here: the measured step records its graphs (the CLI warns of it).
 
 What the capture trace holds on CUDA, as Kineto writes it (libkineto's ``CuptiCbidRegistry``): every runtime call
 that is not on its blocklist, so ``cudaStreamBeginCapture``/``cudaStreamEndCapture`` around each graph and the
 launch calls inside (``cudaLaunchKernel``, ``cudaLaunchKernelExC``, ``cudaLaunchCooperativeKernel``, the
 ``cudaMemcpy*``/``cudaMemset*`` range), and of the driver calls only ``cuLaunchKernel``/``cuLaunchKernelEx``
-(Triton's launches); during a capture no kernel runs, so no GPU activity is linked to them. The trace written while
-the profiler first starts before the graphs exist also avoids PyTorch's known trouble with graphs recorded before
-the profiler's first use (pytorch/pytorch#100441).
+(Triton's launches); during a capture no kernel runs, so no GPU activity is linked to them. Starting the profiler
+before the graphs exist also avoids PyTorch's known trouble with graphs recorded before the profiler's first use
+(pytorch/pytorch#100441).
 """
 
 from __future__ import annotations
