@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import hroofline.api as api
@@ -149,11 +150,12 @@ def test_a_replay_joined_with_its_capture_has_its_kernels_ops_and_their_work(joi
 
 
 def _without_last_launches(path: Path) -> Path:
-    """The capture, less the last launch call of each captured graph: a capture of other graphs."""
+    """The capture, less the last launch call of each captured graph: a capture of other graphs (gzip-compressed
+    where ``path`` ends in .gz)."""
     events = list(_events(CAPTURE))
     last = {id(window[-1]) for window in _capture_windows()}
-    kept = [e for e in events if id(e) not in last]
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": kept}).encode()))
+    kept = json.dumps({"traceEvents": [e for e in events if id(e) not in last]}).encode()
+    path.write_bytes(gzip.compress(kept) if path.suffix == ".gz" else kept)
     return path
 
 
@@ -205,3 +207,91 @@ def test_graphs_with_the_same_kernels_are_taken_in_capture_order() -> None:
     for k, launch in enumerate(graph_launches(replay, replay.gpu).values()):
         ops = [joined.links[index[id(replay.gpu[i])]].op for i in launch]
         assert all(op is not None and begins[k] < op.start_s < ends[k] for op in ops), k
+
+
+def test_the_profiles_import_joins_the_warm_up_steps_capture() -> None:
+    """What ``profile --compile reduce-overhead --backend trace`` does with the measured step's trace and its warm-up
+    steps' (collect/trace_backend.import_collected_trace), on vLLM's replay and capture: joined, every graph launch
+    matched and 100.0% of GPU time linked, both files the source's, no warning."""
+    from hroofline.collect.trace_backend import import_collected_trace
+    from hroofline.importers.build import ImportOptions
+
+    replay, capture = need(REPLAY), need(CAPTURE)
+    joined = import_collected_trace(replay, {"compile": "reduce-overhead"}, ImportOptions(), capture)
+    replayed = [a for launch in _graph_launches() for a in launch]  # 25 launches, counted from the JSON
+    matched = f"25 of 25 graph launches matched one of its 25 captured graphs by kernel names, {len(replayed)} kernels"
+    assert any(matched in note for note in joined.info.notes), joined.info.notes
+    assert "100.0% of GPU time is linked to the CPU op that launched it" in joined.info.notes
+    assert joined.info.warnings == [] and joined.info.settings["compile"] == "reduce-overhead"
+    assert [entry["name"] for entry in joined.info.files] == [str(replay), str(capture)]
+
+
+def test_a_warm_up_capture_that_does_not_fit_is_left_out_with_one_warning(tmp_path: Path) -> None:
+    """The same import with a capture that does not fit (HTA's A100 trace of a compiled function, which captured
+    no graph; vLLM's capture less each graph's last launch, whose graphs no launch matches): the step imported as
+    without it, its replay warning standing, plus one line with the join's refusal; never a failure."""
+    from hroofline.collect.trace_backend import import_collected_trace
+    from hroofline.importers.build import ImportOptions
+
+    replay, settings = need(REPLAY), {"compile": "reduce-overhead"}
+    plain = import_collected_trace(replay, settings, ImportOptions())
+    (replay_warning,) = plain.info.warnings
+    assert "96.0% of GPU time was replayed from CUDA graphs" in replay_warning
+    hta = need(COMPILED / "hta-a100-compile-triton.json.gz")
+    other = _without_last_launches(tmp_path / "other-capture.json")
+    for unfit, refusal in (
+        (hta, "the trace captured no CUDA graph (no launch between a StreamBeginCapture and its StreamEndCapture)"),
+        (other, f"no graph launch matches a graph captured in {other.name} (the first replays "),
+    ):
+        fallback = import_collected_trace(replay, settings, ImportOptions(), unfit)
+        assert fallback.info.warnings[0] == replay_warning and len(fallback.info.warnings) == 2
+        line = fallback.info.warnings[1]
+        assert line.startswith(
+            f"the warm-up steps' trace {unfit.name} attributed no replayed kernel (it was left out): {refusal}"
+        ), line
+        assert "\n" not in line and str(COMPILED) not in line and len(line) < 300
+        assert fallback.info.notes == plain.info.notes and fallback.info.files == []
+        pd.testing.assert_frame_equal(fallback.launches, plain.launches)
+
+
+# The launch calls a CUDA capture trace can hold, as Kineto names them (pytorch/kineto, libkineto/src/
+# CuptiCbidRegistry.cpp: it writes every runtime call not on its blocklist, the kernel launches and the
+# cudaMemcpy..cudaMemset2DAsync range marked as launches; of the driver's calls, cuLaunchKernel and cuLaunchKernelEx,
+# Triton's), each with the graph node it adds; and calls made while capturing that add none.
+CUDA_LAUNCH_CALLS = (
+    ("cudaLaunchKernel", "kernel"),
+    ("cudaLaunchKernelExC", "kernel"),
+    ("cudaLaunchCooperativeKernel", "kernel"),
+    ("cudaLaunchCooperativeKernelMultiDevice", "kernel"),
+    ("cuLaunchKernel", "kernel"),
+    ("cuLaunchKernelEx", "kernel"),
+    ("cudaMemcpyAsync", "memcpy"),
+    ("cudaMemcpy2DAsync", "memcpy"),
+    ("cudaMemsetAsync", "memset"),
+    ("cudaMemset2DAsync", "memset"),
+)
+NOT_NODES = ("cudaStreamGetCaptureInfo", "cudaStreamIsCapturing", "cudaEventRecord", "cudaFuncGetAttributes")
+
+
+def test_a_cuda_captures_launch_calls_are_its_graph_nodes(tmp_path: Path) -> None:
+    """A CUDA capture trace as Kineto writes it: between cudaStreamBeginCapture and cudaStreamEndCapture, inside
+    one op, each launch call of :data:`CUDA_LAUNCH_CALLS` is a node of the captured graph, of its kind, in call
+    order, linked to the op; the calls of :data:`NOT_NODES` are none (cudaLaunchCooperativeKernel was none before)."""
+    calls = ["cudaStreamBeginCapture", *NOT_NODES, *(name for name, _ in CUDA_LAUNCH_CALLS), "cudaStreamEndCapture"]
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {}}
+    ]
+    for correlation, name in enumerate(calls, start=1):
+        category = "cuda_driver" if name.startswith("cu") and not name.startswith("cuda") else "cuda_runtime"
+        events.append(
+            {
+                **{"ph": "X", "cat": category, "name": name, "pid": 1, "tid": 1, "ts": correlation * 5, "dur": 1},
+                "args": {"correlation": correlation},
+            }
+        )
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (graph,) = captured_graphs(parse_trace(path.read_bytes(), path))
+    assert [node.category for node in graph.nodes] == [kind for _, kind in CUDA_LAUNCH_CALLS]
+    assert all(node.link.op is not None and node.link.op.name == "aten::mm" for node in graph.nodes)
+    assert all(node.kernel is None and node.grid is None for node in graph.nodes)  # CUDA's calls name none

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ BATCH, IN, HIDDEN, OUT = 4, 48, 64, 10
 GEMMS = ("aten::mm", "aten::addmm")
 STEPS = ("forward", "backward", "optimizer")
 EAGER, COMPILED = "mlp.build-fp32-cpu-b4-3x4x4-trace", "mlp.build-fp32-cpu-b4-3x4x4-compiled-trace"
+GRAPHED = "mlp.build-fp32-cpu-b4-3x4x4-compiled-reduce-overhead-trace"  # replays_graphs patched to say True
 
 
 def _gemm_flops_by_hand() -> dict[tuple[str, str], int]:
@@ -40,7 +42,11 @@ def _gemm_flops_by_hand() -> dict[tuple[str, str], int]:
 
 @pytest.fixture(scope="module")
 def mlp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The MLP's step traced eager (--backend trace) and compiled (--compile: a trace on the CPU), one store."""
+    """The MLP's step traced eager (--backend trace) and compiled (--compile: a trace on the CPU), one store; and
+    compiled in reduce-overhead mode as on a GPU, where its step replays CUDA graphs (``replays_graphs`` says so
+    on the CPU too: the warm-up steps traced into a capture trace, which holds no graph here). Compiled after the
+    default mode's, in this process, its C++ code is cached: about 2 s more."""
+    import hroofline.collect.trace_backend as trace_backend
     from hroofline.cli.main import main
 
     folder = tmp_path_factory.mktemp("compiled")
@@ -51,6 +57,9 @@ def mlp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     common += ["--gpu", "cpu", "--ceilings", str(ceilings), "--store", str(folder / "store")]
     assert main([*common, "--backend", "trace", "--out-dir", str(folder / "eager")]) == 0
     assert main([*common, "--compile", "--out-dir", str(folder / "compiled")]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trace_backend, "replays_graphs", lambda mode, on_gpu: True)
+        assert main([*common, "--compile", "reduce-overhead", "--out-dir", str(folder / "graphed")]) == 0
     return folder / "store"
 
 
@@ -108,6 +117,61 @@ def test_a_compiled_cpu_steps_gemms_land_on_the_eager_steps_layers_with_their_fl
     summary = cli("summary", COMPILED, "--store", mlp_runs)
     assert "note: the model ran torch.compile'd (mode default)" in summary.err
     assert json.loads(cli("summary", COMPILED, "--format", "json", "--store", mlp_runs).out)["compile"] == "default"
+
+
+def _user_ranges(trace: Path) -> tuple[dict[str, Any], list[str], float, float]:
+    """A trace's head (less its events), its record_function ranges' names, its first start and last end (us)."""
+    data = json.loads(trace.read_text())
+    events = [e for e in data.pop("traceEvents") if e.get("ph") == "X"]
+    names = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+    return data, names, min(e["ts"] for e in events), max(e["ts"] + e.get("dur", 0) for e in events)
+
+
+def _without_frame_ids(launches) -> list[tuple[str, str, str, int]]:
+    """Each launch's phase, layer, name (a compiled frame's id left out: the second compilation in a process
+    numbers its frame 0/1) and count, sorted."""
+    names = (
+        launches["kernel"]
+        .astype(str)
+        .str.replace(r"Torch-Compiled Region: \d+/\d+", "Torch-Compiled Region", regex=True)
+    )
+    columns = (launches["phase"].astype(str), launches["layer"].astype(str), names, launches["launches"].astype(int))
+    return sorted(zip(*columns, strict=True))
+
+
+def test_a_step_that_replays_cuda_graphs_traces_its_warm_up_steps_as_their_capture(mlp_runs: Path) -> None:
+    """profile --compile reduce-overhead --backend trace, with ``replays_graphs`` saying True as on a GPU: step 1
+    compiles unprofiled, steps 2 and 3 (where CUDA graph trees record, collect/graph_capture_steps.py) are traced
+    into trace-capture.json beside trace.json, and the measured step is imported with it. A CPU capture holds no
+    graph: the join refuses it, the step is imported without it, with one warning line saying why, and its
+    launches are the default mode's run's (no patch) one for one, with the same FLOPs."""
+    graphed = mlp_runs.parent / "graphed"
+    capture, trace = graphed / "trace-capture.json", graphed / "trace.json"
+    source = RunStore(mlp_runs).load(GRAPHED).meta.sources[0]
+    assert source.settings["capture_trace"] == str(capture) and source.settings["compile"] == "reduce-overhead"
+    head, captured, _, last = _user_ranges(capture)
+    measured_head, measured, measured_first, _ = _user_ranges(trace)
+    # the warm-up steps 2 and 3: each phase twice, each compiled graph (forward, backward) called twice, with no
+    # profiler step and no layer range (layers are quiet in the warm-up); the measured step once each
+    calls = [name for name in captured if name.startswith("## Call CompiledFxGraph")]
+    assert [captured.count(phase) for phase in STEPS] == [2, 2, 2] and len(calls) == 4 and len(set(calls)) == 2
+    assert not any(name.startswith(("ProfilerStep#", "hroofline.layer:")) for name in captured)
+    assert [measured.count(phase) for phase in STEPS] == [1, 1, 1] and "ProfilerStep#0" in measured
+    assert all(measured.count(call) == 1 for call in set(calls))
+    # on one clock (the same base), the capture ends before the measured step's trace begins
+    assert head["baseTimeNanoseconds"] == measured_head["baseTimeNanoseconds"] and last < measured_first
+    (warning,) = source.warnings
+    assert warning == (
+        "the warm-up steps' trace trace-capture.json attributed no replayed kernel (it was left out): the trace "
+        "captured no CUDA graph (no launch between a StreamBeginCapture and its StreamEndCapture)"
+    )
+    graphed, compiled = RunStore(mlp_runs).load(GRAPHED).launches, RunStore(mlp_runs).load(COMPILED).launches
+    assert _without_frame_ids(graphed) == _without_frame_ids(compiled)
+    assert int(graphed["launches"].sum()) == 92  # as test_compare's compiled run
+    # an op's FLOPs are split over its launches by their times, which differ run to run: per layer they are equal
+    assert _gemm_flops(graphed) == pytest.approx(_gemm_flops(compiled), rel=1e-12)
+    assert _gemm_flops(graphed)[("forward", "1")] == pytest.approx(2 * BATCH * IN * HIDDEN, rel=1e-12)  # 24,576
+    assert not (mlp_runs.parent / "compiled" / "trace-capture.json").exists()  # default mode: no graphs
 
 
 def test_compare_matches_the_compiled_run_layer_by_layer(cli, mlp_runs: Path) -> None:

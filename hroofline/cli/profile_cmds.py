@@ -108,11 +108,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="MODE",
         help="torch.compile the model (its loss and optimizer stay eager) in MODE: default (--compile alone), "
         f"max-autotune or reduce-overhead (both replay CUDA graphs on a GPU); {COMPILED_WARMUP} warm-up steps "
-        "(compilation, CUDA graph warm-up and recording) run before the measured step; the run is named "
+        "(compilation with the CUDA graph warm-up, their recording, a first replay) run before the measured "
+        "step; the run is named "
         "...-compiled[-MODE]. A trace (--backend trace, and on the CPU) places the compiled kernels on their "
         "modules by the compilation's log (TORCH_TRACE with Inductor's provenance, kept in --out-dir's "
-        "compile-log/); under ncu they carry the layer <compiled>. Not with --script: your script compiles its "
-        "model itself and is profiled as it runs",
+        "compile-log/); under ncu they carry the layer <compiled>. With --backend trace on a GPU the modes that "
+        "replay graphs also record the warm-up steps' trace (trace-capture.json), which attributes the replayed "
+        "kernels to their ops. Not with --script: your script compiles its model itself and is profiled as it "
+        "runs",
     )
     profile.add_argument(
         "--backend",

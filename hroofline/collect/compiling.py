@@ -2,8 +2,9 @@
 
 Only the model is compiled, as most training scripts do (``model = torch.compile(model)``): the loss of a
 torchvision model and the optimizer stay eager. Compilation happens in the first warm-up step, and a mode that
-replays CUDA graphs records them in the next ones (CUDA graph trees: one eager warm-up run, one recording, then
-replays), so the measured step is a replay after :data:`COMPILED_WARMUP` warm-up steps.
+replays CUDA graphs records them in the next ones (CUDA graph trees: one eager warm-up run at a compiled graph's
+first call, a recording at its next, then replays; :mod:`hroofline.collect.graph_capture_steps` says where in
+PyTorch), so the measured step is a replay after :data:`COMPILED_WARMUP` warm-up steps.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ COMPILE_MODES: tuple[str, ...] = ("default", "max-autotune", "reduce-overhead")
 # The modes whose Inductor options turn on triton.cudagraphs (torch._inductor.list_mode_options): on a GPU their
 # step replays CUDA graphs, whose kernels ncu must profile node by node.
 CUDA_GRAPH_MODES: tuple[str, ...] = ("max-autotune", "reduce-overhead")
-# Warm-up steps of a compiled step: compilation, the CUDA graph trees' eager warm-up run, their recording.
+# Warm-up steps of a compiled step: compilation with the CUDA graph trees' eager warm-up run (at the compiled
+# graphs' first call), their recording, a first replay (or, where guards recompiled in step 2, the recording).
 COMPILED_WARMUP = 3
 
 

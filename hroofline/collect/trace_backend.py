@@ -5,7 +5,9 @@ The step's phases and its layers are ``record_function`` ranges (``forward``, ``
 shapes (``record_shapes``), and each profiled step is a ``ProfilerStep#N``. On a GPU the trace's kernels are
 the launches; on the CPU (no kernels) every op is, with its self time (its duration less its child ops').
 Either way the work is the analytic work of the ops' recorded shapes, as for any imported
-trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs.
+trace (:mod:`hroofline.importers.trace_source`), and the trace file is kept beside the run's other outputs. A
+compiled step that replays CUDA graphs (on a GPU) has the warm-up steps that record them traced too, and is
+imported joined with that trace (:mod:`hroofline.collect.graph_capture_steps`).
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from hroofline.collect.compile_log import COMPILE_LOG_DIR, compile_logged, read_compile_log
-from hroofline.collect.compiling import quiet_layers, tracked_throughout
+from hroofline.collect.compiling import quiet_layers, replays_graphs, tracked_throughout
+from hroofline.collect.graph_capture_steps import capture_refused_warning, capture_trace_file, warm_up
 from hroofline.collect.memory_tracking import CudaPhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import LayerRange, PhaseMarks, TrainingStep, WorkloadConfig, warn_if_skipped
-from hroofline.errors import ProfilingError
+from hroofline.errors import InputError, ProfilingError
 from hroofline.importers.build import ImportOptions
 from hroofline.importers.kineto_links import LAYER_RANGE_PREFIX
 from hroofline.importers.source import ImportedSource
@@ -73,18 +76,21 @@ def profile_trace(
     tracker = LayerTracker(listeners=[ranges.layer])
     step = TrainingStep(config, PhaseMarks([ranges.phase, tracker.phase_changed]), tracker)
     on_gpu = config.device != "cpu"
-    progress(f"{config.arch}: {warmup} warm-up step(s)")
+    capture = capture_trace_file(trace_file) if replays_graphs(config.compile, on_gpu) else None
+    recording = f", steps 2-{warmup} traced as they record CUDA graphs ({capture})" if capture and warmup > 1 else ""
+    progress(f"{config.arch}: {warmup} warm-up step(s){recording}")
     compile_log = trace_file.parent / COMPILE_LOG_DIR if config.compile is not None else None
     logged = compile_logged(compile_log) if compile_log is not None else contextlib.nullcontext()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    if capture is not None:
+        capture.unlink(missing_ok=True)  # an earlier profile's capture is not this one's
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
     with logged, tracked_throughout(tracker, config.compile is not None) as tracking:
-        with quiet_layers(tracker):
-            for _ in range(warmup):
-                step.run()
+        with quiet_layers(tracker):  # a mode replaying CUDA graphs: the steps recording them traced too
+            capture = warm_up(step, warmup, (activities, capture) if capture else None, native_stderr_quiet)
         step.synchronize()
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
         progress(f"{config.arch}: {steps} profiled step(s) under torch.profiler (record_shapes)")
         scale = step.loss_scale()
-        os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's own log lines are no news to the user
         profiler = _step_profiler(activities, steps, trace_file)  # the warm-up steps ran above
         trace_file.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
@@ -104,8 +110,11 @@ def profile_trace(
         memory = measure_step_memory(step, on_gpu)  # a compiled step's still with the hooks it was compiled with
     settings = {key: str(value) for key, value in asdict(config).items() if value is not None or key != "compile"}
     settings.update(warmup_steps=str(warmup), profiled_steps=str(steps), profiled_seconds=f"{seconds:.3f}")
+    if capture is not None:
+        settings["capture_trace"] = str(capture)
     graphs, unread = read_compile_log(compile_log) if compile_log is not None else (None, [])
-    source = import_collected_trace(trace_file, settings, ImportOptions(cpu_ops=not on_gpu, compiled=graphs))
+    options = ImportOptions(cpu_ops=not on_gpu, compiled=graphs)
+    source = import_collected_trace(trace_file, settings, options, capture)
     source.info.warnings += unread
     source.info.memory, source.info.formulas_used["memory"] = memory
     return source
@@ -253,10 +262,21 @@ def native_stderr_quiet() -> Iterator[None]:
         sys.stderr.write("\n".join(kept) + "\n")
 
 
-def import_collected_trace(trace_file: Path, settings: dict[str, str], options: ImportOptions) -> ImportedSource:
+def import_collected_trace(
+    trace_file: Path, settings: dict[str, str], options: ImportOptions, capture: Path | None = None
+) -> ImportedSource:
+    """The trace imported with ``settings``; with ``capture`` (the warm-up steps' trace of a step replaying CUDA
+    graphs) joined to it, or, where the join refuses it, without it and one warning saying why: never a failure."""
     from hroofline.importers.build import import_source
     from hroofline.roofs.metricset import load_metric_set
 
-    source = import_source(trace_file, options, load_metric_set())
+    metric_set = load_metric_set()
+    try:
+        source = import_source(trace_file, replace(options, captures=(capture,)) if capture else options, metric_set)
+    except InputError as refused:
+        if capture is None:
+            raise
+        source = import_source(trace_file, options, metric_set)
+        source.info.warnings.append(capture_refused_warning(capture, trace_file, refused))
     source.info.settings.update(settings)
     return source

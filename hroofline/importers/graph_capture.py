@@ -33,8 +33,16 @@ from hroofline.importers.kineto_links import LaunchLink, link_calls
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 CAPTURE_BEGINS = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture")
 CAPTURE_ENDS = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
-# A launch call's name says which graph node it adds: a kernel, a copy or a set.
-NODE_KINDS = (("LaunchKernel", "kernel"), ("Memcpy", "memcpy"), ("Memset", "memset"))
+# A launch call's name says which graph node it adds: a kernel, a copy or a set. On CUDA, Kineto writes the runtime's
+# cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice), cudaMemcpy*/cudaMemset* calls and,
+# of the driver's, cuLaunchKernel and cuLaunchKernelEx (Triton's) (libkineto's CuptiCbidRegistry); on ROCm
+# hipLaunchKernel, hipModuleLaunchKernel, hipExtModuleLaunchKernel, hipMemcpyAsync.
+NODE_KINDS = (
+    ("LaunchKernel", "kernel"),
+    ("LaunchCooperativeKernel", "kernel"),
+    ("Memcpy", "memcpy"),
+    ("Memset", "memset"),
+)
 
 
 @dataclass(frozen=True)
