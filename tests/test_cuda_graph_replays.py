@@ -69,3 +69,29 @@ def test_a_compiled_step_replayed_from_cuda_graphs_says_what_was_replayed(name: 
     # a replayed kernel's only link is the op around its graph launch: not counted as linked
     (linked,) = [n for n in source.info.notes if "of GPU time is linked to the CPU op" in n]
     assert float(linked.split("%")[0]) <= 100 - counted["share"]
+
+
+def test_a_step_replayed_whole_from_a_graph_is_said_once_with_its_collective_as_a_kernel(tmp_path: Path) -> None:
+    """Every activity replayed by one cudaGraphLaunch inside CompiledFunction: one GEMM, one NCCL all-reduce (a
+    kernel, not a copy) and a memset. One warning of the replay; not also "no kernel could be linked" (each has
+    the op around its launch), and no GPU time counted as linked to the op that launched it."""
+    gpu = [("volta_sgemm_128x64_nn", "kernel", 10), ("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 20)]
+    gpu += [("Memset (Device)", "gpu_memset", 30)]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "CompiledFunction", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
+        | {"args": {"correlation": 7}},
+    ]
+    events += [
+        {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 5}
+        | {"args": {"correlation": 7, "device": 0, "stream": 7}}
+        for name, cat, ts in gpu
+    ]
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    source = import_source(path, ImportOptions(), load_metric_set())
+    assert not any("no kernel could be linked" in w for w in source.info.warnings)  # main before: it was said
+    (warning,) = [w for w in source.info.warnings if "CUDA graphs" in w]
+    assert "100.0% of GPU time was replayed from CUDA graphs (2 kernels and 1 copies and sets under 1 graph " in warning
+    assert "launches in CompiledFunction)" in warning
+    assert "0.0% of GPU time is linked to the CPU op that launched it" in source.info.notes

@@ -295,3 +295,93 @@ def test_a_cuda_captures_launch_calls_are_its_graph_nodes(tmp_path: Path) -> Non
     assert [node.category for node in graph.nodes] == [kind for _, kind in CUDA_LAUNCH_CALLS]
     assert all(node.link.op is not None and node.link.op.name == "aten::mm" for node in graph.nodes)
     assert all(node.kernel is None and node.grid is None for node in graph.nodes)  # CUDA's calls name none
+
+
+def test_a_partial_join_leaves_the_launches_it_did_not_match_unlinked_and_says_so(tmp_path: Path) -> None:
+    """vLLM's capture less the last launch call of its last graph (12 nodes, the only graph of its size): 24 of the
+    25 graph launches match, the last replays a graph the capture does not hold. Its kernels keep no op that
+    launched them: GPU time linked is 100% less their share, and one warning names it (counted from the JSON)."""
+    from hroofline.collect.trace_backend import import_collected_trace
+    from hroofline.importers.build import ImportOptions
+
+    replay, events = need(REPLAY), _events(CAPTURE)
+    dropped = id(_capture_windows()[-1][-1])
+    capture = tmp_path / "capture.json"
+    capture.write_text(json.dumps({"traceEvents": [e for e in events if id(e) != dropped]}))
+    source = import_collected_trace(replay, {}, ImportOptions(), capture)
+    activities = [e for e in _events(REPLAY) if e.get("cat") in GPU_CATEGORIES]
+    last = _graph_launches()[-1]
+    share = 100 * sum(a["dur"] for a in last) / sum(a["dur"] for a in activities)
+    assert any("24 of 25 graph launches matched" in note for note in source.info.notes), source.info.notes
+    assert f"{100 - share:.1f}% of GPU time is linked to the CPU op that launched it" in source.info.notes
+    (warning,) = source.info.warnings
+    assert (
+        f"{share:.1f}% of GPU time was replayed from CUDA graphs the capture does not hold ({len(last)} kernels "
+        "under 1 graph launches)" in warning
+    )
+    assert "pass the capture of these graphs too (--capture FILE)" in warning
+
+
+def test_a_cuda_captures_triton_launch_is_named_by_the_event_around_it(tmp_path: Path) -> None:
+    """On CUDA a capture's launch calls name no kernel, but Inductor launches a Triton kernel inside an event named
+    after it: that node is named, so a replay of another kernel there does not match it; other nodes stay unnamed."""
+    triton = "triton_poi_fused_add_0"
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "cpu_op", "name": triton, "pid": 1, "tid": 1, "ts": 10, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 30, "dur": 10, "args": {}},
+    ]
+    calls = [
+        ("cudaStreamBeginCapture", 5),
+        ("cuLaunchKernel", 15),
+        ("cudaLaunchKernel", 35),
+        ("cudaStreamEndCapture", 50),
+    ]
+    for correlation, (name, ts) in enumerate(calls, start=1):
+        category = "cuda_driver" if name == "cuLaunchKernel" else "cuda_runtime"
+        events.append(
+            {"ph": "X", "cat": category, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 1}
+            | {"args": {"correlation": correlation}}
+        )
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (graph,) = captured_graphs(parse_trace(path.read_bytes(), path))
+    assert [node.kernel for node in graph.nodes] == [triton, None]
+
+
+def test_the_join_counts_the_profiler_steps_imported(tmp_path: Path) -> None:
+    """A replay of two profiler steps, each one cudaGraphLaunch of the captured graph (one GEMM in aten::mm),
+    imported with --steps 1: the join's line counts that step's launch and GPU time only (it said 2 of 2)."""
+    from hroofline.importers.build import ImportOptions, import_source
+    from hroofline.roofs.metricset import load_metric_set
+
+    def x(cat: str, name: str, ts: int, dur: int, **args: Any) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    capture = tmp_path / "capture.json"
+    capture.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    x("cpu_op", "aten::mm", 10, 10, **{"Input Dims": [[8, 8], [8, 8]], "Input type": ["float"] * 2}),
+                    x("cuda_runtime", "cudaStreamBeginCapture", 5, 1, correlation=1),
+                    x("cuda_runtime", "cudaLaunchKernel", 12, 1, correlation=2),
+                    x("cuda_runtime", "cudaStreamEndCapture", 30, 1, correlation=3),
+                ]
+            }
+        )
+    )
+    replay_events = []
+    for step, start in ((1, 100), (2, 200)):
+        replay_events += [
+            x("user_annotation", f"ProfilerStep#{step}", start, 90),
+            x("cuda_runtime", "cudaGraphLaunch", start + 5, 1, correlation=step * 10),
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": start + 10, "dur": 5 * step}
+            | {"args": {"correlation": step * 10, "device": 0, "stream": 7}},
+        ]
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"traceEvents": replay_events}))
+    options = ImportOptions(steps=frozenset({1}), captures=(capture,))
+    source = import_source(replay, options, load_metric_set())
+    (line,) = [note for note in source.info.notes if note.startswith("graph replays joined")]
+    assert "1 of 1 graph launches matched" in line and "1 kernels (100.0% of GPU time)" in line, line
+    assert source.launches["work_op"].tolist() == ["aten::mm"] and source.launches["flops_fp32"].tolist() == [1024.0]

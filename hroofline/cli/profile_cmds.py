@@ -290,11 +290,12 @@ def _check_compile(args: argparse.Namespace) -> None:
 
 
 def _warmup_steps(args: argparse.Namespace, on_cpu: bool) -> int:
-    """The warm-up steps before the measured one: 2, a compiled step's 3 (compilation and CUDA graphs' warm-up
-    and recording); fewer than a compiled step needs is said, since the measured step then compiles or records."""
+    """The warm-up steps before the measured one: 2, a compiled step's 3 (compilation with the CUDA graphs' warm-up,
+    their recording, a first replay); fewer than a compiled step needs (1; 2 where it replays CUDA graphs) is said,
+    since the measured step then compiles or records."""
     if args.compile is None:
         return 2 if args.warmup is None else args.warmup
-    needed = COMPILED_WARMUP if replays_graphs(args.compile, not on_cpu) else 1
+    needed = 2 if replays_graphs(args.compile, not on_cpu) else 1
     if args.warmup is not None and args.warmup < needed:
         what = "records its CUDA graphs" if args.warmup else "compiles the model"
         say(f"hroofline: warning: --warmup {args.warmup}: the measured step {what} (--compile wants {needed})")

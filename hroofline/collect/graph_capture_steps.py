@@ -6,16 +6,16 @@ When CUDA graph trees warm up, record and replay (``torch/_inductor/cudagraph_tr
 wraps each compiled graph (the forward, and the backward that AOT autograd compiles at the first backward) in
 ``cudagraphify``, whose first call makes the tree function, and ``CUDAGraphTreeManager._run`` runs a function not
 yet in ``warmed_up_functions`` eagerly (``run_eager``: the warm-up). Each call of the compiled model is a new
-generation (``RunOnlyContext``/``install_generation_tagging_init`` add one to ``GenerationTracker.generation``),
-which ends the warm-up (``try_end_curr_warmup``); the next call of a warmed-up function records it
-(``record_function``: ``torch.cuda.graph`` capture, then one replay of the new graph), and the calls after that
-replay it (``execute_node``). So step 1 compiles and warms up, step 2 records (and replays once), step 3 replays:
-steps 2 to ``warmup`` are the ones traced here, and the measured step is a replay. Where guards recompile the model
-in step 2 (a new function: warmed up there, recorded in step 3) the recording is still in the traced steps; where it
-recompiled in the measured step, that step would record (no replay to join, nothing lost but the join). Recording
-in step 1 takes Inductor's ``triton.skip_cudagraph_warmup`` (off by default): then the traced steps capture no graph,
-the join refuses their trace and the step is imported without it, with one warning line. A warm-up of one step
-traces nothing here: the measured step records its graphs (the CLI warns of it).
+generation (``OptimizeContext`` enters ``install_generation_tagging_init``, which adds one to
+``GenerationTracker.generation``), which ends the warm-up (``try_end_curr_warmup``); the next call of a warmed-up
+function records it (``record_function``: ``torch.cuda.graph`` capture, then one replay of the new graph), and the
+calls after that replay it (``execute_node``). So step 1 compiles and warms up, step 2 records (and replays once),
+step 3 replays: steps 2 to ``warmup`` are the ones traced here, and the measured step is a replay. Where guards
+recompile the model in step 2 (a new function: warmed up there, recorded in step 3) the recording is still in the
+traced steps; where it recompiled in the measured step, that step would record (no replay to join, nothing lost but
+the join). Recording in step 1 takes Inductor's ``triton.skip_cudagraph_warmup`` (off by default): then the traced
+steps capture no graph, the join refuses their trace and the step is imported without it, with one warning line. A
+warm-up of one step traces nothing here: the measured step records its graphs (the CLI warns of it).
 
 What the capture trace holds on CUDA, as Kineto writes it (libkineto's ``CuptiCbidRegistry``): every runtime call
 that is not on its blocklist, so ``cudaStreamBeginCapture``/``cudaStreamEndCapture`` around each graph and the

@@ -278,5 +278,6 @@ def import_collected_trace(
             raise
         source = import_source(trace_file, options, metric_set)
         source.info.warnings.append(capture_refused_warning(capture, trace_file, refused))
+        settings = {**settings, "capture_trace": f"{capture} (left out)"}
     source.info.settings.update(settings)
     return source

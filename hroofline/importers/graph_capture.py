@@ -1,6 +1,7 @@
 """Kernels replayed from CUDA (or HIP) graphs, linked to the ops that launched them when the graphs were captured.
 
-A replayed kernel shares its ``cudaGraphLaunch``'s correlation: the replay's trace knows no op for it. The trace
+A replayed kernel shares its ``cudaGraphLaunch``'s correlation: the replay's trace knows at most the op around the
+graph launch (a compiled step's ``CompiledFunction``), not the op that launched the kernel. The trace
 written while the graphs were captured (vLLM and SGLang write one) does: between a ``StreamBeginCapture`` and its
 ``StreamEndCapture`` each launch call on that thread adds a node, and the ops open around the call launched it.
 Captured graphs are read from that trace in capture order, each as the sequence of its launch calls (kernels,
@@ -8,7 +9,8 @@ copies and sets) with the ops around them.
 
 Each graph launch of the replay is matched to a captured graph by its activities in the order they ran: the same
 count, copies to copies and sets to sets, the same kernel name where the capture's call names its kernel (ROCm's
-do, CUDA's runtime events do not) and the same grid and block where both traces record them. Several captured
+do, CUDA's runtime events do not; on CUDA a Triton kernel's launch runs inside Inductor's event named after the
+kernel, which names it) and the same grid and block where both traces record them. Several captured
 graphs can hold the same sequence (vLLM's piecewise graphs, one per layer, captured and replayed in layer order),
 so a launch takes the first match from the graph after the one the previous launch took, in capture order.
 A matched kernel gets its node's link: its op and the ops around it (hence its work from their shapes), its
@@ -33,6 +35,7 @@ from hroofline.importers.kineto_links import LaunchLink, link_calls
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 CAPTURE_BEGINS = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture")
 CAPTURE_ENDS = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
+TRITON_PREFIX = "triton_"  # Inductor's Triton kernels: triton_{poi,red,per,tem,for}_...
 # A launch call's name says which graph node it adds: a kernel, a copy or a set. On CUDA, Kineto writes the runtime's
 # cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice), cudaMemcpy*/cudaMemset* calls and,
 # of the driver's, cuLaunchKernel and cuLaunchKernelEx (Triton's) (libkineto's CuptiCbidRegistry); on ROCm
@@ -69,6 +72,7 @@ class CaptureJoin:
 
     links: list[LaunchLink]
     summary: str
+    matched: frozenset[int]  # the activities (their indices) whose graph launch matched a captured graph
 
 
 def captured_graphs(trace: TraceEvents) -> list[CapturedGraph]:
@@ -99,6 +103,14 @@ def captured_graphs(trace: TraceEvents) -> list[CapturedGraph]:
     return graphs
 
 
+def _triton_kernel(link: LaunchLink) -> str | None:
+    """The kernel a CUDA capture's launch call launched where the call names none but the op around it does:
+    Inductor launches each Triton kernel inside an event named after it (the innermost op of every one of the 440
+    Triton launches in tests/data/gpu-2026-11-28's compiled GPT-2 trace), so a replay of that node must be it."""
+    op = link.op
+    return op.name if op is not None and op.name.startswith(TRITON_PREFIX) else None
+
+
 def _node_kind(name: str) -> str | None:
     return next((kind for fragment, kind in NODE_KINDS if fragment in name), None)
 
@@ -107,7 +119,7 @@ def _node(call: RuntimeCall, link: LaunchLink) -> Node:
     kernel = call.args.get("kernel")
     return Node(
         category=_node_kind(call.name) or "kernel",
-        kernel=str(kernel) if isinstance(kernel, str) and kernel else None,
+        kernel=str(kernel) if isinstance(kernel, str) and kernel else _triton_kernel(link),
         grid=_dims(call.args.get("grid")),
         block=_dims(call.args.get("block")),
         link=link,
@@ -133,9 +145,14 @@ def graph_launches(trace: TraceEvents, activities: list[GpuActivity]) -> dict[in
 
 
 def join_capture(
-    trace: TraceEvents, activities: list[GpuActivity], links: list[LaunchLink], graphs: list[CapturedGraph]
+    trace: TraceEvents,
+    activities: list[GpuActivity],
+    links: list[LaunchLink],
+    graphs: list[CapturedGraph],
+    counted: set[int] | None = None,
 ) -> CaptureJoin:
-    """The replay's links, each replayed kernel's taken from the captured graph its graph launch matches."""
+    """The replay's links, each replayed kernel's taken from the captured graph its graph launch matches; its
+    summary over the ``counted`` activities (the profiler steps imported; all by default)."""
     launches = graph_launches(trace, activities)
     captures = ", ".join(sorted({g.path for g in graphs}))
     if not launches:
@@ -164,7 +181,11 @@ def join_capture(
             f"{_sizes(graphs)} launches): not the capture of this replay",
             "pass the capture trace written by the run that was replayed",
         )
-    return CaptureJoin(joined, _summary(trace, activities, launches, matched, graphs, captures))
+    if counted is None:
+        counted = set(range(len(activities)))
+    launches = {c: indices for c, indices in launches.items() if indices[0] in counted}  # a launch is in one step
+    summary = _summary(activities, counted, launches, [i for i in matched if i in counted], graphs, captures)
+    return CaptureJoin(joined, summary, frozenset(matched))
 
 
 def _next_match(graphs: list[CapturedGraph], after: int, replayed: list[GpuActivity]) -> int | None:
@@ -218,19 +239,25 @@ def _sizes(graphs: list[CapturedGraph]) -> str:
 
 
 def _summary(
-    trace: TraceEvents,
     activities: list[GpuActivity],
+    counted: set[int],
     launches: dict[int, list[int]],
     matched: list[int],
     graphs: list[CapturedGraph],
     captures: str,
 ) -> str:
-    total = sum(a.duration_s for a in activities if math.isfinite(a.duration_s))
+    total = _seconds(activities, sorted(counted))
     done = set(matched)
     left = [i for indices in launches.values() for i in indices if i not in done]
     unmatched = sum(1 for indices in launches.values() if indices[0] not in done)
-    named = all(node.kernel is not None for g in graphs for node in g.nodes if node.category == "kernel")
-    by_what = "kernel names" if named else "launch count and kind (the capture names no kernels)"
+    names = [node.kernel is not None for g in graphs for node in g.nodes if node.category == "kernel"]
+    by_what = (
+        "kernel names"
+        if all(names)
+        else "launch count and kind, and the Triton kernels' names"
+        if any(names)
+        else "launch count and kind (the capture names no kernels)"
+    )
     if any(activities[i].args.get("grid") is not None for i in matched) and any(
         node.grid is not None for g in graphs for node in g.nodes
     ):

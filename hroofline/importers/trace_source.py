@@ -147,10 +147,11 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
         ]
     else:
         every, links = trace.gpu, link_activities(trace, trace.gpu)
-    joined = join_capture(trace, every, links, list(options.captured)) if options.captured else None
+    # the profiler steps asked for (a replayed kernel keeps its replay's step when joined to its capture)
+    keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
+    joined = join_capture(trace, every, links, list(options.captured), set(keep)) if options.captured else None
     if joined is not None:
         links = joined.links
-    keep = [i for i, link in enumerate(links) if options.steps is None or link.step in options.steps]
     # launch_id is launch order (the JSON lists activities per stream, not in the order they were launched):
     # a kernel's runtime call, a CPU op's start
     keep.sort(key=lambda i: (every[i].start_s if options.cpu_ops else _launched_at(links[i], every[i]), i))
@@ -177,8 +178,11 @@ def _launches_of(trace: TraceEvents, digest: str, options: TraceOptions, metric_
     placed: tuple[list[str], list[str]] = ([], [])
     if options.compiled is not None:
         frame, *placed = with_compiled_layers(frame, kept_links, options.compiled)
-    # without its capture, a replayed kernel's only link is the op around its graph launch, if any
-    replayed = graph_launches(trace, activities) if joined is None and not options.cpu_ops else {}
+    # a replayed kernel that no capture linked: its only link is the op around its graph launch, if any
+    replayed = {} if options.cpu_ops else graph_launches(trace, activities)
+    if joined is not None:
+        linked_by_capture = {n for n, i in enumerate(keep) if i in joined.matched}
+        replayed = {c: indices for c, indices in replayed.items() if indices[0] not in linked_by_capture}
     info = _info(trace, digest, frame, options, replayed)
     info.notes += work_assumptions(_counted_ops(kept_links, frame["work_op"]))
     if joined is not None:
@@ -376,10 +380,10 @@ def _info(
     warnings = [f"{trace.path}: {count} {why}" for why, count in trace.rejected.items()]
     if frame["shapes"].isna().all():  # record_shapes=False: no op has its inputs
         warnings.append(f"{trace.path}: {NO_SHAPES_WARNING}")
-    if not linked.any() and not options.cpu_ops:
+    if not frame["op"].notna().any() and not options.cpu_ops:
         warnings.append(f"{trace.path}: no kernel could be linked to a CPU op (the trace has no runtime events?)")
     if replayed:
-        warnings.append(_graph_replay_warning(trace.path, frame, from_graphs, len(replayed)))
+        warnings.append(_graph_replay_warning(trace.path, frame, from_graphs, len(replayed), bool(options.captured)))
     if options.rank is None and trace.rank is None and not options.cpu_ops:
         notes.append("rank 0 assumed: the trace has no distributedInfo and its file name no rank (--rank N sets it)")
     formulas = {k.replace("bytes_hbm", "bytes_l1") if options.cpu_ops else k: v for k, v in FORMULAS.items()}
@@ -397,21 +401,28 @@ def _info(
     )
 
 
-def _graph_replay_warning(path: str, frame: pd.DataFrame, from_graphs: np.ndarray, launches: int) -> str:
-    """One line saying how much GPU time was replayed from CUDA (or HIP) graphs: every activity of a replay shares
-    its graph launch's correlation, so it is linked at most to the op around the launch (a compiled step's
+def _graph_replay_warning(
+    path: str, frame: pd.DataFrame, from_graphs: np.ndarray, launches: int, captured: bool
+) -> str:
+    """One line saying how much GPU time was replayed from CUDA (or HIP) graphs that no capture linked (none was
+    given, or ``captured``: the capture holds none of these graphs): every activity of a replay shares its graph
+    launch's correlation, so it is linked at most to the op around the launch (a compiled step's
     ``CompiledFunction``), never to the op that launched it at capture, and none has work."""
     replayed = frame.loc[from_graphs]
-    kernels = int((replayed["category"] == "kernel").sum())
+    kernels = int(replayed["category"].isin(("kernel", "communication")).sum())
     others = len(replayed) - kernels
     what = f"{kernels} kernels" + (f" and {others} copies and sets" if others else "")
     around = replayed.groupby("op")["time_s"].sum().sort_values(ascending=False)
-    inside = f" in {', '.join(around.index[:3])}" if len(around) else ""
+    inside = f" in {', '.join(around.index[:3])}{', ...' if len(around) > 3 else ''}" if len(around) else ""
+    graphs, get = (
+        ("graphs the capture does not hold", "the capture of these graphs too")
+        if captured
+        else ("graphs", "the trace written while the graphs were captured")
+    )
     return (
         f"{path}: {_share(replayed['time_s'].sum(), frame['time_s'].sum())} of GPU time was replayed from CUDA "
-        f"graphs ({what} under {launches} graph launches{inside}): a replayed kernel is not linked to the op that "
-        "launched it at capture, and its work is unknown; pass the trace written while the graphs were captured "
-        "(--capture FILE) for their ops and work"
+        f"{graphs} ({what} under {launches} graph launches{inside}): a replayed kernel is not linked to the op that "
+        f"launched it at capture, and its work is unknown; pass {get} (--capture FILE) for their ops and work"
     )
 
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import yaml
@@ -72,7 +73,8 @@ def test_the_recipe_gates_a_pull_request_on_the_cpu(tmp_path: Path) -> None:
     if code == 1 and "gate failed" in summary.lower():
         # The two jobs are timed minutes apart: a load that starts between them on this machine (another process,
         # a tool's own work) slowed a candidate of the same model 3x (2.30 -> 6.82 ms), beyond the noise its 8
-        # steps show. The pair is measured once more, back to back; a false alarm of the recipe fails again.
+        # steps show. The pair is measured once more (said in a warning); a false alarm of the recipe fails again.
+        warnings.warn(f"the same model failed the gate once, measured again:\n{summary}", stacklevel=1)
         shutil.rmtree(tmp_path / "runs")
         assert run_job(tmp_path, ON_MAIN)[0] == 0
         code, summary, err = run_job(tmp_path, ON_PULL_REQUEST)
