@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -246,7 +247,7 @@ def _summary(
     graphs: list[CapturedGraph],
     captures: str,
 ) -> str:
-    total = _seconds(activities, sorted(counted))
+    total = _seconds(activities, counted)
     done = set(matched)
     left = [i for indices in launches.values() for i in indices if i not in done]
     unmatched = sum(1 for indices in launches.values() if indices[0] not in done)
@@ -276,7 +277,7 @@ def _summary(
     return line
 
 
-def _seconds(activities: list[GpuActivity], indices: list[int]) -> float:
+def _seconds(activities: list[GpuActivity], indices: Iterable[int]) -> float:
     return sum(activities[i].duration_s for i in indices if math.isfinite(activities[i].duration_s))
 
 
