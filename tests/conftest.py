@@ -313,6 +313,15 @@ class Result:
     err: str
 
 
+def main_status(argv: list[str]) -> int:
+    """``hroofline ARGV`` by the CLI's main() in this process, its exit status as the shell sees it: argparse's
+    usage errors raise SystemExit, whose code None is 0 and a message 1."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path):
     """Run `hroofline ARGS` in-process against a store in tmp_path."""
@@ -322,10 +331,7 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path):
         argv = [str(a) for a in args]
         if argv and argv[0] in STORE_COMMANDS and "--store" not in argv:
             argv += ["--store", str(store_dir or store)]
-        try:
-            code = main(argv)
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
+        code = main_status(argv)
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err)
 

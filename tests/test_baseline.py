@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from hroofline.cli.main import main
 from hroofline.errors import StoreError, UsageError
 from hroofline.store.runs import RunStore
+from tests.conftest import main_status
 
 
 @pytest.fixture
@@ -29,10 +29,7 @@ def store(vgg_traces_store: Path, tmp_path: Path) -> Path:
 
 
 def hroofline(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
+    code = main_status([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hroofline.cli.main import COMMANDS, EPILOG, main
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, SHARED, main_status
 from tools.docs_reference import command_parser
 
 # An example that is not run, by how it starts, and why.
@@ -133,10 +133,7 @@ def test_every_help_example_runs_when_copied(
         if _left_out(example) or example in ran:  # the same line in two commands' helps: run once
             continue
         ran.add(example)
-        try:
-            code = main(shlex.split(example)[1:])
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
+        code = main_status(shlex.split(example)[1:])
         if code != 0:
             failed.append(f"{where}: {example} (exit {code})")
     assert not failed, "\n".join(failed)

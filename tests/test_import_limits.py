@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED, need
+from tests.conftest import SHARED, main_status, need
 
 TIME_PASS = SHARED / "fixtures" / "h100" / "gemm-calibration-groups-time-pass.csv"  # 10 launches, H100
 TENSOR_CSV = SHARED / "fixtures" / "ncu" / "rtx5090_dsocr_cutlass_bf16_gemm_metrics.csv"  # 1 launch, RTX 5090
@@ -83,15 +83,10 @@ def hroofline(*args: object, timeout: float = 120.0) -> Ran:
 def hroofline_here(*args: object) -> Ran:
     """``hroofline ARGS`` by its main() in this process (a program's start, about a second, saved): exit code,
     output, and every warning Python raised written as stderr would show it (pytest would record them instead)."""
-    from hroofline.cli.main import main
-
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as raised, redirect_stdout(out), redirect_stderr(err):
         warnings.simplefilter("always")
-        try:
-            code = main([str(arg) for arg in args])
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
+        code = main_status([str(arg) for arg in args])
     shown = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in raised)
     return Ran(code, out.getvalue(), err.getvalue() + shown, math.nan)
 

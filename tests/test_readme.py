@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SHARED, need
+from tests.conftest import REPO, SHARED, main_status, need
 
 README = REPO / "README.md"
 NOTEBOOK_GUIDE = REPO / "docs" / "guides" / "notebook.md"  # the Python API's example, run as a notebook here
@@ -218,8 +218,6 @@ def in_this_process(command: str, cwd: Path, env: dict[str, str]) -> subprocess.
     runs its own (hroofline/cli/demo.py): a program started anew imports PyTorch and pandas again, 0.5 to 2 s a
     command, which tests the start-up of a program, not what the page shows (test_the_readme_set_up_puts_hroofline
     _on_path runs the program on PATH)."""
-    from hroofline.cli.main import main
-
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     os.environ.clear()
@@ -227,10 +225,7 @@ def in_this_process(command: str, cwd: Path, env: dict[str, str]) -> subprocess.
     os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(shlex.split(command, comments=True)[1:])
-            except SystemExit as exit_:  # argparse's usage errors
-                code = exit_.code if isinstance(exit_.code, int) else 1
+            code = main_status(shlex.split(command, comments=True)[1:])
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()

@@ -128,10 +128,14 @@ def flop_basis(run: Run) -> pd.Series:
     return pd.Series(MODEL, index=launches.index).where(~hardware.fillna(False).astype(bool), HARDWARE)
 
 
-def _without_peak(launches: pd.DataFrame, peaks: pd.DataFrame, column: str, key: str) -> pd.Series:
-    """Launches with work in ``column`` whose precision has no dense peak on their GPU (e.g. vector FP16 on an AMD
-    GPU, whose data sheet gives no rate)."""
-    return (launches[column].fillna(0.0) > 0) & peaks[key].isna()
+def _values(column: pd.Series) -> np.ndarray:
+    return column.to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _without_peak(work: np.ndarray, peak: np.ndarray) -> np.ndarray:
+    """Launches with work (``work``, per launch) in a precision with no dense peak on their GPU (``peak`` NaN: e.g.
+    vector FP16 on an AMD GPU, whose data sheet gives no rate)."""
+    return (work > 0) & np.isnan(peak)
 
 
 def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
@@ -144,10 +148,10 @@ def launch_terms(run: Run, roofs: RunRoofs) -> pd.DataFrame:
     flops_values = np.zeros(len(launches))
     unpriced_values = np.zeros(len(launches))
     for column, key in FLOP_ROOFS.items():
-        given = launches[column].to_numpy(dtype="float64", na_value=np.nan)
+        given = _values(launches[column])
         work = np.where(np.isnan(given), 0.0, given)
-        peak = peaks[key].to_numpy(dtype="float64", na_value=np.nan)
-        no_peak = (work > 0) & np.isnan(peak)  # work of a precision with no dense peak on its GPU
+        peak = _values(peaks[key])
+        no_peak = _without_peak(work, peak)
         unpriced_values += np.where(no_peak, work, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             seconds_at_peak = work / peak
@@ -303,7 +307,9 @@ def _reasons(run: Run, terms: pd.DataFrame, roofs: RunRoofs) -> list[str]:
     if unpriced > 0:
         launches, peaks = run.launches, roofs.per_launch.loc[run.launches.index]
         labels = [
-            ROOF_LABELS[key] for column, key in FLOP_ROOFS.items() if _without_peak(launches, peaks, column, key).any()
+            ROOF_LABELS[key]
+            for column, key in FLOP_ROOFS.items()
+            if _without_peak(_values(launches[column]), _values(peaks[key])).any()
         ]
         share = unpriced / (unpriced + terms["model_flops"].sum() + terms["hardware_flops"].sum())
         reasons.append(
