@@ -74,6 +74,7 @@ CHECKED = {
     "graph-capture": TRACE_CHECKS,
     "serving": TRACE_CHECKS,
     "fp8-gemms": TRACE_CHECKS,
+    "unrecorded-arguments": TRACE_CHECKS,
     "deepcam": FIGURES / "test_deepcam_figures.py",
     "generate-setup": GENERATION_CHECK,
     "generate-loop-setup": GENERATION_CHECK,

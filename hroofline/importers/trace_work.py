@@ -4,9 +4,12 @@ The op (``aten::linear`` with ``Input Dims`` [[8, 512], [1000, 512], [1000]] and
 [float, float, float]) is called again on meta tensors of those shapes, dtypes and strides, under the same op
 recorder as ``predict`` (:class:`hroofline.work.ops.OpRecorder`): the same FLOP formulas, the same
 fewest bytes. Non-tensor arguments come from the trace's ``Concrete Inputs`` where it recorded them, else from
-the schema's defaults. Where neither says an integer argument (a stride, a padding), the replay guesses and
-keeps the result only when the trace's ``Output dims`` confirm the output shapes; otherwise the op's work is
-unknown, as it is for ops PyTorch cannot run on the meta device (an extension not loaded here).
+the schema's defaults; a trace without values (PyTorch before 2.1) records every argument, passed or defaulted,
+so there a default for an integer argument is a guess too. Where the recorded tensors list every valid value of
+such an argument (an axis, a set of axes, a trailing part of a shape), each is replayed and the work kept where all
+the calls PyTorch accepts do the same FLOPs (bytes: the fewest of them). Any other integer argument (a stride, a
+padding) is guessed and the result kept only when the trace's ``Output dims`` confirm the output shapes; otherwise
+the op's work is unknown, as it is for ops PyTorch cannot run on the meta device (an extension not loaded here).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import ast
 import json
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
+from itertools import combinations, product
 from typing import Any
 
 import torch
@@ -101,6 +105,10 @@ class _Recorded:
     type: str
     concrete: str
     strides: Any
+    valued: bool  # the trace records argument values (Concrete Inputs); before PyTorch 2.1 it records shapes only
+
+
+_Call = tuple[list[Any], dict[str, Any]]  # positional and keyword arguments
 
 
 def op_work(name: str, args: dict[str, Any], ranges: tuple[str, ...] = ()) -> OpWork | None:
@@ -141,6 +149,7 @@ def _op_work(key: str) -> OpWork | None:
             types[i] if i < len(types) else "",
             concrete[i] if isinstance(concrete, list) and i < len(concrete) else "",
             strides[i] if isinstance(strides, list) and i < len(strides) else None,
+            isinstance(concrete, list),
         )
         for i in range(len(dims))
     ]
@@ -151,10 +160,10 @@ def _op_work(key: str) -> OpWork | None:
     overloads = [o for o in overloads if "out" not in o._overloadname or _is_out(o)]
     for overload in sorted(overloads, key=lambda o: (len(o._schema.arguments) != len(recorded), _is_out(o))):
         try:
-            positional, keywords, guessed = _arguments(overload._schema, recorded)
+            calls, guessed = _arguments(overload._schema, recorded)
         except Exception:  # _Unreplayable, or recorded values PyTorch refuses (negative or huge sizes)
             continue
-        work = _replay(overload, positional, keywords, guessed, output_dims)
+        work = _agreed_work(overload, calls, guessed, output_dims)
         if work is not None:
             return replace(work, bf16="c10::BFloat16" in types)
     return None
@@ -231,14 +240,24 @@ def _packet(name: str) -> Any:
         return None
 
 
-def _replay(
-    overload: Any, positional: list[Any], keywords: dict[str, Any], guessed: bool, output_dims: Any
-) -> OpWork | None:
+def _agreed_work(overload: Any, calls: list[_Call], guessed: bool, output_dims: Any) -> OpWork | None:
+    """The work of the op called with each of ``calls`` (one, or one per valid value of the arguments the trace
+    did not record) where every call PyTorch accepts does the same FLOPs; its bytes the fewest of theirs (the
+    fewest the op must move, as everywhere). A guessed value must give the trace's ``Output dims``."""
+    works = [_replay(overload, call, guessed, output_dims) for call in calls]
+    accepted = [work for work in works if work is not None]
+    if not accepted or any(replace(work, bytes=0.0) != replace(accepted[0], bytes=0.0) for work in accepted):
+        return None
+    return replace(accepted[0], bytes=min(work.bytes for work in accepted))
+
+
+def _replay(overload: Any, call: _Call, guessed: bool, output_dims: Any) -> OpWork | None:
+    positional, keywords = call
     recorder = OpRecorder()
-    call = F.scaled_dot_product_attention if overload.name() == "aten::scaled_dot_product_attention" else overload
+    function = F.scaled_dot_product_attention if overload.name() == "aten::scaled_dot_product_attention" else overload
     try:
         with recorder, fused_attention():
-            result = call(*positional, **keywords)
+            result = function(*positional, **keywords)
     except Exception:  # an op PyTorch cannot run with these arguments on meta: the work stays unknown
         return None
     if guessed or output_dims:
@@ -263,30 +282,57 @@ def _replay(
     )
 
 
-def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[Any], dict[str, Any], bool]:
-    """Positional and keyword arguments for ``schema`` from the recorded inputs, and whether a shape-bearing
-    integer argument had to be guessed."""
+# An argument the trace did not record whose every valid value the first recorded tensor lists: its axes (gather's
+# or softmax's dim: one; a reduction's: any set of them, or None for all), a trailing part of its shape
+# (layer_norm's normalized_shape, which it checks against its weight's). The calls with each are replayed.
+_LISTED_AXES = "dim"
+_LISTED_SHAPE = "normalized_shape"
+_MOST_AXES = 6  # a reduction over a tensor of more dimensions lists too many sets of them
+_SHAPE_BEARING = frozenset({"int", "SymInt", "List[int]", "List[SymInt]"})
+
+
+def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[_Call], bool]:
+    """The calls of ``schema`` the recorded inputs allow (one per valid value of each argument whose every value
+    :func:`_listed_values` knows), and whether a shape-bearing integer argument had to be guessed."""
     if len(recorded) > len(schema.arguments):
         raise _Unreplayable
     dtype = next((DTYPES[r.type] for r in recorded if r.type in DTYPES and isinstance(r.dims, list)), torch.float32)
-    positional: list[Any] = []
-    keywords: dict[str, Any] = {}
+    choices: list[list[Any]] = []
     guessed = False
     for index, argument in enumerate(schema.arguments):
         entry = recorded[index] if index < len(recorded) else None
         value, was_guessed = _value(argument, entry, dtype)
-        guessed = guessed or was_guessed
-        if argument.kwarg_only:
-            keywords[argument.name] = value
-        else:
-            positional.append(value)
-    return positional, keywords, guessed
+        listed = _listed_values(argument, recorded) if was_guessed and entry is not None else None
+        choices.append(listed or [value])
+        guessed = guessed or (was_guessed and not listed)
+    calls = []
+    for values in product(*choices):
+        positional = [v for a, v in zip(schema.arguments, values, strict=True) if not a.kwarg_only]
+        keywords = {a.name: v for a, v in zip(schema.arguments, values, strict=True) if a.kwarg_only}
+        calls.append((positional, keywords))
+    return calls, guessed
+
+
+def _listed_values(argument: Any, recorded: list[_Recorded]) -> list[Any] | None:
+    shape = recorded[0].dims if recorded else None
+    if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        return None
+    kind = str(argument.real_type)
+    axes = range(max(len(shape), 1))
+    if argument.name == _LISTED_AXES and kind in ("int", "SymInt"):
+        return list(axes)
+    if argument.name == _LISTED_AXES and _unwrapped(kind) in ("List[int]", "List[SymInt]") and len(shape) <= _MOST_AXES:
+        sets = [list(chosen) for size in range(1, len(axes) + 1) for chosen in combinations(axes, size)]
+        return [None, *sets] if kind.startswith("Optional[") else sets
+    if argument.name == _LISTED_SHAPE and kind in ("List[int]", "List[SymInt]") and shape:
+        return [shape[start:] for start in range(len(shape))]
+    return None
 
 
 def _value(argument: Any, entry: _Recorded | None, list_dtype: torch.dtype) -> tuple[Any, bool]:
     kind = str(argument.type)
     optional = kind.startswith("Optional[")
-    base = kind[len("Optional[") : -1] if optional else kind
+    base = _unwrapped(kind)
     if base == "Tensor":
         if entry is not None and entry.type in DTYPES and isinstance(entry.dims, list):
             return _meta_tensor(entry.dims, DTYPES[entry.type], entry.strides), False
@@ -306,13 +352,20 @@ def _value(argument: Any, entry: _Recorded | None, list_dtype: torch.dtype) -> t
         return _concrete(entry.concrete, argument.name), False
     if entry is not None and entry.type and base in _SHAPE_FREE_PLACEHOLDERS:
         return _SHAPE_FREE_PLACEHOLDERS[base], False  # a scalar was passed (its type is recorded), not its value
+    # A trace without values records every argument, passed or defaulted: conv2d's stride there may be 2, not
+    # the schema's 1.
+    unrecorded = entry is not None and not entry.valued and _unwrapped(str(argument.real_type)) in _SHAPE_BEARING
     if argument.has_default_value():
-        return argument.default_value, False
+        return argument.default_value, unrecorded
     if optional:
-        return None, False
+        return None, unrecorded
     if argument.name == "dtype":
         return list_dtype, True
     return _placeholder(base)
+
+
+def _unwrapped(kind: str) -> str:
+    return kind[len("Optional[") : -1] if kind.startswith("Optional[") else kind
 
 
 def _meta_tensor(dims: list[int], dtype: torch.dtype, strides: Any) -> torch.Tensor:

@@ -1,17 +1,20 @@
-"""The validation page's figures of traces (docs/validation.md, keys ``graph-capture``, ``serving`` and
-``fp8-gemms``), recomputed and compared with the page figure by figure: vLLM's piecewise-graph replay and its
-capture trace (AMD-AGI/TraceLens, MIT, copied into ../shared/fixtures/compiled/, its README names the blobs) and the
-H200's FP8 and grouped GEMM traces of tests/data/gpu-2026-11-28/low-precision (its README says how they were made).
-Counts come from the raw JSON with the helpers of the make-test tests (tests/test_graph_capture.py,
-test_serving.py, test_low_precision.py); shares, FLOPs and bytes from the import as a user runs it."""
+"""The validation page's figures of traces (docs/validation.md, keys ``graph-capture``, ``serving``, ``fp8-gemms``
+and ``unrecorded-arguments``), recomputed and compared with the page figure by figure: vLLM's piecewise-graph replay
+and its capture trace (AMD-AGI/TraceLens, MIT, copied into ../shared/fixtures/compiled/, its README names the blobs),
+the H200's FP8 and grouped GEMM traces of tests/data/gpu-2026-11-28/low-precision (its README says how they were
+made) and the Volta and recommender traces of ../shared/fixtures/kineto. Counts come from the raw JSON with the
+helpers of the make-test tests (tests/test_graph_capture.py, test_serving.py, test_low_precision.py); shares, FLOPs
+and bytes from the import as a user runs it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import lzma
 import math
 import tomllib
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -213,3 +216,36 @@ def test_fp8_gemms_of_an_h200_trace_on_their_roof() -> None:
     ]
     assert math.isclose(grouped["flops_tensor_bf16"].item(), 2 * groups * rows * inner * columns)
     assert_page_shows(page_figures("fp8-gemms"), computed, "FP8 GEMMs of an H200 trace on their roof")
+
+
+def test_arguments_a_trace_did_not_record(kineto_store: Path) -> None:
+    """The 2021 Volta ResNet-50 and 2022 recommender traces of ../shared/fixtures/kineto (no Concrete Inputs):
+    what conv2d's schema defaults would charge a step, against FlopCounterMode on torchvision's ResNet-50; the
+    shares of compute-kernel time with known work as imported."""
+    import torch
+    import torchvision
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from hroofline.api import load
+    from hroofline.importers.trace_work import op_work
+    from tests.conftest import SHARED, need
+    from tests.shared_runs import KINETO_TRACES
+
+    path = need(SHARED / "fixtures" / "kineto" / KINETO_TRACES["volta"])
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    convolutions = [e["args"] for e in events if e.get("name") == "aten::conv2d"]
+    defaults = ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"]  # conv2d's stride, padding, dilation, groups
+    charged = [op_work("aten::conv2d", {**args, "Concrete Inputs": defaults}) for args in convolutions]
+    per_step = sum(sum(work.flops.values()) for work in charged if work is not None) / len(steps)
+    (batch,) = {args["Input dims"][0][0] for args in convolutions if args["Input dims"][1][1] == 3}
+    with FlopCounterMode(display=False) as counter:
+        torchvision.models.resnet50().to("meta")(torch.empty(batch, 3, 224, 224, device="meta"))
+    computed = [
+        per_step / 1e9,
+        counter.get_flop_counts()["Global"][torch.ops.aten.convolution] / 1e9,
+        float(batch),
+        _linked_and_known(load("volta", kineto_store).launches)[1],
+        _linked_and_known(load("recsys", kineto_store).launches)[1],
+    ]
+    assert_page_shows(page_figures("unrecorded-arguments"), computed, "arguments a trace did not record")
