@@ -10,7 +10,8 @@
   inputs are its bfloat16 face, around the ``aten::_scaled_mm`` it dispatched to), and any op that encloses an op
   another launch counts (so no work counts twice). The op's
   bytes are split over its kernels in proportion to their durations, its FLOPs likewise over its tensor-core
-  kernels where it has some (a split-K GEMM's reduction kernel does none of the multiply-adds), else over all.
+  kernels where it has some (a split-K GEMM's reduction kernel, cuDNN's workspace clearing, do none of the
+  multiply-adds), else over all.
 - Whether an op's matrix products, convolutions and fused attention ran on tensor cores follows from its
   input dtype and the GPU's rules, as ``predict`` decides: 16-bit products on the FP16 or BF16 tensor cores,
   float64 ones on the FP64 tensor cores, float32 convolutions in TF32 (cuDNN's default) and float32 matrix

@@ -114,7 +114,7 @@ class TensorKernelHints:
     precision_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # FLOP column -> name fragments
     compute_names: tuple[str, ...] = ()  # GEMM, convolution and attention kernels: where an op's FLOPs go
     cuda_core_names: tuple[str, ...] = ()  # products that run on the CUDA cores (GEMV, SIMT, FFMA GEMMs)
-    setup_names: tuple[str, ...] = ()  # kernels that set a GEMM up, named like one, and do none of its arithmetic
+    setup_names: tuple[str, ...] = ()  # kernels named like a GEMM that set it up or add its partial results
 
 
 @dataclass(frozen=True)

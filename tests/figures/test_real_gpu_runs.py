@@ -13,6 +13,7 @@ import pandas as pd
 from hroofline.analyze.binding import CO_BOUND
 from hroofline.collect.distinct_launches import pair_measured, plan_distinct_launches
 from hroofline.importers.build import ImportOptions, import_source
+from hroofline.model.quantities import FLOP_QUANTITIES
 from hroofline.model.run import PEAK_PREFIX
 from hroofline.roofs.catalog import resolve_gpu
 from hroofline.roofs.metricset import load_metric_set
@@ -20,6 +21,21 @@ from hroofline.work.calibration import CASES
 from tests.test_memory import predicted_over_measured
 from tests.test_real_gpu_runs import DATA, RESNET18, RESNET50_AMP, _passes, _unpacked
 from tests.validation_page import assert_page_shows, page_figures
+
+
+def _helper_flops_by_duration(launches: pd.DataFrame, name: str) -> tuple[float, float]:
+    """The FLOPs and time of the helper kernel ``name`` that would get the most of its op's FLOPs were they split
+    by duration over it and the kernels that compute (as before metrics/hierarchical.toml listed the helpers that
+    do none of an op's multiply-adds: they get none now)."""
+    flops = launches[[c for c in FLOP_QUANTITIES if c in launches]].fillna(0).sum(axis=1)
+    shares = []
+    for index in launches.index[launches["kernel"].astype(str).str.contains(name)]:
+        op = launches["op_call"] == launches.at[index, "op_call"]
+        assert flops[index] == 0
+        computing = launches.loc[op & (flops > 0), "time_s"].sum()
+        share = launches.at[index, "time_s"] / (computing + launches.at[index, "time_s"])
+        shares.append((flops[op].sum() * share, launches.at[index, "time_s"]))
+    return max(shares)
 
 
 def doctor_figures(cli, tmp_path: Path) -> list[float]:
@@ -50,8 +66,7 @@ def test_the_page_shows_the_second_visits_figures(cli, tmp_path: Path) -> None:
     amp_plan = plan_distinct_launches(amp_trace.launches)
     assert len(amp_measured.launches) == amp_plan.profiled
     launches = amp_trace.launches  # the trace pass: each kernel's share of its op's analytic FLOPs
-    helpers = launches[launches["kernel"].astype(str).str.contains("reduce_wgrad_nchw_helper")]
-    largest = helpers.loc[helpers["flops_fp16"].idxmax()]
+    largest = _helper_flops_by_duration(launches, "reduce_wgrad_nchw_helper")
     h100, h200 = resolve_gpu("h100-sxm"), resolve_gpu("h200")
     assert h100.sms == h200.sms
     dispatch = json.loads((DATA / "h100-host-dispatch.json").read_text())["fp32"]
@@ -67,8 +82,8 @@ def test_the_page_shows_the_second_visits_figures(cli, tmp_path: Path) -> None:
         clocks.min(),
         clocks.max(),
         h100.clocks["default"] / 1e9,
-        largest["flops_fp16"] / 1e9,
-        largest["time_s"] * 1e6,
+        largest[0] / 1e9,
+        largest[1] * 1e6,
         *doctor_figures(cli, tmp_path),
         h100.sms,
         min(small),
