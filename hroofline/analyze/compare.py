@@ -228,7 +228,8 @@ BYTE_COLUMNS = list(BYTE_QUANTITIES)
 
 
 MATCH_FAMILY, MATCH_CONTEXT, MATCH_LAYER = "family", "nvtx context and family", "layer"
-MATCH_OP = "launching op (a trace's kernels against a prediction's ops)"
+# one run's ATen ops (a prediction's, a CPU trace's) against the other's kernels, each by the op that launched it
+MATCH_OP = "launching op (each launch by the ATen op that ran or launched it)"
 
 
 def _mostly_on_modules(run: Run) -> bool:

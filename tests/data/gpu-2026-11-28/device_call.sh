@@ -1,7 +1,9 @@
 #!/bin/bash
 # The device call of 2026-11-28 (issues 46 and 47), run from the repository's root on the lent GPU:
-#   bash tests/data/gpu-2026-11-28/device_call.sh SECONDS [all|compiled|third]   (the second call: compiled only;
-#   the third, in a later session: the other two models' generation, ncu on the compiled GPT-2 step, CUDA graphs)
+#   bash tests/data/gpu-2026-11-28/device_call.sh SECONDS [all|compiled|third|fourth]   (the second call: compiled
+#   only; the third, in a later session: the other two models' generation, ncu on the compiled GPT-2 step, CUDA
+#   graphs; fourth, not run yet: what issue 46 still needs, ncu on the compiled resnet50 step and `profile
+#   --compile reduce-overhead --backend trace`, whose capture trace is joined with the measured step)
 # Each step starts only if the time it is expected to take is left, and is cut at what is left; what each step
 # made is packed into $OUT as soon as it is done, so a call cut short still brings back the steps before.
 set -u
@@ -54,9 +56,22 @@ profile_ncu() {  # NAME SCRIPT-ARGS...: hroofline under ncu, every launch of the
   return $rc
 }
 
+profile_graphs() {  # NAME ARCH-ARGS...: hroofline's own compiled model replaying CUDA graphs, its capture trace kept
+  local name=$1; shift
+  python3 -m hroofline profile --gpu $GPU --backend trace --compile reduce-overhead --warmup 3 --steps 1 \
+    --store /tmp/store --out-dir /tmp/prof/$name --run $name "$@"
+  local rc=$?
+  python3 -m hroofline summary $name --store /tmp/store
+  for f in trace trace-capture; do
+    [ -f /tmp/prof/$name/$f.json ] && xz -T4 -c /tmp/prof/$name/$f.json > $RES/traces/$name-$f.json.xz
+  done
+  pack
+  return $rc
+}
+
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || log "the wheels did not install"
 export RES HERE GPU
-export -f pack profile_trace profile_ncu
+export -f pack profile_trace profile_ncu profile_graphs
 
 { date -u; nvidia-smi; ncu --version; python3 -c "import torch, transformers, triton, torchvision; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), \
@@ -64,6 +79,16 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.bac
 torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))"; git log -1 --format=%H; } > $OUT/env.txt 2>&1
 log "env: $(grep -m1 torch $OUT/env.txt)"
 
+if [ "${2:-all}" = fourth ]; then  # about 6 minutes: ncu profiled the compiled GPT-2 step's 695 kernels in 280 s
+  step resnet50-compiled 90 profile_trace resnet50-bf16-compiled resnet50 --compile default
+  step resnet50-compiled-ncu 300 profile_ncu resnet50-bf16-compiled-ncu resnet50 --compile default
+  step resnet50-graphs 60 profile_graphs resnet50-bf16-reduce-overhead --arch resnet50 --precision amp-bf16
+  step gpt2-graphs 60 profile_graphs gpt2-bf16-reduce-overhead --model hf:gpt2 --precision amp-bf16 --batch-size 8 \
+    --seq-len 512
+  pack
+  log "done; $(left) s of the budget left"
+  exit 0
+fi
 if [ "${2:-all}" = third ]; then
   step gpt2-compiled-ncu 270 profile_ncu gpt2-bf16-compiled-ncu hf:gpt2 --compile default
   step generate 80 python3 $HERE/generate_times.py $OUT/generate-times-more.csv 70 gpt2-large tinyllama-1.1b
