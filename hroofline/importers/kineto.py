@@ -32,6 +32,8 @@ RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
 OP_CATEGORIES = frozenset({"cpu_op", "operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
 COUNTER_RANGE_CATEGORY = "cuda_profiler_range"  # CUPTI range profiling: one range per kernel, with counters
+PYTHON_CATEGORY = "python_function"  # with_stack=True: Python calls, an nn.Module's as "nn.Module: Linear_0"
+MODULE_EVENT_PREFIX = "nn.Module: "
 MICROSECOND = 1e-6  # the unit of ts and dur, whatever displayTimeUnit says
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
@@ -88,6 +90,7 @@ class TraceEvents:
     rejected: dict[str, int] = field(default_factory=dict)  # events whose ts or dur is unusable, by why
     host_name: str | None = None  # the machine that recorded it, where the trace says (torch 2.1 on)
     cuda_versions: dict[str, str] = field(default_factory=dict)  # cuda_runtime_version, cuda_driver_version: "13.0"
+    modules: list[CpuEvent] = field(default_factory=list)  # with_stack's module calls, named "Linear_0"
 
     def reject(self, why: str) -> None:
         self.rejected[why] = self.rejected.get(why, 0) + 1
@@ -205,6 +208,10 @@ def _add_event(event: dict[str, Any], trace: TraceEvents) -> None:
         correlation = _integer(args.get("correlation"))
         if correlation is not None:
             trace.runtime[correlation] = RuntimeCall(_thread(event), start, str(event.get("name", "")), args)
+    elif lowered == PYTHON_CATEGORY and str(event.get("name", "")).startswith(MODULE_EVENT_PREFIX):
+        end = (stamp + max(length, 0.0)) * unit
+        name = str(event["name"])[len(MODULE_EVENT_PREFIX) :]
+        trace.modules.append(CpuEvent(name, _thread(event), start, end, True, {}))
     elif lowered in OP_CATEGORIES or lowered in ANNOTATION_CATEGORIES:
         name = str(event.get("name", ""))
         is_range = lowered in ANNOTATION_CATEGORIES or (category == "Operator" and is_user_range_name(name))

@@ -8,7 +8,8 @@ call's thread at that moment are its stack (outermost first). From the stack com
   recorded inputs, outermost first: the outermost one whose work can be known is counted, so that an
   ``aten::linear`` counts its ``addmm`` as ``predict`` does;
 - the user ranges (``record_function``, ``## forward ##``), the phase they name, and the layer
-  (hroofline's own ``hroofline.layer:`` ranges, or the op's ``Module Hierarchy``);
+  (hroofline's own ``hroofline.layer:`` ranges, or the op's ``Module Hierarchy``, or the ``nn.Module`` calls
+  that ``with_stack=True`` records: :class:`ModuleLayers`);
 - the phase, where no range names one: autograd's backward ops (``autograd::engine::evaluate_function``,
   ``...Backward0``) are backward, whatever their thread; else a phase range open in the process then (PyTorch's
   own ``Optimizer.step#SGD.step`` is one); else forward inside a forward pass that autograd recorded (see
@@ -25,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from hroofline.importers.kineto import CpuEvent, GpuActivity, RuntimeCall, TraceEvents, input_dims
+from hroofline.model.layers import COMPILED
 from hroofline.model.phases import canonical_phase
 from hroofline.work.serving_steps import serving_step
 
@@ -37,6 +39,7 @@ _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
 _RANGE_TOKENS = re.compile(r"[^A-Za-z0-9_]+")
 _MODULE = re.compile(r"([A-Za-z0-9_]+)\(([^()]*)\)")
 _COMPILED_GRAPH = re.compile(r"^## Call CompiledFxGraph (\w+) ##$")
+COMPILED_WRAPPER = "OptimizedModule"  # torch.compile's module wrapper (torch._dynamo.eval_frame)
 
 
 @dataclass
@@ -136,8 +139,7 @@ def link_calls(trace: TraceEvents, calls: list[RuntimeCall | None]) -> list[Laun
     """One link per runtime call of ``trace``, in order: the ops and ranges open on its thread when it was made
     (an empty link where the call is None)."""
     by_thread = _events_by_thread(trace)
-    phases, steps, layers = process_ranges(trace)
-    forward = forward_passes(trace)
+    lookups = _lookups(trace)
     queries: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for index, call in enumerate(calls):
         if call is not None:
@@ -152,13 +154,17 @@ def link_calls(trace: TraceEvents, calls: list[RuntimeCall | None]) -> list[Laun
         if call is None:
             links.append(LaunchLink(None, None, (), (), None, None, None, None))
             continue
-        links.append(_link(call.start_s, stack_of.get(index, []), phases, steps, layers, forward))
+        links.append(_link(call.start_s, call.thread, stack_of.get(index, []), lookups))
     return links
 
 
 def _events_by_thread(trace: TraceEvents) -> dict[tuple[str, str], list[CpuEvent]]:
+    return _events_by_thread_of(trace.cpu)
+
+
+def _events_by_thread_of(events: list[CpuEvent]) -> dict[tuple[str, str], list[CpuEvent]]:
     by_thread: dict[tuple[str, str], list[CpuEvent]] = defaultdict(list)
-    for event in trace.cpu:
+    for event in events:
         by_thread[event.thread].append(event)
     return by_thread
 
@@ -214,14 +220,74 @@ def _sequence_number(op: CpuEvent) -> int | None:
     return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
 
 
-def _link(
-    time: float,
-    stack: list[CpuEvent],
-    phases: _Intervals,
-    steps: _Intervals,
-    layers: _Intervals,
-    forward: _Intervals,
-) -> LaunchLink:
+class ModuleLayers:
+    """The layers of a trace recorded with ``with_stack=True``: each ``nn.Module`` call is an event named by its
+    class and a per-class counter (``Linear_1``), nested as the calls were. A launch in one is on the path of those
+    open around it on its thread, outermost first (``ResNet_0.Sequential_0.BasicBlock_1.Conv2d_0``: class names,
+    as the trace has no attribute names). Backward runs in autograd's engine, outside any module call: a backward
+    op takes the layer of the forward op that created its node (the last to start with its ``Sequence number``).
+    A torch.compile'd model is one ``OptimizedModule`` call (Dynamo inlines the modules inside): the compiled
+    region (:data:`hroofline.model.layers.COMPILED`), as ``profile --compile`` labels it."""
+
+    def __init__(self, trace: TraceEvents) -> None:
+        paths: dict[tuple[str, str], list[tuple[float, float, str]]] = defaultdict(list)
+        for thread, events in _events_by_thread_of(trace.modules).items():
+            stack: list[CpuEvent] = []
+            for event in sorted(events, key=lambda e: (e.start_s, -e.end_s)):
+                while stack and stack[-1].end_s < event.start_s:
+                    stack.pop()
+                stack.append(event)
+                names = [e.name for e in stack]
+                compiled = any(name.rsplit("_", 1)[0] == COMPILED_WRAPPER for name in names)
+                paths[thread].append((event.start_s, event.end_s, COMPILED if compiled else ".".join(names)))
+        self._at = {thread: _Intervals(items) for thread, items in paths.items()}
+        self._created: dict[int, str] = {}
+        if self._at:
+            for op in sorted((e for e in trace.cpu if not e.is_range), key=lambda e: e.start_s):
+                number = _sequence_number(op)
+                if number is not None and not _AUTOGRAD.search(op.name):
+                    layer = self._path(op.thread, op.start_s)
+                    if layer is not None:
+                        self._created[number] = layer
+                    else:
+                        self._created.pop(number, None)
+
+    def _path(self, thread: tuple[str, str], time: float) -> str | None:
+        intervals = self._at.get(thread)
+        return intervals.at(time) if intervals is not None else None
+
+    def layer(self, thread: tuple[str, str], time: float, ops: list[CpuEvent]) -> str | None:
+        """The layer of a launch at ``time`` on ``thread`` inside ``ops`` (outermost first), or None."""
+        if not self._at:
+            return None
+        found = self._path(thread, time)
+        if found is not None:
+            return found
+        for op in reversed(ops):
+            number = _sequence_number(op) if _AUTOGRAD.search(op.name) else None
+            if number is not None:
+                return self._created.get(number)
+        return None
+
+
+@dataclass(frozen=True)
+class _Lookups:
+    """What a launch is looked up in besides the events open on its thread."""
+
+    phases: _Intervals
+    steps: _Intervals
+    layers: _Intervals  # hroofline's layer ranges
+    forward: _Intervals
+    modules: ModuleLayers
+
+
+def _lookups(trace: TraceEvents) -> _Lookups:
+    phases, steps, layers = process_ranges(trace)
+    return _Lookups(phases, steps, layers, forward_passes(trace), ModuleLayers(trace))
+
+
+def _link(time: float, thread: tuple[str, str], stack: list[CpuEvent], lookups: _Lookups) -> LaunchLink:
+    phases, steps, layers, forward = lookups.phases, lookups.steps, lookups.layers, lookups.forward
     ops = [e for e in stack if not e.is_range]
     ranges = tuple(
         e.name for e in stack if e.is_range and not e.name.startswith((LAYER_RANGE_PREFIX, CALL_RANGE_PREFIX))
@@ -238,6 +304,8 @@ def _link(
     layer = layers.at(time)
     if layer is None:
         layer = next((p for op in reversed(ops) if (p := module_path(op.args.get("Module Hierarchy", "")))), None)
+    if layer is None:
+        layer = lookups.modules.layer(thread, time, ops)
     step = steps.at(time)
     return LaunchLink(
         launch_s=time,
@@ -274,13 +342,12 @@ def link_cpu_ops(trace: TraceEvents) -> tuple[list[CpuEvent], list[float], list[
     times add up to the step's without counting any twice, each linked like a kernel to the ops and ranges
     around it (its own name included), at its midpoint."""
     by_thread = _events_by_thread(trace)
-    phases, steps, layers = process_ranges(trace)
-    forward = forward_passes(trace)
+    lookups = _lookups(trace)
     found: list[tuple[CpuEvent, float, list[CpuEvent]]] = []
     for events in by_thread.values():
         found += _ops_with_self_time(events)
     found.sort(key=lambda entry: entry[0].start_s)
-    links = [_link((op.start_s + op.end_s) / 2, chain, phases, steps, layers, forward) for op, _, chain in found]
+    links = [_link((op.start_s + op.end_s) / 2, op.thread, chain, lookups) for op, _, chain in found]
     return [op for op, _, _ in found], [own for _, own, _ in found], links
 
 
