@@ -24,8 +24,10 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Set
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +37,7 @@ from hroofline.importers.collectives import collective_name, collective_size, is
 from hroofline.importers.inductor_work import inductor_work, is_inductor_kernel
 from hroofline.importers.kineto import CpuEvent, GpuActivity
 from hroofline.importers.kineto_links import LaunchLink
-from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, OpWork, op_work
+from hroofline.importers.trace_work import DISPATCHING_OPS, FLOAT_TYPE_NAMES, LIST_ELEMENT_BYTES, OpWork, op_work
 from hroofline.model.quantities import FLOP_QUANTITIES
 from hroofline.roofs.metricset import MetricSet, TensorKernelHints
 from hroofline.roofs.rates import DenseRates
@@ -93,6 +95,8 @@ def activity_work(
     names = KernelNames([a.name.lower() for a in activities], metric_set.tensor_hints)
     for key, indices in kernels_of_op.items():
         work = works[key]
+        if work.list_dtype_assumed and (size := _element_bytes([activities[i].name for i in indices])):
+            work = replace(work, bytes=work.bytes * size / LIST_ELEMENT_BYTES)
         # the op's FLOPs go to the kernels that compute (a split-K GEMM's reduction kernel does none of them)
         computing = [i for i in indices if names.computing[i]] or indices
         flop_shares = dict(zip(computing, _duration_shares(activities, computing), strict=True))
@@ -221,6 +225,16 @@ def copy_bytes(activity: GpuActivity) -> float:
         return np.nan
     both_ends_on_device = "dtod" in activity.name.lower().replace(" ", "")
     return size * (2.0 if both_ends_on_device else 1.0)
+
+
+# PyTorch's concatenation kernel is instantiated per element size (CatArrayBatchedCopy<OpaqueType<2u>, ...>)
+_OPAQUE_ELEMENT = re.compile(r"OpaqueType<(\d+)u?>")
+
+
+def _element_bytes(kernels: list[str]) -> int | None:
+    """The element size the kernels' names say, where every one that says one says the same."""
+    sizes = {int(m.group(1)) for name in kernels if (m := _OPAQUE_ELEMENT.search(name))}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _duration_shares(activities: list[GpuActivity], indices: list[int]) -> np.ndarray:

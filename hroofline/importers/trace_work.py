@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_leaves
 from hroofline.importers.kineto import input_dims
 from hroofline.work import low_precision
 from hroofline.work.fused_attention import fused_attention
-from hroofline.work.fused_ops import Argument, Formula, formula_for
+from hroofline.work.fused_ops import LIST_DTYPE, Argument, Formula, formula_for
 from hroofline.work.moe import MOE_FORMULAS, moe_model
 from hroofline.work.op_names import MATMUL_OPS
 from hroofline.work.ops import OpRecorder
@@ -61,9 +61,15 @@ DTYPES: dict[str, torch.dtype] = {
 FLOAT_TYPE_NAMES = frozenset(name for name, dtype in DTYPES.items() if dtype.is_floating_point)
 # Ops that dispatch to one of several kernels on a GPU but decompose on the meta device: what they dispatched to
 # (a fused attention op, recorded inside them) is what ran; alone, they replay as their fused kernel.
-DISPATCHING_OPS = frozenset({"aten::scaled_dot_product_attention"})
+DISPATCHING_OPS = frozenset({"aten::scaled_dot_product_attention", "aten::dropout"})
+# Alone, such an op replays as the fused op it runs on a GPU (dropout as one kernel: input, output and mask once;
+# on the meta device it decomposes into bernoulli_, div_ and mul, 2.4 times the bytes in bfloat16).
+_REPLAYED_AS = {"aten::dropout": "aten::native_dropout"}
 # What a tensor without a recorded type is taken to be (the 2021 schema records shapes only).
 ASSUMED_DTYPE = torch.float32
+# A tensor list's elements where none of the op's tensors records a type (the profiler writes "TensorList", never
+# its dtype): fused_ops' LIST_DTYPE, float32, 4 bytes.
+LIST_ELEMENT_BYTES = LIST_DTYPE.itemsize
 # c10::ScalarType codes, as Concrete Inputs write a dtype argument.
 SCALAR_TYPES: dict[int, torch.dtype] = {
     0: torch.uint8,
@@ -93,6 +99,9 @@ class OpWork:
     bf16: bool = False  # bfloat16 inputs (their FLOPs share the flops_fp16 column with float16's)
     matmul_flops: dict[str, float] | None = None
     convolution: bool = False  # cuDNN runs float32 convolutions in TF32 by default, cuBLAS float32 products not
+    # its tensors are lists whose dtype the trace does not record (torch.cat's): counted as float32, 4 bytes an
+    # element (LIST_ELEMENT_BYTES), for a kernel that says its element size to correct
+    list_dtype_assumed: bool = False
 
 
 class _Unreplayable(Exception):
@@ -139,7 +148,7 @@ def _op_work(key: str) -> OpWork | None:
     formula = formula_for(name) or low_precision.formula_for(name) or MOE_FORMULAS.get(name) or CACHE_FORMULAS.get(name)
     if formula is not None:  # fused ops have no FLOP formula on the meta device (or none at all here)
         return _fused_work(name, formula, dims, types, concrete)
-    packet = _packet(name)
+    packet = _packet(_REPLAYED_AS.get(name, name))
     if packet is None or not isinstance(dims, list):
         return None
     types = types if isinstance(types, list) else []
@@ -165,7 +174,8 @@ def _op_work(key: str) -> OpWork | None:
             continue
         work = _agreed_work(overload, calls, guessed, output_dims)
         if work is not None:
-            return replace(work, bf16="c10::BFloat16" in types)
+            untyped = "TensorList" in types and not any(kind in DTYPES for kind in types)
+            return replace(work, bf16="c10::BFloat16" in types, list_dtype_assumed=untyped)
     return None
 
 
@@ -296,7 +306,7 @@ def _arguments(schema: Any, recorded: list[_Recorded]) -> tuple[list[_Call], boo
     :func:`_listed_values` knows), and whether a shape-bearing integer argument had to be guessed."""
     if len(recorded) > len(schema.arguments):
         raise _Unreplayable
-    dtype = next((DTYPES[r.type] for r in recorded if r.type in DTYPES and isinstance(r.dims, list)), torch.float32)
+    dtype = next((DTYPES[r.type] for r in recorded if r.type in DTYPES and isinstance(r.dims, list)), LIST_DTYPE)
     choices: list[list[Any]] = []
     guessed = False
     for index, argument in enumerate(schema.arguments):
@@ -345,8 +355,10 @@ def _value(argument: Any, entry: _Recorded | None, list_dtype: torch.dtype) -> t
             return torch.empty(0, device="meta"), False
         raise _Unreplayable
     if base in ("List[Tensor]", "List[Optional[Tensor]]"):
-        if entry is not None and isinstance(entry.dims, list) and all(isinstance(d, list) for d in entry.dims):
-            return [_meta_tensor(d, list_dtype, None) for d in entry.dims], False
+        # no shapes ([]): the profiler leaves out those of a list of over 30 tensors, so its size is unknown
+        dims = entry.dims if entry is not None else None
+        if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
+            return [_meta_tensor(d, list_dtype, None) for d in dims], False
         raise _Unreplayable
     if entry is not None and entry.concrete not in ("", None):
         return _concrete(entry.concrete, argument.name), False

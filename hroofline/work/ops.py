@@ -110,6 +110,11 @@ def _op_name(packet: Any) -> str:
 # Gathers read the rows they select, not the whole table they select from (an embedding lookup of 5 tokens
 # reads 5 rows of a 50,257-word table): op name -> the argument that is the table.
 _GATHERED_FROM = {"embedding": "weight", "index_select": "self", "gather": "self"}
+# The negative log-likelihood reads one log-probability per target (4,096 of GPT-2's 4,096 x 50,257 logits): op
+# name -> (the table, the index); its backward writes the whole gradient (zeros, then one value per target) and
+# takes the log-probabilities for their shape alone.
+_GATHERED_BY_INDEX = {"nll_loss_forward": ("self", "target"), "nll_loss2d_forward": ("self", "target")}
+_SHAPE_ONLY = {"nll_loss_backward": "self", "nll_loss2d_backward": "self"}
 
 
 def _argument_values(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
@@ -127,17 +132,24 @@ def _argument_values(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> float:
     """Every tensor the op reads, once, plus every tensor it writes, once: its outputs and the arguments
     its schema marks as written (in-place ops, ``out=``). An ``out=`` argument is written, not read. A
-    gather's table counts as the rows it selected (as many bytes as its output)."""
+    gather's table counts as the rows it selected (as many bytes as its output), the negative log-likelihood's
+    as one element per target; its backward reads the log-probabilities for their shape alone."""
     reads: list[torch.Tensor] = []
     writes: list[torch.Tensor] = _tensors(out)
-    table = _GATHERED_FROM.get(_op_name(func.overloadpacket))
+    name = _op_name(func.overloadpacket)
+    table, index = _GATHERED_BY_INDEX.get(name, (_GATHERED_FROM.get(name), None))
+    arguments = list(_argument_values(func, args, kwargs))
+    values = {argument.name: value for argument, value in arguments}
     gathered = 0.0
-    for argument, value in _argument_values(func, args, kwargs):
-        if value is None:
+    for argument, value in arguments:
+        if value is None or argument.name == _SHAPE_ONLY.get(name):
             continue
         if argument.name == table:
             table_bytes = _distinct_bytes(_tensors(value))
-            gathered = min(table_bytes, _distinct_bytes(_tensors(out))) if _tensors(out) else table_bytes
+            if index is not None:  # one element of the table per index
+                gathered = min(table_bytes, float(values[index].numel() * value.element_size()))
+            else:
+                gathered = min(table_bytes, _distinct_bytes(_tensors(out))) if _tensors(out) else table_bytes
             continue
         written = argument.alias_info is not None and argument.alias_info.is_write
         if written:
