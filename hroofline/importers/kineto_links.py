@@ -192,11 +192,7 @@ def forward_passes(trace: TraceEvents) -> _Intervals:
     differentiated = {n for e in ops if _AUTOGRAD.search(e.name) and (n := _sequence_number(e)) is not None}
     if not differentiated:
         return _Intervals([])
-    creators: dict[int, CpuEvent] = {}
-    for op in sorted(ops, key=lambda e: e.start_s):
-        number = _sequence_number(op)
-        if number in differentiated and not _AUTOGRAD.search(op.name):
-            creators[number] = op
+    creators = {number: op for number, op in _creating_ops(ops).items() if number in differentiated}
     cuts = sorted(
         e.start_s
         for e in trace.cpu
@@ -213,6 +209,16 @@ def forward_passes(trace: TraceEvents) -> _Intervals:
             passes[-1] = (start, max(end, op.end_s), "forward")
         previous = op
     return _Intervals(passes)
+
+
+def _creating_ops(ops: list[CpuEvent]) -> dict[int, CpuEvent]:
+    """Per autograd sequence number, the op that created the node: the last forward op to start with it."""
+    creators: dict[int, CpuEvent] = {}
+    for op in sorted(ops, key=lambda e: e.start_s):
+        number = _sequence_number(op)
+        if number is not None and not _AUTOGRAD.search(op.name):
+            creators[number] = op
+    return creators
 
 
 def _sequence_number(op: CpuEvent) -> int | None:
@@ -243,14 +249,9 @@ class ModuleLayers:
         self._at = {thread: _Intervals(items) for thread, items in paths.items()}
         self._created: dict[int, str] = {}
         if self._at:
-            for op in sorted((e for e in trace.cpu if not e.is_range), key=lambda e: e.start_s):
-                number = _sequence_number(op)
-                if number is not None and not _AUTOGRAD.search(op.name):
-                    layer = self._path(op.thread, op.start_s)
-                    if layer is not None:
-                        self._created[number] = layer
-                    else:
-                        self._created.pop(number, None)
+            for number, op in _creating_ops([e for e in trace.cpu if not e.is_range]).items():
+                if (layer := self._path(op.thread, op.start_s)) is not None:
+                    self._created[number] = layer
 
     def _path(self, thread: tuple[str, str], time: float) -> str | None:
         intervals = self._at.get(thread)
