@@ -65,6 +65,7 @@ LAYER_TOP_COLUMNS: tuple[str, ...] = ("layer", "phase", "count", "kernel", *TOP_
 
 # Why a kernel group ran faster than its roofs allow (the kinds of AboveRoof, one warning line each).
 RESIDENT = "resident"  # analytic bytes judged at HBM: data an earlier kernel left in L2 served it
+BEYOND_L2 = "beyond-l2"  # too fast even with L2 full of their data: the bytes (or the HBM roof) too high
 CACHE_CEILING = "cache-ceiling"  # analytic bytes judged at a measured cache ceiling (a CPU's) the ops outrun
 LESS_ARITHMETIC = "less-arithmetic"  # analytic FLOPs: the kernel did less arithmetic than the op's formula
 CPU_COMPUTE_CEILING = "cpu-compute-ceiling"  # a CPU op above the compute roof measured on that CPU
@@ -216,6 +217,8 @@ def _launch_roof_terms_and_gaps(
     # what the launches above a roof took, and what their roofs allow: summed per group for the warning
     out["above_time_s"] = seconds.where(out["above_roof"] > 0, 0.0)
     out["above_time_at_roof_s"] = time_at_roof.where(out["above_roof"] > 0, 0.0)
+    hbm_bytes = launches["bytes_hbm"] if "bytes_hbm" in launches else pd.Series(0.0, launches.index)
+    out["above_bytes_hbm"] = hbm_bytes.where(out["above_roof"] > 0, 0.0)
     for level in LEVELS:
         # The dot at this level: above when faster than both the compute roof and this level's roof.
         level_roof_time = pd.concat([times.compute, times.levels[level]], axis=1).max(axis=1, skipna=True)
@@ -243,6 +246,7 @@ def _binding_compute_key(
 def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
     """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
     summed = ["time_at_roof_s", "above_roof", "above_counted", "above_time_s", "above_time_at_roof_s"]
+    summed.append("above_bytes_hbm")
     out = terms[[*summed, *(f"above_{lv}" for lv in LEVELS)]].copy()
     for label in sorted(terms["bound"].dropna().unique()):
         out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
@@ -326,14 +330,20 @@ def roof_table(
         notes.roofs_label = roofs.label
         gpu = run_gpu(run.meta)
         notes.l2_bytes = gpu.l2_bytes if gpu is not None else None
-        notes.above.extend(_above_roof_records(table, analytic, on_cpu))
+        notes.above.extend(_above_roof_records(table, analytic, on_cpu, notes.l2_bytes))
     return table
 
 
-def _above_roof_records(table: pd.DataFrame, analytic: bool, on_cpu: bool = False) -> list[AboveRoof]:
+def _above_roof_records(
+    table: pd.DataFrame, analytic: bool, on_cpu: bool = False, l2_bytes: float | None = None
+) -> list[AboveRoof]:
     records = []
     for row in table[table["above_roof"]].itertuples(index=False):
         kind = _above_kind(str(row.bound), analytic, row.above_counted > 0, on_cpu)  # only joins set counters_from
+        if kind == RESIDENT and l2_bytes is not None and row.above_bytes_hbm > 0:
+            # what an L2 full of their data leaves to come from HBM, at the HBM roof: still more than they took
+            from_hbm = max(1.0 - l2_bytes * row.above_launches / row.above_bytes_hbm, 0.0)
+            kind = BEYOND_L2 if row.above_time_s < row.above_time_at_roof_s * from_hbm else kind
         records.append(
             AboveRoof(
                 str(row.kernel),

@@ -4,6 +4,7 @@ why), each listed on request, and the roofs that were missing."""
 from __future__ import annotations
 
 from hroofline.analyze.binding import (
+    BEYOND_L2,
     CACHE_CEILING,
     CPU_COMPUTE_CEILING,
     FLUSHED,
@@ -20,6 +21,9 @@ from hroofline.model.numbers import si
 _ABOVE_WHY = {
     RESIDENT: "faster than their bytes allow at HBM: their bytes are the fewest their ops must move, counted at "
     "HBM, and data an earlier kernel left resident in the GPU's {l2}L2 cache served them",
+    BEYOND_L2: "faster than their bytes allow at HBM, even were the GPU's {l2}L2 cache full of their data: their "
+    "bytes are analytic (their op's, split over its kernels by duration) and too high for these kernels, or the "
+    "HBM roof is too low",
     FLUSHED: "faster than their bytes allow at HBM: ncu counted those bytes with the caches flushed before each "
     "launch (an upper bound), and in the traced step data an earlier kernel left in the GPU's {l2}L2 cache "
     "served them",
