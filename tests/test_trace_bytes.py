@@ -132,3 +132,19 @@ def test_above_the_hbm_roof_with_more_bytes_than_l2_holds(h100_runs_store: Path,
         assert len(fast) == record.launches_above
         rest_from_hbm = (fast["bytes_hbm"].sum() - l2 * len(fast)) / 1.0e12
         assert record.kind == (BEYOND_L2 if fast["time_s"].sum() < rest_from_hbm else RESIDENT)
+
+
+def test_a_prediction_counts_dropout_as_its_fused_kernel(tmp_path: Path) -> None:
+    """predict traces the model on the meta device, where dropout decomposes (bernoulli_, div_, mul); on a GPU it
+    is one native_dropout kernel, as the traces above show: input read, output and mask written once."""
+    import torch
+
+    from hroofline.api import predict
+
+    batch, width = 8, 256
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Dropout(0.1), torch.nn.Linear(width, 10))
+    launches = predict(model, "h100-sxm", input_shape=(width,), batch_size=batch, store=tmp_path).launches
+    assert not launches["kernel"].isin(["aten::bernoulli_", "aten::div_"]).any()
+    forward = launches[(launches["kernel"] == "aten::native_dropout") & (launches["phase"] == "forward")]
+    assert len(forward) == 1 and forward["bytes_hbm"].item() == batch * width * (2 * FLOAT32 + BOOL)
+    assert (launches["kernel"] == "aten::native_dropout_backward").sum() == 1

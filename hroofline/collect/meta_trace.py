@@ -16,6 +16,7 @@ from hroofline.collect.memory_tracking import PhaseMemory
 from hroofline.collect.module_tracking import LayerTracker
 from hroofline.collect.workload import PhaseMarks, TrainingStep, WorkloadConfig
 from hroofline.work.fused_attention import fused_attention
+from hroofline.work.fused_dropout import fused_dropout
 from hroofline.work.ops import OpRecorder, records_to_launches
 
 PHASE_CHOICES = ("forward", "train")
@@ -46,7 +47,7 @@ def trace_step_memory(config: WorkloadConfig, phases: str = "train") -> StepTrac
     if phases != "forward":
         step.prime_optimizer()
     liveness = step.track_memory()
-    with tracker, recorder, liveness, fused_attention():
+    with tracker, recorder, liveness, fused_attention(), fused_dropout():
         if phases == "forward":
             step.infer()
         else:
