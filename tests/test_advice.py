@@ -133,3 +133,38 @@ def test_an_adam_run_is_not_told_to_use_adamw(deepcam_store: Path) -> None:
     (loops,) = [f for f in advise(RunStore(deepcam_store).load("deepcam-O0")) if f.rule.key == "optimizer_loops"]
     assert "torch.optim.Adam(" in loops.code and "fused=True" in loops.code
     assert "torch.optim.AdamW(" not in loops.code
+
+
+def test_fp32_work_left_where_it_was_is_not_done(h100_runs_store: Path) -> None:
+    """The H100's GEMM calibration at the base clock and without clock control: the same kernels, the FP32 SGEMM
+    on the FP32 units in both (1.37e11 FLOPs a launch, none on tensor cores). Its advice was "done", 96% on
+    tensor cores: the share of all the run's matrix products, the BF16, FP16, TF32 and FP64 ones on the tensor
+    cores from the start. Done means the FP32 FLOPs found have left the FP32 units: 0% here."""
+    store = RunStore(h100_runs_store)
+    before, after = store.load("gemm-calibration-base-clock"), store.load("gemm-calibration-no-clock-control")
+    (confirmation,) = [c for c in confirm_advice(before, after) if c.finding.rule.key == "fp32_off_tensor_cores"]
+    sgemm = after.launches[after.launches["kernel"].str.contains("f32f32_f32f32")]
+    assert (sgemm["flops_fp32"] > 0).all() and (sgemm["flops_tensor"].fillna(0) == 0).all()
+    assert not confirmation.confirmed and confirmation.detail["tensor_share"] == 0.0
+
+
+def test_the_fp32_win_leaves_the_memory_time(tmp_path: Path) -> None:
+    """Moving a kernel's FLOPs to the tensor cores moves none of its bytes: the Titan V's hand-written convolution
+    (L1-bound, 5.15 ms at its L1 roof) cannot win more than its time less its memory time at roof. The win was
+    12.8 ms of its 13.0 ms (its FLOPs' time at the tensor roof alone)."""
+    from hroofline.analyze.advice.base import advice_context
+    from hroofline.cli.main import main
+    from tests.conftest import SHARED, need
+
+    report = need(SHARED / "fixtures" / "ncu" / "titanv_cnn_conv_fp32_fullset.ncu-rep")
+    assert main(["import", str(report), "--run", "titanv", "--store", str(tmp_path)]) == 0
+    run = RunStore(tmp_path).load("titanv")
+    (finding,) = [f for f in advise(run) if f.rule.key == "fp32_off_tensor_cores"]
+    context = advice_context(run)
+    launches = context.launches
+    chosen = launches[launches["kernel"].str.contains("conv_forward_kernel")]
+    peaks = context.per_launch_peaks.loc[chosen.index]
+    memory = (chosen["bytes_l1"] / peaks["l1"]).fillna(0.0)
+    assert memory.sum() > 5e-3  # 5.15 ms at its L1 roof
+    assert finding.win_s <= float((chosen["time_s"] - memory).sum()) + 1e-12
+    assert finding.win_s < 0.8 * float(chosen["time_s"].sum())

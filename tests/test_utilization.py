@@ -146,3 +146,12 @@ def test_a_tiny_utilization_is_not_printed_as_none() -> None:
     # a small predicted CNN's MFU is 0.0007%: "0.0%" would read as no work at all
     assert cell_text(0.0007, "mfu_pct") == "< 0.05%" and cell_text(0.0, "mfu_pct") == "0.0%"
     assert cell_text(0.3, "hfu_pct") == "0.3%" and cell_text(0.0007, "roof_pct") == "0.0%"
+
+
+def test_a_predictions_time_says_it_is_an_estimate(cli, tmp_path: Path) -> None:
+    """A predicted run's times are the estimate (host floor included: resnet18's 32-image step comes to more
+    than its roofline bound); its summary said they were the kernels' summed GPU time."""
+    store = tmp_path / "store"
+    assert cli("predict", "--arch", "resnet18", "--gpu", "h100-sxm", "--run", "p", "--store", store).code == 0
+    summary = cli("summary", "p", "--store", store).out
+    assert "the ops' estimated times" in summary and "summed GPU time" not in summary

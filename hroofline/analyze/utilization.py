@@ -96,6 +96,7 @@ class RunUtilization:
     peaks: list[PeakTerm] = field(default_factory=list)
     hbm_byte_per_s: float | None = None
     reasons: list[str] = field(default_factory=list)
+    estimated: bool = False  # a prediction's: its times are estimates (roof bound and host floor), not measured
 
     @property
     def total(self) -> Utilization | None:
@@ -214,7 +215,7 @@ def utilization_table(run: Run, query: KernelQuery) -> pd.DataFrame:
 def run_utilization(run: Run) -> RunUtilization:
     """Per phase (in the run's order) and in total: MFU, HFU and MBU; the denominator; why any is missing."""
     roofs = dense_roofs(run)
-    result = RunUtilization()
+    result = RunUtilization(estimated=run.meta.predicted)
     if isinstance(roofs, str):
         result.reasons.append(f"no MFU or MBU: {roofs}")
         return result

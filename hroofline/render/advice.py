@@ -107,7 +107,7 @@ def confirmation_lines(confirmations: Sequence[Confirmation], base: str, candida
     for c in confirmations:
         verdict = "done" if c.confirmed else "not seen"
         share = c.detail.get("tensor_share")
-        extra = f"; {100 * share:.0f}% of their FLOPs on tensor cores" if share is not None else ""
+        extra = f"; {100 * share:.0f}% of their FP32 FLOPs off the FP32 units" if share is not None else ""
         lines.append(f"  {verdict:>8}: {c.finding.rule.title}: {si(c.before_s, 's')} -> {si(c.after_s, 's')}{extra}")
     return lines
 

@@ -33,7 +33,12 @@ def utilization_lines(utilization: RunUtilization) -> list[str]:
             lines += [WHAT[basis], *(f"  {peak_text(peak)}" for peak in peaks)]
     if utilization.hbm_byte_per_s:
         lines.append(f"MBU: HBM bytes over the time at {si(utilization.hbm_byte_per_s, 'B/s')}")
-    if lines:
+    if lines and utilization.estimated:
+        lines.append(
+            "time: the ops' estimated times (a prediction, no kernel ran: each op's time at roof over its class's "
+            "fitted efficiency, or the host's floor for its kind, whichever is longer)"
+        )
+    elif lines:
         lines.append("time: the kernels' summed GPU time (gaps between kernels left out)")
     return lines + utilization.reasons
 
