@@ -46,7 +46,7 @@ def test_an_inference_pass_on_hopper_has_the_band_of_inference_passes() -> None:
     assert (step.low_s, step.high_s) == pytest.approx((9.18e-3, 55.5e-3), rel=0.002)
     assert step.low_s < measured_s < step.high_s
     every_band = (step.estimate_s / every.p90, step.estimate_s * every.p90)
-    assert every_band == pytest.approx((14.1e-3, 36.2e-3), abs=0.05e-3)
+    assert every_band == pytest.approx((14.1e-3, 36.1e-3), abs=0.05e-3)
     assert measured_s < every_band[0]  # the band of all Hopper steps together missed it
 
 
