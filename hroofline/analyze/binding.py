@@ -245,8 +245,14 @@ def _binding_compute_key(
 
 def _group_terms(terms: pd.DataFrame) -> pd.DataFrame:
     """Per-launch terms as summable columns: time at roof per binding roof, above flags as counts."""
-    summed = ["time_at_roof_s", "above_roof", "above_counted", "above_time_s", "above_time_at_roof_s"]
-    summed.append("above_bytes_hbm")
+    summed = [
+        "time_at_roof_s",
+        "above_roof",
+        "above_counted",
+        "above_time_s",
+        "above_time_at_roof_s",
+        "above_bytes_hbm",
+    ]
     out = terms[[*summed, *(f"above_{lv}" for lv in LEVELS)]].copy()
     for label in sorted(terms["bound"].dropna().unique()):
         out[BOUND_PREFIX + label] = terms["time_at_roof_s"].where(terms["bound"] == label, 0.0)
