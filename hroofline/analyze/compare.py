@@ -382,17 +382,26 @@ def _counts_fp16_instructions(run: Run) -> bool:
 
 
 def _convention_notes(base: Run, candidate: Run) -> list[str]:
-    """FP16 FLOPs counted two ways (ncu's counters count a packed half2 instruction once, analytic runs
-    count arithmetic): their ratio can be off by up to 2x, and the comparison says so."""
+    """What the two runs count differently, said once: FP16 FLOPs (ncu's counters count a packed half2
+    instruction once, analytic runs count arithmetic: the ratio can be off by up to 2x), and a prediction's
+    time against a measured run's (the estimate holds each op's launch cost, the measurement kernels alone)."""
+    notes = []
+    if base.meta.predicted != candidate.meta.predicted:
+        notes.append(
+            "a prediction's time is its ops' estimates, each at least the host's cost of launching it; the measured "
+            "run's is its kernels' GPU time alone, so a layer of many small ops is estimated over its kernels' time "
+            "by that cost"
+        )
     runs = (base, candidate)
     if _counts_fp16_instructions(base) == _counts_fp16_instructions(candidate):
-        return []
+        return notes
     if not all((run.launches["flops_fp16"].fillna(0) > 0).any() for run in runs):
-        return []
+        return notes
     counted = base.name if _counts_fp16_instructions(base) else candidate.name
     return [
+        *notes,
         f"FP16 FLOPs are counted two ways: {counted}'s are ncu's counted instructions (a packed half2 once), the "
-        "other's are arithmetic, so the FLOPs ratio of non-tensor FP16 work can be off by up to 2x"
+        "other's are arithmetic, so the FLOPs ratio of non-tensor FP16 work can be off by up to 2x",
     ]
 
 
