@@ -392,17 +392,14 @@ def _convention_notes(base: Run, candidate: Run) -> list[str]:
             "run's is its kernels' GPU time alone, so a layer of many small ops is estimated over its kernels' time "
             "by that cost"
         )
-    runs = (base, candidate)
-    if _counts_fp16_instructions(base) == _counts_fp16_instructions(candidate):
-        return notes
-    if not all((run.launches["flops_fp16"].fillna(0) > 0).any() for run in runs):
-        return notes
-    counted = base.name if _counts_fp16_instructions(base) else candidate.name
-    return [
-        *notes,
-        f"FP16 FLOPs are counted two ways: {counted}'s are ncu's counted instructions (a packed half2 once), the "
-        "other's are arithmetic, so the FLOPs ratio of non-tensor FP16 work can be off by up to 2x",
-    ]
+    counted_fp16 = [run.name for run in (base, candidate) if _counts_fp16_instructions(run)]
+    both_fp16 = all((run.launches["flops_fp16"].fillna(0) > 0).any() for run in (base, candidate))
+    if len(counted_fp16) == 1 and both_fp16:
+        notes.append(
+            f"FP16 FLOPs are counted two ways: {counted_fp16[0]}'s are ncu's counted instructions (a packed half2 "
+            "once), the other's are arithmetic, so the FLOPs ratio of non-tensor FP16 work can be off by up to 2x"
+        )
+    return notes
 
 
 def family_points(run: Run, level: str, match: str = MATCH_FAMILY, folds: frozenset[str] = frozenset()) -> pd.DataFrame:
